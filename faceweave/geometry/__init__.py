@@ -1,0 +1,1 @@
+"""Pure geometry: mesh topology, alignment transforms, warps."""

@@ -1,0 +1,144 @@
+"""Index sets of mediapipe's 478-point face mesh, derived from the connection
+tables that ship with mediapipe (no copied constants to drift out of date).
+
+Every function here is pure and cached; the returned arrays are read-only.
+"Left"/"right" below are the subject's: the subject's right eye is on the
+image left in an unmirrored photo.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+
+def _connections():
+    from mediapipe.python.solutions import face_mesh_connections as c
+
+    return c
+
+
+def _ro(a) -> np.ndarray:
+    arr = np.asarray(a, dtype=np.int32)
+    arr.setflags(write=False)
+    return arr
+
+
+def _loops(edges) -> list[list[int]]:
+    """Split an undirected edge set made of disjoint simple cycles into ordered loops."""
+    adj: dict[int, list[int]] = {}
+    for a, b in edges:
+        adj.setdefault(a, []).append(b)
+        adj.setdefault(b, []).append(a)
+    seen: set[int] = set()
+    loops = []
+    for start in sorted(adj):
+        if start in seen:
+            continue
+        loop, prev, cur = [start], None, start
+        seen.add(start)
+        while True:
+            nxt = [n for n in adj[cur] if n != prev]
+            if not nxt:
+                break
+            n = nxt[0] if nxt[0] not in seen or len(nxt) == 1 else nxt[-1]
+            if n == start or n in seen:
+                break
+            loop.append(n)
+            seen.add(n)
+            prev, cur = cur, n
+        loops.append(loop)
+    return loops
+
+
+@cache
+def tessellation() -> np.ndarray:
+    """``(T, 3)`` triangles of the face mesh surface (vertex indices < 468)."""
+    edges = _connections().FACEMESH_TESSELATION
+    adj: dict[int, set[int]] = {}
+    for a, b in edges:
+        adj.setdefault(a, set()).add(b)
+        adj.setdefault(b, set()).add(a)
+    tris = set()
+    for a, b in edges:
+        for c in adj[a] & adj[b]:
+            tris.add(tuple(sorted((a, b, c))))
+    return _ro(sorted(tris))
+
+
+@cache
+def face_oval() -> np.ndarray:
+    """Ordered loop of the 36 face-outline points."""
+    (loop,) = _loops(_connections().FACEMESH_FACE_OVAL)
+    return _ro(loop)
+
+
+def _lip_loops() -> tuple[list[int], list[int]]:
+    loops = _loops(_connections().FACEMESH_LIPS)
+    loops.sort(key=lambda lp: 61 in lp)  # the outer loop holds the mouth corner 61
+    inner, outer = loops
+    return inner, outer
+
+
+@cache
+def lips_inner() -> np.ndarray:
+    """Ordered loop of the inner lip line (the mouth opening)."""
+    return _ro(_lip_loops()[0])
+
+
+@cache
+def lips_outer() -> np.ndarray:
+    """Ordered loop of the outer lip line."""
+    return _ro(_lip_loops()[1])
+
+
+@cache
+def right_eye() -> np.ndarray:
+    """Ordered eyelid loop of the subject's right eye (image left)."""
+    (loop,) = _loops(_connections().FACEMESH_RIGHT_EYE)
+    return _ro(loop)
+
+
+@cache
+def left_eye() -> np.ndarray:
+    """Ordered eyelid loop of the subject's left eye (image right)."""
+    (loop,) = _loops(_connections().FACEMESH_LEFT_EYE)
+    return _ro(loop)
+
+
+@cache
+def right_eyebrow() -> np.ndarray:
+    return _ro(sorted({i for e in _connections().FACEMESH_RIGHT_EYEBROW for i in e}))
+
+
+@cache
+def left_eyebrow() -> np.ndarray:
+    return _ro(sorted({i for e in _connections().FACEMESH_LEFT_EYEBROW for i in e}))
+
+
+#: iris points added by the refined mesh: centre first, then four on the rim
+RIGHT_IRIS = _ro([468, 469, 470, 471, 472])
+LEFT_IRIS = _ro([473, 474, 475, 476, 477])
+
+#: named single landmarks
+NOSE_TIP = 1
+MOUTH_CORNER_RIGHT = 61  # image left
+MOUTH_CORNER_LEFT = 291  # image right
+UPPER_LIP_INNER = 13
+LOWER_LIP_INNER = 14
+RIGHT_EYE_OUTER, RIGHT_EYE_INNER = 33, 133
+LEFT_EYE_INNER, LEFT_EYE_OUTER = 362, 263
+RIGHT_EYE_UPPER, RIGHT_EYE_LOWER = 159, 145
+LEFT_EYE_UPPER, LEFT_EYE_LOWER = 386, 374
+FOREHEAD_TOP = 10
+CHIN = 152
+
+
+def kps5_from_mesh(points: np.ndarray) -> np.ndarray:
+    """``(5, 2)`` insightface-order key points from ``(478, 2+)`` mesh points:
+    eye centres (image left, image right), nose tip, mouth corners (image left, right)."""
+    p = np.asarray(points)[:, :2]
+    return np.stack(
+        [p[RIGHT_IRIS[0]], p[LEFT_IRIS[0]], p[NOSE_TIP], p[MOUTH_CORNER_RIGHT], p[MOUTH_CORNER_LEFT]]
+    ).astype(np.float32)
