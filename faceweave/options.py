@@ -45,14 +45,15 @@ class MaskOptions(_Options):
     box_blur: float = Field(0.25, ge=0.0, le=1.0, description="feather of the box mask, fraction of the crop")
     region: bool = True
     mouth: bool = True
-    occlusion: bool = Field(True, description="keep hair, hands and objects in front of the face (colour and segmentation)")
+    occlusion: bool = Field(True, description="keep hair, hands and glasses in front of the face (skin-colour test)")
+    segmentation: bool = Field(False, description="also keep non-person objects in front of the face (selfie segmentation model)")
 
 
 class SwapOptions(_Options):
     """Everything that decides how a swap is done."""
 
     swapper: str = Field("mesh", description="registered swapper name")
-    working_size: int = Field(288, ge=128, le=1024, description="side of the aligned working crop in pixels")
+    working_size: int = Field(256, ge=96, le=1024, description="face size in pixels in the working crop")
     shape_transfer: float = Field(1.0, ge=0.0, le=1.0, description="how much of the source face shape is carried over")
     shading: float = Field(0.8, ge=0.0, le=1.0, description="how much of the target's low-frequency shading the result takes")
     multi_source: Literal["pose", "first"] = Field("pose", description="with several source photos: closest head pose, or the first")

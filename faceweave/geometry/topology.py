@@ -142,3 +142,66 @@ def kps5_from_mesh(points: np.ndarray) -> np.ndarray:
     return np.stack(
         [p[RIGHT_IRIS[0]], p[LEFT_IRIS[0]], p[NOSE_TIP], p[MOUTH_CORNER_RIGHT], p[MOUTH_CORNER_LEFT]]
     ).astype(np.float32)
+
+
+@cache
+def _meta() -> dict[str, np.ndarray]:
+    from importlib.resources import files
+
+    with files("faceweave.geometry").joinpath("data/mesh_meta.npz").open("rb") as fh:
+        data = np.load(fh)
+        return {k: _ro(data[k]) for k in data.files}
+
+
+@cache
+def triangles() -> np.ndarray:
+    """``(T, 3)`` tessellation triangles, then the 32 eye-opening fans
+    (:func:`eye_fans`), wound so that a triangle facing the camera has a
+    positive signed area in image coordinates (x right, y down)."""
+    return _meta()["triangles"]
+
+
+@cache
+def mirror() -> np.ndarray:
+    """``(478,)`` index of each landmark's left-right mirror partner."""
+    return _meta()["mirror"]
+
+
+@cache
+def lips_block() -> np.ndarray:
+    """All vertices of the lips: the outer lip loop and every vertex reachable
+    from the inner loop without crossing it (the lip surface)."""
+    outer = set(lips_outer().tolist())
+    inner = lips_inner().tolist()
+    adj: dict[int, set[int]] = {}
+    for a, b in _connections().FACEMESH_TESSELATION:
+        adj.setdefault(a, set()).add(b)
+        adj.setdefault(b, set()).add(a)
+    seen, stack = set(inner), list(inner)
+    while stack:
+        v = stack.pop()
+        for n in adj.get(v, ()):
+            if n not in seen and n not in outer:
+                seen.add(n)
+                stack.append(n)
+    return _ro(sorted(seen | outer))
+
+
+def _fan(loop: np.ndarray, centre: int) -> list[tuple[int, int, int]]:
+    return [(int(loop[i]), int(loop[(i + 1) % len(loop)]), centre) for i in range(len(loop))]
+
+
+@cache
+def eye_fans() -> np.ndarray:
+    """``(32, 3)`` triangles filling both eye openings: each eyelid loop fanned
+    to its iris centre (the tessellation leaves the openings empty)."""
+    return _ro(_fan(right_eye(), int(RIGHT_IRIS[0])) + _fan(left_eye(), int(LEFT_IRIS[0])))
+
+
+@cache
+def stable_points() -> np.ndarray:
+    """Vertices that move little with expression (no lips, eyelids, irises,
+    jaw line below the mouth): used to fit one face's shape onto another."""
+    moving = set(lips_block().tolist()) | set(right_eye().tolist()) | set(left_eye().tolist())
+    moving |= set(RIGHT_IRIS.tolist()) | set(LEFT_IRIS.tolist())
+    return _ro([i for i in range(468) if i not in moving])

@@ -1,0 +1,70 @@
+"""Colour transfer between a swapped face and its target.  Pure functions on
+float32 CIELAB images (L in 0..100, a/b around 0), as produced by
+:func:`to_lab`."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+
+def to_lab(rgb: np.ndarray) -> np.ndarray:
+    """uint8 RGB ``(H, W, 3)`` -> float32 CIELAB."""
+    return cv2.cvtColor(rgb.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB)
+
+
+def to_rgb(lab: np.ndarray) -> np.ndarray:
+    """float32 CIELAB -> uint8 RGB (rounded and clipped)."""
+    rgb = cv2.cvtColor(lab.astype(np.float32), cv2.COLOR_LAB2RGB)
+    return np.clip(rgb * 255.0 + 0.5, 0, 255).astype(np.uint8)
+
+
+def masked_stats(lab: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted mean and standard deviation ``(3,)`` of a LAB image under a
+    ``[0, 1]`` mask."""
+    w = mask.astype(np.float64)[..., None]
+    total = w.sum()
+    if total < 1.0:
+        return lab.reshape(-1, 3).mean(0).astype(np.float32), lab.reshape(-1, 3).std(0).astype(np.float32)
+    mean = (lab * w).sum((0, 1)) / total
+    var = (((lab - mean) ** 2) * w).sum((0, 1)) / total
+    return mean.astype(np.float32), np.sqrt(var).astype(np.float32)
+
+
+def match_statistics(
+    lab: np.ndarray, src_mask: np.ndarray, ref_lab: np.ndarray, ref_mask: np.ndarray, *, max_gain: float = 1.6
+) -> np.ndarray:
+    """Shift and scale each LAB channel so its mean and spread under
+    ``src_mask`` equal the reference's under ``ref_mask`` (Reinhard); the
+    spread gain is limited to ``[1/max_gain, max_gain]``."""
+    mu_s, sd_s = masked_stats(lab, src_mask)
+    mu_r, sd_r = masked_stats(ref_lab, ref_mask)
+    gain = np.clip(sd_r / np.maximum(sd_s, 1e-3), 1.0 / max_gain, max_gain)
+    return ((lab - mu_s) * gain + mu_r).astype(np.float32)
+
+
+def masked_blur(image: np.ndarray, mask: np.ndarray, sigma: float) -> np.ndarray:
+    """Normalized convolution: a Gaussian blur that only averages pixels under
+    ``mask``, so that the background does not bleed into the face's shading.
+    Computed at reduced resolution for large sigmas (the result is smooth)."""
+    h, w = mask.shape
+    factor = max(1, int(sigma // 4))
+    small = (max(1, w // factor), max(1, h // factor))
+    m = cv2.resize(mask.astype(np.float32), small, interpolation=cv2.INTER_AREA)
+    x = cv2.resize((image * mask[..., None]).astype(np.float32), small, interpolation=cv2.INTER_AREA)
+    s = sigma / factor
+    num = cv2.GaussianBlur(x, (0, 0), s)
+    den = cv2.GaussianBlur(m, (0, 0), s)[..., None]
+    out = num / np.maximum(den, 1e-4)
+    return cv2.resize(out, (w, h), interpolation=cv2.INTER_LINEAR)
+
+
+def transfer_shading(
+    lab: np.ndarray, mask: np.ndarray, ref_lab: np.ndarray, ref_mask: np.ndarray, *, sigma: float, amount: float
+) -> np.ndarray:
+    """Give ``lab`` the reference's low-frequency shading: replace (by
+    ``amount``) its own Gaussian low-pass at ``sigma`` with the reference's,
+    keeping everything finer than ``sigma`` (the identity's mid frequencies)."""
+    own = masked_blur(lab, mask, sigma)
+    ref = masked_blur(ref_lab, ref_mask, sigma)
+    return (lab + amount * (ref - own)).astype(np.float32)

@@ -1,0 +1,111 @@
+"""Composite a swapper's output into the target crop: masks, colour,
+multi-band blend, and the region to paste back.  Pure functions; sizes are
+relative to the face size so results do not depend on the working size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from faceweave import color, masks
+from faceweave.blend import laplacian_blend
+from faceweave.geometry import topology as topo
+from faceweave.options import MaskOptions
+from faceweave.swappers.base import AlignedCrop, SwapOutput
+
+
+@dataclass(frozen=True, eq=False)
+class Composite:
+    """``pixels`` ``(S, S, 3)`` uint8 result crop; ``mask`` the blend mask;
+    ``paste`` ``(S, S)`` float32: where the crop replaces the frame."""
+
+    pixels: np.ndarray
+    mask: np.ndarray
+    paste: np.ndarray
+
+
+def forehead_fade(size: tuple[int, int], mesh: np.ndarray, *, length: float) -> np.ndarray:
+    """0 above the mesh's top (landmark 10), rising smoothly to 1 over
+    ``length`` pixels down the face's own vertical axis: the forehead is cut
+    where hair usually starts, with no line."""
+    w, h = size
+    top, chin = mesh[topo.FOREHEAD_TOP, :2].astype(np.float32), mesh[topo.CHIN, :2].astype(np.float32)
+    down = (chin - top) / (np.linalg.norm(chin - top) + 1e-6)
+    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    t = ((xx - top[0]) * down[0] + (yy - top[1]) * down[1]) / max(length, 1e-3)
+    t = np.clip(t, 0.0, 1.0)
+    return (t * t * (3.0 - 2.0 * t)).astype(np.float32)
+
+
+def skin_region(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np.ndarray:
+    """Reliable bare skin of a face: inside the outline, away from its edge,
+    eyes, brows, lips and the top of the forehead.  ``{0, 1}`` float32."""
+    oval = masks.polygon_mask(size, mesh[topo.face_oval()])
+    oval = masks.feather(oval, erode=0.06 * face_size, blur=0)
+    features = masks.feature_mask(size, mesh, grow=0.04 * face_size)
+    top = forehead_fade(size, mesh, length=0.25 * face_size) > 0.99
+    return (oval * (1.0 - features) * top).astype(np.float32)
+
+
+def source_skin(crop: AlignedCrop) -> tuple[np.ndarray, np.ndarray]:
+    """Robust LAB skin colour of a source crop (see :func:`masks.skin_statistics`)."""
+    region = skin_region(crop.size, crop.mesh, crop.face_size)
+    return masks.skin_statistics(color.to_lab(crop.pixels), region)
+
+
+def composite(
+    target: AlignedCrop,
+    out: SwapOutput,
+    *,
+    source_skin_stats: tuple[np.ndarray, np.ndarray] | None,
+    mask_options: MaskOptions,
+    shading: float,
+    person_mask: np.ndarray | None = None,
+) -> Composite:
+    """Blend ``out.face`` into ``out.background`` and say where to paste."""
+    size, fs, mesh = target.size, target.face_size, out.mesh
+    face_lab = color.to_lab(out.face)
+    bg_lab = color.to_lab(out.background)
+
+    region = out.coverage
+    if mask_options.mouth:
+        region = region * masks.mouth_mask(size, mesh, grow=0.012 * fs)
+    region = masks.feather(region, erode=0.02 * fs, blur=0.02 * fs) if mask_options.region else np.ones_like(region)
+    fade = forehead_fade(size, mesh, length=0.14 * fs)
+
+    skin = skin_region(size, mesh, fs)
+    occlusion = None
+    if mask_options.occlusion:
+        features = masks.feature_mask(size, mesh, grow=0.015 * fs)
+        t_centre, t_spread = masks.skin_statistics(bg_lab, skin)
+        target_skin = masks.skin_likelihood(bg_lab, t_centre, t_spread)
+        if source_skin_stats is not None:
+            s_centre, s_spread = source_skin_stats
+            target_skin = np.minimum(target_skin, masks.skin_likelihood(face_lab, s_centre, s_spread))
+        occ = np.maximum(target_skin, features)
+        occ = cv2.morphologyEx(occ, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5)))
+        occlusion = masks.feather(occ, erode=0.01 * fs, blur=0.012 * fs)
+    if person_mask is not None:
+        occlusion = masks.combine(occlusion, person_mask) if occlusion is not None else person_mask
+    box = masks.box_mask(size, inset=0.02, blur=mask_options.box_blur) if mask_options.box else None
+    mask = masks.combine(region, fade, occlusion, box)
+
+    # colour: statistics on skin both sides can see, then low-frequency shading
+    stat_mask = skin if occlusion is None else skin * (occlusion > 0.5)
+    matched = color.match_statistics(face_lab, stat_mask, bg_lab, stat_mask)
+    shade_region = out.coverage * masks.mouth_mask(size, mesh, grow=0.012 * fs)
+    shaded = color.transfer_shading(matched, shade_region, bg_lab, shade_region, sigma=0.06 * fs, amount=shading)
+    face_rgb = color.to_rgb(shaded)
+    front = np.where(out.coverage[..., None] > 0, face_rgb, out.background).astype(np.float32)
+    blended = laplacian_blend(front, out.background.astype(np.float32), mask, levels=5)
+    pixels = np.clip(blended + 0.5, 0, 255).astype(np.uint8)
+
+    grow = int(round(0.05 * fs)) * 2 + 1
+    touched = cv2.dilate((mask > 0.002).astype(np.float32), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow)))
+    paste = np.maximum(touched, out.changed)
+    paste = masks.feather(paste, erode=0, blur=0.015 * fs)
+    if box is not None:
+        paste = np.minimum(paste, masks.box_mask(size, inset=0.0, blur=0.04))
+    return Composite(pixels=pixels, mask=mask, paste=paste)

@@ -1,0 +1,100 @@
+"""Warps: a smooth thin-plate-spline field pinned on a ring, and a
+piecewise-affine (per mesh triangle) texture map.  Pure functions."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+
+def ellipse_ring(center: tuple[float, float], radii: tuple[float, float], count: int) -> np.ndarray:
+    """``(count, 2)`` points on an axis-aligned ellipse."""
+    ang = np.linspace(0.0, 2.0 * np.pi, count, endpoint=False)
+    return np.stack([center[0] + radii[0] * np.cos(ang), center[1] + radii[1] * np.sin(ang)], axis=1).astype(np.float32)
+
+
+def _tps_kernel(r2: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = r2 * np.log(r2)
+    return np.nan_to_num(k)
+
+
+def tps_backward_map(
+    dst: np.ndarray, src: np.ndarray, size: tuple[int, int], *, step: int = 8, regularization: float = 1e-3
+) -> tuple[np.ndarray, np.ndarray]:
+    """Dense backward maps ``(map_x, map_y)`` of shape ``(H, W)`` float32 for
+    ``cv2.remap`` such that output pixel ``dst[i]`` samples input ``src[i]``,
+    interpolated smoothly (thin-plate spline) in between.  The spline is
+    evaluated on a grid every ``step`` pixels and resized, which is exact
+    enough for a smooth field and keeps the cost small."""
+    w, h = size
+    dst = np.asarray(dst, np.float64)
+    disp = np.asarray(src, np.float64) - dst
+    scale = float(max(w, h))
+    p = dst / scale
+    n = len(p)
+    k = _tps_kernel(((p[:, None, :] - p[None, :, :]) ** 2).sum(-1)) + regularization * np.eye(n)
+    pm = np.hstack([np.ones((n, 1)), p])
+    a = np.zeros((n + 3, n + 3))
+    a[:n, :n], a[:n, n:], a[n:, :n] = k, pm, pm.T
+    rhs = np.zeros((n + 3, 2))
+    rhs[:n] = disp
+    coef = np.linalg.solve(a, rhs)
+    gw, gh = w // step + 2, h // step + 2
+    gx, gy = np.meshgrid(np.arange(gw) * step, np.arange(gh) * step)
+    g = np.stack([gx.ravel(), gy.ravel()], axis=1) / scale
+    kg = _tps_kernel(((g[:, None, :] - p[None, :, :]) ** 2).sum(-1))
+    field = kg @ coef[:n] + np.hstack([np.ones((len(g), 1)), g]) @ coef[n:]
+    fx = field[:, 0].reshape(gh, gw).astype(np.float32)
+    fy = field[:, 1].reshape(gh, gw).astype(np.float32)
+    full_w, full_h = (gw - 1) * step + 1, (gh - 1) * step + 1
+    fx = cv2.resize(fx, (full_w, full_h), interpolation=cv2.INTER_LINEAR)[:h, :w]
+    fy = cv2.resize(fy, (full_w, full_h), interpolation=cv2.INTER_LINEAR)[:h, :w]
+    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    return xx + fx, yy + fy
+
+
+def triangle_facing(points3d: np.ndarray, triangles: np.ndarray) -> np.ndarray:
+    """``(T,)`` cosine between each triangle's normal and the direction to the
+    camera (1 facing, 0 edge-on, < 0 turned away), for triangles wound as in
+    :func:`faceweave.geometry.topology.triangles`."""
+    p = np.asarray(points3d, np.float64)
+    a, b, c = p[triangles[:, 0]], p[triangles[:, 1]], p[triangles[:, 2]]
+    n = np.cross(b - a, c - a)
+    return (n[:, 2] / (np.linalg.norm(n, axis=1) + 1e-9)).astype(np.float32)
+
+
+def rasterize_triangles(points2d: np.ndarray, triangles: np.ndarray, depth: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``(H, W)`` int32 map of the index of the triangle covering each pixel
+    (-1 for none); triangles with larger ``depth`` (farther) are drawn first so
+    nearer ones win."""
+    w, h = size
+    ids = np.full((h, w), -1, np.int32)
+    pts = np.round(np.asarray(points2d, np.float64) * 16.0).astype(np.int32)  # 4 bits of sub-pixel precision
+    for t in np.argsort(-np.asarray(depth)):
+        cv2.fillConvexPoly(ids, pts[triangles[t]], int(t), lineType=cv2.LINE_8, shift=4)
+    return ids
+
+
+def triangle_affines(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
+    """``(T, 2, 3)`` affine maps taking each destination triangle ``(T, 3, 2)``
+    onto its source triangle ``(T, 3, 2)`` (degenerate triangles get a
+    least-squares map)."""
+    d = np.asarray(dst, np.float64)
+    dh = np.concatenate([d, np.ones((len(d), 3, 1))], axis=2)  # (T, 3, 3)
+    sol = np.linalg.pinv(dh) @ np.asarray(src, np.float64)  # (T, 3, 2)
+    return np.transpose(sol, (0, 2, 1)).astype(np.float32)
+
+
+def piecewise_affine_maps(ids: np.ndarray, affines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Backward maps for ``cv2.remap`` from a triangle-index map and per
+    triangle affines; pixels with no triangle map to ``-1`` (outside)."""
+    h, w = ids.shape
+    map_x = np.full((h, w), -1.0, np.float32)
+    map_y = np.full((h, w), -1.0, np.float32)
+    ys, xs = np.nonzero(ids >= 0)
+    a = affines[ids[ys, xs]]
+    xf, yf = xs.astype(np.float32), ys.astype(np.float32)
+    map_x[ys, xs] = a[:, 0, 0] * xf + a[:, 0, 1] * yf + a[:, 0, 2]
+    map_y[ys, xs] = a[:, 1, 0] * xf + a[:, 1, 1] * yf + a[:, 1, 2]
+    return map_x, map_y

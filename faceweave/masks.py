@@ -1,0 +1,129 @@
+"""Masks in the working crop: float32 ``(H, W)`` arrays in ``[0, 1]``,
+combined by minimum.  Pure functions (the segmentation model is a small
+class that the caller owns)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from faceweave.errors import ModelError
+from faceweave.geometry import topology as topo
+
+
+def combine(*masks: np.ndarray | None) -> np.ndarray:
+    """Pixel-wise minimum of the given masks (``None`` entries are skipped)."""
+    present = [m for m in masks if m is not None]
+    if not present:
+        raise ValueError("combine() needs at least one mask")
+    out = present[0]
+    for m in present[1:]:
+        out = np.minimum(out, m)
+    return out.astype(np.float32)
+
+
+def feather(mask: np.ndarray, *, erode: float, blur: float) -> np.ndarray:
+    """Erode by ``erode`` pixels, then Gaussian-blur with sigma ``blur``."""
+    m = mask.astype(np.float32)
+    if erode >= 1:
+        k = int(round(erode)) * 2 + 1
+        m = cv2.erode(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    if blur > 0:
+        m = cv2.GaussianBlur(m, (0, 0), blur)
+    return np.clip(m, 0.0, 1.0)
+
+
+def box_mask(size: tuple[int, int], *, inset: float, blur: float) -> np.ndarray:
+    """Feathered box: 1 inside, falling to 0 at the crop border.
+    ``inset`` and ``blur`` are fractions of the crop side."""
+    w, h = size
+    m = np.zeros((h, w), np.float32)
+    dx, dy = int(w * inset), int(h * inset)
+    m[dy : h - dy, dx : w - dx] = 1.0
+    return feather(m, erode=0, blur=blur * min(w, h) / 2.0) if blur > 0 else m
+
+
+def polygon_mask(size: tuple[int, int], points: np.ndarray) -> np.ndarray:
+    """Filled polygon as a ``{0, 1}`` float mask."""
+    w, h = size
+    m = np.zeros((h, w), np.uint8)
+    cv2.fillPoly(m, [np.round(np.asarray(points)[:, :2] * 16).astype(np.int32)], 1, lineType=cv2.LINE_AA, shift=4)
+    return m.astype(np.float32)
+
+
+def mouth_mask(size: tuple[int, int], mesh: np.ndarray, *, grow: float) -> np.ndarray:
+    """1 except inside the mouth opening (inner lip line, grown by ``grow``
+    pixels and softened), where the target's teeth and tongue are kept."""
+    inner = polygon_mask(size, mesh[topo.lips_inner()])
+    if grow >= 1:
+        k = int(round(grow)) * 2 + 1
+        inner = cv2.dilate(inner, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+        inner = cv2.GaussianBlur(inner, (0, 0), grow / 2.0)
+    return 1.0 - np.clip(inner, 0.0, 1.0)
+
+
+def feature_mask(size: tuple[int, int], mesh: np.ndarray, *, grow: float) -> np.ndarray:
+    """1 over the eyes, eyebrows and lips (grown by ``grow`` pixels): the
+    parts of a face that are not skin-coloured."""
+    w, h = size
+    m = np.zeros((h, w), np.float32)
+    for idx in (topo.right_eye(), topo.left_eye(), topo.lips_outer()):
+        m = np.maximum(m, polygon_mask(size, mesh[idx]))
+    for idx in (topo.right_eyebrow(), topo.left_eyebrow()):
+        hull = cv2.convexHull(np.ascontiguousarray(mesh[idx][:, :2], np.float32))
+        m = np.maximum(m, polygon_mask(size, hull.reshape(-1, 2)))
+    k = int(round(grow)) * 2 + 1
+    return cv2.dilate(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+
+
+def skin_statistics(lab: np.ndarray, region: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Robust centre (median) and spread (1.4826·MAD) of LAB skin colour over
+    ``region > 0.5``; ``(3,)`` each."""
+    px = lab[region > 0.5]
+    if len(px) < 16:
+        return np.array([60.0, 10.0, 15.0], np.float32), np.array([15.0, 5.0, 5.0], np.float32)
+    med = np.median(px, axis=0)
+    mad = np.median(np.abs(px - med), axis=0) * 1.4826
+    return med.astype(np.float32), np.maximum(mad, [4.0, 2.0, 2.0]).astype(np.float32)
+
+
+def skin_likelihood(lab: np.ndarray, centre: np.ndarray, spread: np.ndarray, *, tolerance: float = 3.5) -> np.ndarray:
+    """Soft ``[0, 1]`` mask: 1 where a LAB pixel is within ``tolerance``
+    spreads of the skin colour, falling to 0 at twice that.  Lightness gets a
+    looser test (shading changes it) than the chroma."""
+    d = np.abs(lab - centre) / spread
+    d_l = d[..., 0] / 1.6
+    d_c = np.hypot(d[..., 1], d[..., 2])
+    dist = np.maximum(d_l, d_c)
+    return np.clip(2.0 - dist / tolerance, 0.0, 1.0).astype(np.float32)
+
+
+class SelfieSegmenter:
+    """mediapipe selfie segmentation: person (1) versus background (0).
+    Used as an occlusion mask: a non-person object in front of the face
+    (a ball, a microphone) stays in front of the swapped face."""
+
+    name = "mediapipe_selfie_segmentation"
+
+    def __init__(self) -> None:
+        self._model = None
+
+    def prepare(self) -> None:
+        if self._model is None:
+            try:
+                import mediapipe as mp
+
+                self._model = mp.solutions.selfie_segmentation.SelfieSegmentation(model_selection=0)
+            except Exception as exc:  # pragma: no cover - broken install
+                raise ModelError(f"cannot load mediapipe selfie segmentation: {exc}") from exc
+
+    def person_mask(self, rgb: np.ndarray) -> np.ndarray:
+        """``(H, W)`` float32 probability that each pixel belongs to a person."""
+        self.prepare()
+        result = self._model.process(np.ascontiguousarray(rgb))
+        return np.clip(result.segmentation_mask.astype(np.float32), 0.0, 1.0)
+
+    def close(self) -> None:
+        if self._model is not None:
+            self._model.close()
+            self._model = None

@@ -1,0 +1,249 @@
+"""The image face-swap pipeline: :class:`FaceSwapper`.
+
+It composes components that do not know about it: the face analyser, a
+swapper from the registry, pure compositing functions and paste-back.
+Video (later) reuses :meth:`FaceSwapper.load_sources` and
+:meth:`FaceSwapper.swap_faces` frame by frame.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Union
+
+import cv2
+import numpy as np
+
+from faceweave.analysis import FaceAnalyser
+from faceweave.composite import composite, source_skin
+from faceweave.blend import paste_back
+from faceweave.errors import InputError, NoFaceError
+from faceweave.geometry.align import crop_matrix, transform_points
+from faceweave.io import image_from_array, read_image
+from faceweave.masks import SelfieSegmenter
+from faceweave.options import SwapOptions
+from faceweave.selection import order_faces, select_faces
+from faceweave.swappers import AlignedCrop, SourceFace, create_swapper
+from faceweave.types import Face, Image, SwappedFace, SwapResult
+
+ImageInput = Union[str, os.PathLike, bytes, Image, np.ndarray]
+
+#: crop side over face size: room for the reshaping warp and the blend
+CROP_MARGIN = 1.8
+
+
+@contextmanager
+def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[key] = timings.get(key, 0.0) + (time.perf_counter() - start) * 1000.0
+
+
+def cut_crop(pixels: np.ndarray, face: Face, *, face_size: int) -> AlignedCrop:
+    """The square working crop around ``face`` in which the face measures
+    ``face_size`` pixels.  Large faces are halved with ``pyrDown`` first so
+    that the downscale does not alias."""
+    m, side = crop_matrix(face.bbox, face_size=face_size, margin=CROP_MARGIN)
+    scale = m[0, 0]
+    src, pre = pixels, 1.0
+    if scale < 0.5:
+        # cut a padded region around the crop and halve it until the rest of the scale is > 1/2
+        inv = cv2.invertAffineTransform(m)
+        x1, y1 = np.floor(inv[:, 2]).astype(int) - 2
+        x2, y2 = np.ceil(inv @ np.array([side, side, 1.0])).astype(int) + 2
+        h, w = pixels.shape[:2]
+        region = cv2.copyMakeBorder(
+            pixels[max(y1, 0) : min(y2, h), max(x1, 0) : min(x2, w)],
+            max(0, -y1), max(0, y2 - h), max(0, -x1), max(0, x2 - w), cv2.BORDER_REPLICATE,
+        )
+        offset = np.array([x1, y1], np.float64)
+        src = region
+        while scale / pre < 0.5 and min(src.shape[:2]) > 8:
+            src = cv2.pyrDown(src)
+            pre *= 0.5
+        m_local = m.copy()
+        m_local[:, 2] += m[:, :2] @ offset  # account for the region's origin
+        m_local[:, :2] /= pre
+        warp = m_local
+    else:
+        warp = m
+    crop = cv2.warpAffine(src, warp, (side, side), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    mesh = transform_points(face.mesh, m)
+    return AlignedCrop(pixels=crop, matrix=m, mesh=mesh, face_size=float(face_size))
+
+
+def _largest(faces: Sequence[Face]) -> Face:
+    return max(faces, key=lambda f: f.bbox.area)
+
+
+class FaceSwapper:
+    """Swap faces in images.
+
+    >>> swapper = FaceSwapper()
+    >>> result = swapper.swap(["me.jpg"], "photo.jpg")   # doctest: +SKIP
+    >>> result.image.shape, [s.target_index for s in result.swapped]  # doctest: +SKIP
+
+    Owns its models; call :meth:`close` or use it as a context manager.
+    """
+
+    def __init__(self, options: SwapOptions = SwapOptions(), *, analyser: FaceAnalyser | None = None) -> None:
+        self.options = options
+        self._own_analyser = analyser is None
+        self.analyser = analyser if analyser is not None else FaceAnalyser(options.analysis)
+        self.swapper = create_swapper(options.swapper, shape_transfer=options.shape_transfer)
+        self.segmenter = SelfieSegmenter() if options.masks.segmentation else None
+
+    # -- life cycle -------------------------------------------------------
+    def prepare(self) -> float:
+        """Load and warm up every model; returns the milliseconds it took."""
+        start = time.perf_counter()
+        self.analyser.prepare(embeddings=True)
+        self.analyser.analyse(np.zeros((64, 64, 3), np.uint8))
+        self.swapper.prepare()
+        if self.segmenter is not None:
+            self.segmenter.prepare()
+        return (time.perf_counter() - start) * 1000.0
+
+    def close(self) -> None:
+        if self._own_analyser:
+            self.analyser.close()
+        self.swapper.close()
+        if self.segmenter is not None:
+            self.segmenter.close()
+
+    def __enter__(self) -> "FaceSwapper":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- inputs -----------------------------------------------------------
+    def read(self, value: ImageInput, *, role: str) -> Image:
+        """Decode a path, bytes, :class:`Image` or array into an :class:`Image`."""
+        if isinstance(value, Image):
+            return value
+        if isinstance(value, np.ndarray):
+            return image_from_array(value)
+        if isinstance(value, (str, os.PathLike, bytes, bytearray)):
+            return read_image(value if isinstance(value, (bytes, bytearray)) else Path(value), max_pixels=self.options.max_pixels, role=role)
+        raise InputError(f"{role} image must be a path, bytes, an Image or a numpy array; got {type(value).__name__}")
+
+    def load_sources(self, sources: Sequence[ImageInput]) -> list[SourceFace]:
+        """Find the (largest) face in each source photo and prepare it once."""
+        if isinstance(sources, (str, os.PathLike, bytes, Image, np.ndarray)):
+            sources = [sources]
+        if not sources:
+            raise InputError("at least one source image is needed")
+        prepared = []
+        for index, value in enumerate(sources):
+            image = self.read(value, role="source")
+            faces = self.analyser.analyse(image.pixels)
+            if not faces:
+                raise NoFaceError(f"no face found in source image {image.label}", role="source", path=image.path)
+            face = _largest(faces)
+            crop = cut_crop(image.pixels, face, face_size=self.options.working_size)
+            src = SourceFace(index=index, path=image.path, face=face, crop=crop, skin=source_skin(crop))
+            prepared.append(self.swapper.prepare_source(src))
+        return prepared
+
+    def reference_embedding(self, reference: ImageInput) -> np.ndarray:
+        image = self.read(reference, role="reference")
+        faces = self.analyser.analyse(image.pixels)
+        if not faces:
+            raise NoFaceError(f"no face found in reference image {image.label}", role="reference", path=image.path)
+        return self.analyser.embed(image.pixels, _largest(faces)).embedding
+
+    # -- swapping ---------------------------------------------------------
+    def choose_source(self, sources: Sequence[SourceFace], face: Face) -> SourceFace:
+        """The source whose head pose is closest to the target face's."""
+        if self.options.multi_source == "first" or len(sources) == 1:
+            return sources[0]
+
+        def gap(s: SourceFace) -> float:
+            return float(np.hypot(s.face.pose.yaw - face.pose.yaw, s.face.pose.pitch - face.pose.pitch))
+
+        return min(sources, key=gap)
+
+    def swap_face(
+        self, pixels: np.ndarray, face: Face, source: SourceFace, timings: dict[str, float] | None = None
+    ) -> np.ndarray:
+        """Swap one face of an RGB frame; returns a new frame."""
+        timings = {} if timings is None else timings
+        with _timed(timings, "crop"):
+            crop = cut_crop(pixels, face, face_size=self.options.working_size)
+        with _timed(timings, "swap"):
+            out = self.swapper.swap(source, crop)
+        person = None
+        if self.segmenter is not None:
+            with _timed(timings, "segment"):
+                person = self.segmenter.person_mask(crop.pixels)
+        with _timed(timings, "blend"):
+            comp = composite(
+                crop, out, source_skin_stats=source.skin, mask_options=self.options.masks,
+                shading=self.options.shading, person_mask=person,
+            )
+        with _timed(timings, "paste"):
+            return paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
+
+    def swap_faces(
+        self,
+        pixels: np.ndarray,
+        faces: Sequence[Face],
+        indices: Sequence[int],
+        sources: Sequence[SourceFace],
+        timings: dict[str, float] | None = None,
+    ) -> tuple[np.ndarray, list[SwappedFace]]:
+        """Swap the faces ``faces[i]`` for ``i`` in ``indices``; smaller faces
+        first so that a nearer, larger face ends on top."""
+        out = pixels
+        swapped = []
+        for i in sorted(indices, key=lambda k: faces[k].bbox.area):
+            source = self.choose_source(sources, faces[i])
+            out = self.swap_face(out, faces[i], source, timings)
+            gap = float(np.hypot(source.face.pose.yaw - faces[i].pose.yaw, source.face.pose.pitch - faces[i].pose.pitch))
+            swapped.append(SwappedFace(target_index=i, bbox=faces[i].bbox, source_index=source.index, source_path=source.path, pose_gap=gap))
+        swapped.sort(key=lambda s: s.target_index)
+        return out, swapped
+
+    def swap(
+        self,
+        sources: Sequence[ImageInput] | ImageInput,
+        target: ImageInput,
+        *,
+        reference: ImageInput | None = None,
+    ) -> SwapResult:
+        """Swap the source identity onto the selected faces of ``target``.
+
+        Faces in the result are numbered in the selection order
+        (``options.selection.order``); ``SwapResult.swapped`` says which
+        target faces were swapped and with which source photo.
+        Raises :class:`NoFaceError` (``role`` says which image) or
+        :class:`NoMatchingFaceError` when nothing can be swapped.
+        """
+        timings: dict[str, float] = {}
+        with _timed(timings, "decode"):
+            target_image = self.read(target, role="target")
+        with _timed(timings, "sources"):
+            prepared = self.load_sources(sources)
+        ref = None
+        if self.options.selection.mode == "reference":
+            if reference is None:
+                raise InputError("selection mode 'reference' needs a reference face image")
+            ref = self.reference_embedding(reference)
+        with _timed(timings, "analyse"):
+            found = self.analyser.analyse(target_image.pixels)
+        if not found:
+            raise NoFaceError(f"no face found in target image {target_image.label}", role="target", path=target_image.path)
+        faces = [found[i] for i in order_faces(found, self.options.selection.order)]
+        if ref is not None:
+            with _timed(timings, "embed"):
+                faces = [self.analyser.embed(target_image.pixels, f) for f in faces]
+        indices = select_faces(faces, self.options.selection, reference=ref)
+        image, swapped = self.swap_faces(target_image.pixels, faces, indices, prepared, timings)
+        return SwapResult(image=image, alpha=target_image.alpha, faces=tuple(faces), swapped=tuple(swapped), timings_ms=timings)

@@ -1,0 +1,100 @@
+"""The swapper protocol, the values it exchanges, and the registry.
+
+A swapper takes a prepared source and an aligned target crop and returns a
+crop; cutting the crop, masks, colour, blending and paste-back are done by
+the pipeline with pure functions (see :mod:`faceweave.pipeline`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import numpy as np
+
+from faceweave.errors import InvalidOptionError
+from faceweave.types import Face
+
+
+@dataclass(frozen=True, eq=False)
+class AlignedCrop:
+    """A square working crop around one face.
+
+    ``pixels`` ``(S, S, 3)`` uint8 RGB; ``matrix`` ``(2, 3)`` image->crop;
+    ``mesh`` ``(478, 3)`` the face mesh in crop pixels; ``face_size`` the
+    face's size in crop pixels."""
+
+    pixels: np.ndarray
+    matrix: np.ndarray
+    mesh: np.ndarray
+    face_size: float
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return int(self.pixels.shape[1]), int(self.pixels.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class SourceFace:
+    """A source photo's face, cut into a working crop, plus what the swapper
+    precomputed about it (``prepared``, swapper-specific)."""
+
+    index: int
+    path: str | None
+    face: Face
+    crop: AlignedCrop
+    prepared: Any = None
+    #: robust LAB skin colour (centre, spread) of the source face, ``(3,)`` each
+    skin: tuple[np.ndarray, np.ndarray] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class SwapOutput:
+    """What a swapper returns, all in the target crop's pixels ``(S, S)``.
+
+    ``face``: uint8 RGB, the new face (source identity) where ``coverage`` > 0;
+    ``background``: uint8 RGB, the target crop, possibly reshaped to the new
+    face outline; ``coverage``: float32 ``[0, 1]``; ``mesh``: ``(478, 3)``
+    the face geometry of the output; ``changed``: float32 ``[0, 1]``, where
+    ``background`` differs from the target crop."""
+
+    face: np.ndarray
+    background: np.ndarray
+    coverage: np.ndarray
+    mesh: np.ndarray
+    changed: np.ndarray
+
+
+@runtime_checkable
+class Swapper(Protocol):
+    name: str
+
+    def prepare(self) -> None:
+        """Load weights (if any) and warm up."""
+
+    def prepare_source(self, source: SourceFace) -> SourceFace:
+        """Precompute what the swapper needs about a source, once per run."""
+
+    def swap(self, source: SourceFace, target: AlignedCrop) -> SwapOutput:
+        """Put the source identity onto the target crop."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+def _registry() -> dict[str, Callable[..., Swapper]]:
+    from faceweave.swappers.mesh import MeshSwapper
+
+    return {"mesh": MeshSwapper}
+
+
+def available_swappers() -> list[str]:
+    return sorted(_registry())
+
+
+def create_swapper(name: str, **kwargs: Any) -> Swapper:
+    """Build a registered swapper by name."""
+    factories = _registry()
+    if name not in factories:
+        raise InvalidOptionError(f"unknown swapper {name!r}; available: {', '.join(sorted(factories))}")
+    return factories[name](**kwargs)
