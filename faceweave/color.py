@@ -22,12 +22,15 @@ def to_rgb(lab: np.ndarray) -> np.ndarray:
 def masked_stats(lab: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Weighted mean and standard deviation ``(3,)`` of a LAB image under a
     ``[0, 1]`` mask."""
-    w = mask.astype(np.float64)[..., None]
-    total = w.sum()
-    if total < 1.0:
-        return lab.reshape(-1, 3).mean(0).astype(np.float32), lab.reshape(-1, 3).std(0).astype(np.float32)
-    mean = (lab * w).sum((0, 1)) / total
-    var = (((lab - mean) ** 2) * w).sum((0, 1)) / total
+    sel = mask > 0.0
+    if sel.sum() < 16:
+        flat = lab.reshape(-1, 3)
+        return flat.mean(0).astype(np.float32), flat.std(0).astype(np.float32)
+    w = mask[sel].astype(np.float32)[:, None]
+    px = lab[sel]
+    total = float(w.sum())
+    mean = (px * w).sum(0) / total
+    var = (((px - mean) ** 2) * w).sum(0) / total
     return mean.astype(np.float32), np.sqrt(var).astype(np.float32)
 
 

@@ -34,13 +34,19 @@ def feather(mask: np.ndarray, *, erode: float, blur: float) -> np.ndarray:
 
 
 def box_mask(size: tuple[int, int], *, inset: float, blur: float) -> np.ndarray:
-    """Feathered box: 1 inside, falling to 0 at the crop border.
-    ``inset`` and ``blur`` are fractions of the crop side."""
+    """Feathered box: 0 at the crop border, rising smoothly over ``blur`` of
+    the half side after an ``inset`` margin (both fractions of the side) to 1."""
     w, h = size
-    m = np.zeros((h, w), np.float32)
-    dx, dy = int(w * inset), int(h * inset)
-    m[dy : h - dy, dx : w - dx] = 1.0
-    return feather(m, erode=0, blur=blur * min(w, h) / 2.0) if blur > 0 else m
+
+    def ramp(n: int) -> np.ndarray:
+        x = np.arange(n, dtype=np.float32) + 0.5
+        edge = np.minimum(x, n - x) / n  # distance to the nearest border, fraction of the side
+        if blur <= 0:
+            return (edge >= inset).astype(np.float32)
+        t = np.clip((edge - inset) / (blur / 2.0), 0.0, 1.0)
+        return t * t * (3.0 - 2.0 * t)
+
+    return np.outer(ramp(h), ramp(w)).astype(np.float32)
 
 
 def polygon_mask(size: tuple[int, int], points: np.ndarray) -> np.ndarray:

@@ -131,7 +131,11 @@ class FaceSwapper:
         if isinstance(value, np.ndarray):
             return image_from_array(value)
         if isinstance(value, (str, os.PathLike, bytes, bytearray)):
-            return read_image(value if isinstance(value, (bytes, bytearray)) else Path(value), max_pixels=self.options.max_pixels, role=role)
+            return read_image(
+                value if isinstance(value, (bytes, bytearray)) else Path(value),
+                max_pixels=self.options.max_pixels,
+                role=f"{role} image",
+            )
         raise InputError(f"{role} image must be a path, bytes, an Image or a numpy array; got {type(value).__name__}")
 
     def load_sources(self, sources: Sequence[ImageInput]) -> list[SourceFace]:

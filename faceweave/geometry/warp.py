@@ -19,11 +19,11 @@ def _tps_kernel(r2: np.ndarray) -> np.ndarray:
     return np.nan_to_num(k)
 
 
-def tps_backward_map(
+def tps_displacement(
     dst: np.ndarray, src: np.ndarray, size: tuple[int, int], *, step: int = 8, regularization: float = 1e-3
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Dense backward maps ``(map_x, map_y)`` of shape ``(H, W)`` float32 for
-    ``cv2.remap`` such that output pixel ``dst[i]`` samples input ``src[i]``,
+    """Dense backward displacement ``(dx, dy)``, each ``(H, W)`` float32, such
+    that output pixel ``dst[i]`` samples input ``src[i] = dst[i] + d``,
     interpolated smoothly (thin-plate spline) in between.  The spline is
     evaluated on a grid every ``step`` pixels and resized, which is exact
     enough for a smooth field and keeps the cost small."""
@@ -50,8 +50,17 @@ def tps_backward_map(
     full_w, full_h = (gw - 1) * step + 1, (gh - 1) * step + 1
     fx = cv2.resize(fx, (full_w, full_h), interpolation=cv2.INTER_LINEAR)[:h, :w]
     fy = cv2.resize(fy, (full_w, full_h), interpolation=cv2.INTER_LINEAR)[:h, :w]
+    return fx, fy
+
+
+def radial_falloff(size: tuple[int, int], center: tuple[float, float], radii: tuple[float, float], *, inner: float) -> np.ndarray:
+    """``(H, W)`` float32 weight: 1 inside the ellipse scaled by ``inner``,
+    falling smoothly to 0 on the ellipse itself and 0 outside."""
+    w, h = size
     xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    return xx + fx, yy + fy
+    r = np.hypot((xx - center[0]) / radii[0], (yy - center[1]) / radii[1])
+    t = np.clip((1.0 - r) / (1.0 - inner), 0.0, 1.0)
+    return (t * t * (3.0 - 2.0 * t)).astype(np.float32)
 
 
 def triangle_facing(points3d: np.ndarray, triangles: np.ndarray) -> np.ndarray:

@@ -20,13 +20,15 @@ import dataclasses
 import cv2
 import numpy as np
 
+from faceweave import color, masks
 from faceweave.geometry import topology as topo
 from faceweave.geometry.shape import transfer_shape
 from faceweave.geometry.warp import (
     ellipse_ring,
     piecewise_affine_maps,
     rasterize_triangles,
-    tps_backward_map,
+    radial_falloff,
+    tps_displacement,
     triangle_affines,
     triangle_facing,
 )
@@ -36,16 +38,51 @@ from faceweave.swappers.base import AlignedCrop, SourceFace, SwapOutput
 _TURNED_AWAY = 0.25
 #: pins of the reshaping warp, relative to the face's half-size
 _PIN_RING = 1.45
+#: points that pull the target crop onto the new geometry: outline, mouth, eyes, brows, nose tip
+_ANCHORS = np.concatenate(
+    [topo.face_oval(), topo.lips_inner(), topo.right_eye(), topo.left_eye(), topo.right_eyebrow(), topo.left_eyebrow(), [topo.NOSE_TIP]]
+)
 
 
-def source_texture_coords(mesh: np.ndarray) -> np.ndarray:
-    """``(T, 3, 2)`` source-crop coordinates of each triangle's corners, with
-    turned-away triangles replaced by their mirror partner's corners."""
+def triangle_cleanliness(crop: AlignedCrop, skin: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """``(T,)`` in ``[0, 1]``: how much of each triangle shows the source's own
+    bare skin (or its eyes, brows and lips) in the source crop.  Triangles
+    hidden in the source (behind the nose, past the cheek) score 0; triangles
+    under hair, a hand or glasses score low."""
+    tris = topo.triangles()
+    mesh = crop.mesh
+    ids = rasterize_triangles(mesh[:, :2], tris, mesh[tris, 2].mean(axis=1), crop.size)
+    inside = ids >= 0
+    if skin is None:
+        weights = np.ones(int(inside.sum()), np.float32)
+    else:
+        lik = masks.skin_likelihood(color.to_lab(crop.pixels), *skin)
+        lik = np.maximum(lik, masks.feature_mask(crop.size, mesh, grow=0.015 * crop.face_size))
+        weights = lik[inside]
+    sums = np.bincount(ids[inside], weights=weights, minlength=len(tris))
+    counts = np.bincount(ids[inside], minlength=len(tris))
+    return np.where(counts > 0, sums / np.maximum(counts, 1), 0.0).astype(np.float32)
+
+
+def source_texture_coords(mesh: np.ndarray, clean: np.ndarray | None = None) -> np.ndarray:
+    """``(T, 3, 2)`` source-crop coordinates of each triangle's corners.  A
+    triangle turned away from the source's camera, or hidden or covered (low
+    ``clean``), takes the texture of its mirror partner when that one is
+    better seen."""
     tris = topo.triangles()
     mirror_tris = topo.mirror()[tris]
     facing = triangle_facing(mesh, tris)
     mirror_facing = -triangle_facing(mesh, mirror_tris)  # mirroring flips the winding
-    use_mirror = (facing < _TURNED_AWAY) & (mirror_facing > facing + 0.1)
+    bad = facing < _TURNED_AWAY
+    better = mirror_facing > facing + 0.1
+    if clean is not None:
+        # the mirror partner's index: triangles are mirrored vertex by vertex
+        lookup = {tuple(sorted(t)): i for i, t in enumerate(tris.tolist())}
+        partner = np.array([lookup.get(tuple(sorted(t)), i) for i, t in enumerate(mirror_tris.tolist())])
+        mirror_clean = clean[partner]
+        bad |= clean < 0.6
+        better = (mirror_facing > _TURNED_AWAY) & (mirror_clean > clean + 0.25) | (better & (mirror_clean >= clean))
+    use_mirror = bad & better
     corners = np.where(use_mirror[:, None], mirror_tris, tris)
     return np.asarray(mesh[:, :2], np.float32)[corners]
 
@@ -62,7 +99,8 @@ class MeshSwapper:
         topo.triangles()  # load the mesh metadata once
 
     def prepare_source(self, source: SourceFace) -> SourceFace:
-        coords = source_texture_coords(source.crop.mesh)
+        clean = triangle_cleanliness(source.crop, source.skin)
+        coords = source_texture_coords(source.crop.mesh, clean)
         return dataclasses.replace(source, prepared=coords)
 
     def close(self) -> None:
@@ -78,20 +116,20 @@ class MeshSwapper:
 
     @staticmethod
     def _reshape(target: AlignedCrop, new_mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The target crop warped so that its face outline and features sit on
+        the new mesh, with no movement at all beyond a ring around the face."""
         w, h = target.size
-        anchors = np.concatenate([topo.face_oval(), topo.lips_inner(), [topo.NOSE_TIP]])
-        dst = new_mesh[anchors, :2]
-        src = target.mesh[anchors, :2]
+        src = target.mesh[_ANCHORS, :2]
+        dst = new_mesh[_ANCHORS, :2]
         centre = target.mesh[topo.face_oval(), :2].mean(axis=0)
-        half = target.face_size / 2.0
-        ring = ellipse_ring((float(centre[0]), float(centre[1])), (half * _PIN_RING, half * _PIN_RING * 1.1), 24)
-        border = ellipse_ring((w / 2.0, h / 2.0), (w * 0.72, h * 0.72), 16)
-        pins = np.concatenate([ring, border])
-        map_x, map_y = tps_backward_map(np.concatenate([dst, pins]), np.concatenate([src, pins]), (w, h))
-        background = cv2.remap(target.pixels, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        radii = (target.face_size / 2.0 * _PIN_RING, target.face_size / 2.0 * _PIN_RING * 1.1)
+        ring = ellipse_ring((float(centre[0]), float(centre[1])), radii, 24)
+        dx, dy = tps_displacement(np.concatenate([dst, ring]), np.concatenate([src, ring]), (w, h))
+        weight = radial_falloff((w, h), (float(centre[0]), float(centre[1])), radii, inner=0.8)
+        dx, dy = dx * weight, dy * weight
         xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-        moved = np.hypot(map_x - xx, map_y - yy)
-        changed = np.clip(moved / 0.5, 0.0, 1.0).astype(np.float32)
+        background = cv2.remap(target.pixels, xx + dx, yy + dy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        changed = np.clip(np.hypot(dx, dy) / 0.3, 0.0, 1.0).astype(np.float32)
         return background, changed
 
     @staticmethod

@@ -1,0 +1,30 @@
+"""Shared fixtures: the real test photos beside the repository, and a stock image."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FACES_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faces"
+
+
+@pytest.fixture(scope="session")
+def faces_dir() -> Path:
+    """``../shared/data/faces`` (real photos and videos); skips the test when missing."""
+    if not FACES_DIR.is_dir():
+        pytest.skip(
+            f"shared test data not found at {FACES_DIR}: these tests need ../shared/data/faces beside the repository"
+        )
+    return FACES_DIR
+
+
+@pytest.fixture(scope="session")
+def astronaut() -> np.ndarray:
+    """``(512, 512, 3)`` uint8 RGB public-domain photo (skimage), read-only: copy before changing it."""
+    from skimage.data import astronaut as load
+
+    pixels = load()
+    pixels.setflags(write=False)
+    return pixels
