@@ -40,8 +40,18 @@ def match_statistics(
     """Shift and scale each LAB channel so its mean and spread under
     ``src_mask`` equal the reference's under ``ref_mask`` (Reinhard); the
     spread gain is limited to ``[1/max_gain, max_gain]``."""
-    mu_s, sd_s = masked_stats(lab, src_mask)
-    mu_r, sd_r = masked_stats(ref_lab, ref_mask)
+    return apply_statistics(lab, masked_stats(lab, src_mask), masked_stats(ref_lab, ref_mask), max_gain=max_gain)
+
+
+def apply_statistics(
+    lab: np.ndarray,
+    own: tuple[np.ndarray, np.ndarray],
+    ref: tuple[np.ndarray, np.ndarray],
+    *,
+    max_gain: float = 1.6,
+) -> np.ndarray:
+    """Map per-channel ``(mean, std)`` ``own`` onto ``ref`` (gain limited)."""
+    (mu_s, sd_s), (mu_r, sd_r) = own, ref
     gain = np.clip(sd_r / np.maximum(sd_s, 1e-3), 1.0 / max_gain, max_gain)
     return ((lab - mu_s) * gain + mu_r).astype(np.float32)
 

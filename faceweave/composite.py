@@ -55,6 +55,10 @@ def source_skin(crop: AlignedCrop) -> tuple[np.ndarray, np.ndarray]:
     return masks.skin_statistics(color.to_lab(crop.pixels), region)
 
 
+def _half(image: np.ndarray) -> np.ndarray:
+    return cv2.resize(image, (image.shape[1] // 2, image.shape[0] // 2), interpolation=cv2.INTER_AREA)
+
+
 def composite(
     target: AlignedCrop,
     out: SwapOutput,
@@ -64,48 +68,58 @@ def composite(
     shading: float,
     person_mask: np.ndarray | None = None,
 ) -> Composite:
-    """Blend ``out.face`` into ``out.background`` and say where to paste."""
-    size, fs, mesh = target.size, target.face_size, out.mesh
+    """Blend ``out.face`` into ``out.background`` and say where to paste.
+
+    Masks are smooth, so they are built at half resolution and resized;
+    colour and the multi-band blend run at full resolution."""
+    full = target.size
     face_lab = color.to_lab(out.face)
     bg_lab = color.to_lab(out.background)
 
-    region = out.coverage
-    if mask_options.mouth:
-        region = region * masks.mouth_mask(size, mesh, grow=0.012 * fs)
+    # -- masks at half resolution -------------------------------------------------
+    size = (full[0] // 2, full[1] // 2)
+    fs = target.face_size / 2.0
+    mesh = out.mesh.copy()
+    mesh[:, :2] = (mesh[:, :2] + 0.5) / 2.0 - 0.5
+    coverage = _half(out.coverage)
+    mouth = masks.mouth_mask(size, mesh, grow=0.012 * fs)
+    region = coverage * mouth if mask_options.mouth else coverage
     region = masks.feather(region, erode=0.02 * fs, blur=0.02 * fs) if mask_options.region else np.ones_like(region)
     fade = forehead_fade(size, mesh, length=0.14 * fs)
-
     skin = skin_region(size, mesh, fs)
     occlusion = None
     if mask_options.occlusion:
+        face_lab_h, bg_lab_h = _half(face_lab), _half(bg_lab)
         features = masks.feature_mask(size, mesh, grow=0.015 * fs)
-        t_centre, t_spread = masks.skin_statistics(bg_lab, skin)
-        target_skin = masks.skin_likelihood(bg_lab, t_centre, t_spread)
+        t_centre, t_spread = masks.skin_statistics(bg_lab_h, skin)
+        target_skin = masks.skin_likelihood(bg_lab_h, t_centre, t_spread)
         if source_skin_stats is not None:
-            s_centre, s_spread = source_skin_stats
-            target_skin = np.minimum(target_skin, masks.skin_likelihood(face_lab, s_centre, s_spread))
+            target_skin = np.minimum(target_skin, masks.skin_likelihood(face_lab_h, *source_skin_stats))
         occ = np.maximum(target_skin, features)
-        occ = cv2.morphologyEx(occ, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5)))
+        occ = cv2.morphologyEx(occ, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3)))
         occlusion = masks.feather(occ, erode=0.01 * fs, blur=0.012 * fs)
     if person_mask is not None:
-        occlusion = masks.combine(occlusion, person_mask) if occlusion is not None else person_mask
+        person = _half(person_mask)
+        occlusion = masks.combine(occlusion, person) if occlusion is not None else person
     box = masks.box_mask(size, inset=0.02, blur=mask_options.box_blur) if mask_options.box else None
-    mask = masks.combine(region, fade, occlusion, box)
-
-    # colour: statistics on skin both sides can see, then low-frequency shading
+    mask_h = masks.combine(region, fade, occlusion, box)
     stat_mask = skin if occlusion is None else skin * (occlusion > 0.5)
-    matched = color.match_statistics(face_lab, stat_mask, bg_lab, stat_mask)
-    shade_region = out.coverage * masks.mouth_mask(size, mesh, grow=0.012 * fs)
-    shaded = color.transfer_shading(matched, shade_region, bg_lab, shade_region, sigma=0.06 * fs, amount=shading)
+    shade_region = cv2.resize(coverage * mouth, full, interpolation=cv2.INTER_LINEAR)
+    grow = int(round(0.05 * fs)) * 2 + 1
+    touched = cv2.dilate((mask_h > 0.002).astype(np.float32), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow)))
+    paste_h = masks.feather(touched, erode=0, blur=0.015 * fs)
+    if box is not None:
+        paste_h = np.minimum(paste_h, masks.box_mask(size, inset=0.0, blur=0.04))
+    mask = cv2.resize(mask_h, full, interpolation=cv2.INTER_LINEAR)
+    paste = np.maximum(cv2.resize(paste_h, full, interpolation=cv2.INTER_LINEAR), out.changed)
+
+    # -- colour: statistics on skin both sides can see, then low-frequency shading --
+    s_mu, s_sd = color.masked_stats(_half(face_lab), stat_mask)
+    t_mu, t_sd = color.masked_stats(_half(bg_lab), stat_mask)
+    matched = color.apply_statistics(face_lab, (s_mu, s_sd), (t_mu, t_sd))
+    shaded = color.transfer_shading(matched, shade_region, bg_lab, shade_region, sigma=0.06 * target.face_size, amount=shading)
     face_rgb = color.to_rgb(shaded)
     front = np.where(out.coverage[..., None] > 0, face_rgb, out.background).astype(np.float32)
     blended = laplacian_blend(front, out.background.astype(np.float32), mask, levels=5)
     pixels = np.clip(blended + 0.5, 0, 255).astype(np.uint8)
-
-    grow = int(round(0.05 * fs)) * 2 + 1
-    touched = cv2.dilate((mask > 0.002).astype(np.float32), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow)))
-    paste = np.maximum(touched, out.changed)
-    paste = masks.feather(paste, erode=0, blur=0.015 * fs)
-    if box is not None:
-        paste = np.minimum(paste, masks.box_mask(size, inset=0.0, blur=0.04))
-    return Composite(pixels=pixels, mask=mask, paste=paste)
+    return Composite(pixels=pixels, mask=mask, paste=np.clip(paste, 0.0, 1.0))

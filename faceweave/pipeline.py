@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Union
 
 import cv2
 import numpy as np
@@ -28,21 +27,13 @@ from faceweave.masks import SelfieSegmenter
 from faceweave.options import SwapOptions
 from faceweave.selection import order_faces, select_faces
 from faceweave.swappers import AlignedCrop, SourceFace, create_swapper
+from faceweave.timing import timed
 from faceweave.types import Face, Image, SwappedFace, SwapResult
 
 ImageInput = Union[str, os.PathLike, bytes, Image, np.ndarray]
 
 #: crop side over face size: room for the reshaping warp and the blend
 CROP_MARGIN = 1.8
-
-
-@contextmanager
-def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        timings[key] = timings.get(key, 0.0) + (time.perf_counter() - start) * 1000.0
 
 
 def cut_crop(pixels: np.ndarray, face: Face, *, face_size: int) -> AlignedCrop:
@@ -179,20 +170,20 @@ class FaceSwapper:
     ) -> np.ndarray:
         """Swap one face of an RGB frame; returns a new frame."""
         timings = {} if timings is None else timings
-        with _timed(timings, "crop"):
+        with timed(timings, "crop"):
             crop = cut_crop(pixels, face, face_size=self.options.working_size)
-        with _timed(timings, "swap"):
+        with timed(timings, "swap"):
             out = self.swapper.swap(source, crop)
         person = None
         if self.segmenter is not None:
-            with _timed(timings, "segment"):
+            with timed(timings, "segment"):
                 person = self.segmenter.person_mask(crop.pixels)
-        with _timed(timings, "blend"):
+        with timed(timings, "blend"):
             comp = composite(
                 crop, out, source_skin_stats=source.skin, mask_options=self.options.masks,
                 shading=self.options.shading, person_mask=person,
             )
-        with _timed(timings, "paste"):
+        with timed(timings, "paste"):
             return paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
 
     def swap_faces(
@@ -231,22 +222,21 @@ class FaceSwapper:
         :class:`NoMatchingFaceError` when nothing can be swapped.
         """
         timings: dict[str, float] = {}
-        with _timed(timings, "decode"):
+        with timed(timings, "decode"):
             target_image = self.read(target, role="target")
-        with _timed(timings, "sources"):
+        with timed(timings, "sources"):
             prepared = self.load_sources(sources)
         ref = None
         if self.options.selection.mode == "reference":
             if reference is None:
                 raise InputError("selection mode 'reference' needs a reference face image")
             ref = self.reference_embedding(reference)
-        with _timed(timings, "analyse"):
-            found = self.analyser.analyse(target_image.pixels)
+        found = self.analyser.analyse(target_image.pixels, timings=timings)
         if not found:
             raise NoFaceError(f"no face found in target image {target_image.label}", role="target", path=target_image.path)
         faces = [found[i] for i in order_faces(found, self.options.selection.order)]
         if ref is not None:
-            with _timed(timings, "embed"):
+            with timed(timings, "embed"):
                 faces = [self.analyser.embed(target_image.pixels, f) for f in faces]
         indices = select_faces(faces, self.options.selection, reference=ref)
         image, swapped = self.swap_faces(target_image.pixels, faces, indices, prepared, timings)

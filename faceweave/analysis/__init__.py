@@ -14,6 +14,7 @@ from faceweave.analysis.landmarker import MediapipeFaceMesh
 from faceweave.analysis.pose import head_pose
 from faceweave.options import AnalysisOptions
 from faceweave.types import BBox, Face
+from faceweave.timing import timed
 
 __all__ = ["FaceAnalyser", "embedding_distance"]
 
@@ -43,11 +44,19 @@ class FaceAnalyser:
         if embeddings:
             self.embedder.prepare()
 
-    def analyse(self, pixels: np.ndarray, *, embeddings: bool = False) -> list[Face]:
-        """Faces in an RGB ``(H, W, 3)`` uint8 image, in detection order (best score first)."""
+    def analyse(
+        self, pixels: np.ndarray, *, embeddings: bool = False, timings: dict[str, float] | None = None
+    ) -> list[Face]:
+        """Faces in an RGB ``(H, W, 3)`` uint8 image, in detection order (best
+        score first).  Adds milliseconds per stage (detect, mesh, embed) to
+        ``timings`` when given."""
+        timings = {} if timings is None else timings
+        with timed(timings, "detect"):
+            detections = self.detector.detect(pixels)
         faces: list[Face] = []
-        for det in self.detector.detect(pixels):
-            mesh = self.mesher.landmarks(pixels, det.bbox)
+        for det in detections:
+            with timed(timings, "mesh"):
+                mesh = self.mesher.landmarks(pixels, det.bbox)
             if mesh is None:
                 continue
             box = mesh_box(mesh)
@@ -56,7 +65,8 @@ class FaceAnalyser:
                 continue
             face = Face(bbox=box, score=det.score, mesh=mesh, pose=head_pose(mesh))
             if embeddings:
-                face = self.embed(pixels, face)
+                with timed(timings, "embed"):
+                    face = self.embed(pixels, face)
             faces.append(face)
             if len(faces) >= self.options.max_faces:
                 break

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 from faceweave.errors import ModelError
@@ -52,41 +53,70 @@ def nms(detections: list[Detection], iou_threshold: float = 0.35) -> list[Detect
     return kept
 
 
+def _fit(rgb: np.ndarray, max_side: int) -> tuple[np.ndarray, float]:
+    """The image scaled down (area filter) so its longer side is at most
+    ``max_side``; returns ``(image, scale)``."""
+    h, w = rgb.shape[:2]
+    scale = min(1.0, max_side / max(h, w))
+    if scale >= 1.0:
+        return np.ascontiguousarray(rgb), 1.0
+    size = (max(1, int(round(w * scale))), max(1, int(round(h * scale))))
+    return cv2.resize(rgb, size, interpolation=cv2.INTER_AREA), scale
+
+
 class MediapipeFaceDetector:
-    """mediapipe full-range BlazeFace detector (``model_selection=1``).
+    """mediapipe BlazeFace detectors: the full-range model (``model_selection=1``)
+    on the whole picture and on overlapping tiles (small faces), and the
+    short-range model on the whole picture (large, near faces, which the
+    full-range model sometimes misses).  Hits are merged by NMS.
 
     Life cycle: construct, :meth:`detect` many times, :meth:`close`.
     """
 
-    name = "mediapipe_full_range"
+    name = "mediapipe_blazeface"
+    #: the models work at 128/192 px; larger inputs only cost conversion time
+    _MAX_SIDE = 640
+    _TILE_SIDE = 384
+    _SHORT_MIN_CONFIDENCE = 0.8
 
     def __init__(self, *, min_confidence: float = 0.5, small_faces: bool = True) -> None:
         self.min_confidence = min_confidence
         self.small_faces = small_faces
-        self._model = None
+        self._full = None
+        self._short = None
 
     def prepare(self) -> None:
-        if self._model is None:
+        if self._full is None:
             try:
                 import mediapipe as mp
 
-                self._model = mp.solutions.face_detection.FaceDetection(
-                    model_selection=1, min_detection_confidence=self.min_confidence
+                fd = mp.solutions.face_detection
+                self._full = fd.FaceDetection(model_selection=1, min_detection_confidence=self.min_confidence)
+                # the short-range model fires on animal faces at lower scores
+                self._short = fd.FaceDetection(
+                    model_selection=0, min_detection_confidence=max(self.min_confidence, self._SHORT_MIN_CONFIDENCE)
                 )
             except Exception as exc:  # pragma: no cover - broken install
                 raise ModelError(f"cannot load mediapipe face detector: {exc}") from exc
 
-    def _run(self, rgb: np.ndarray, ox: int, oy: int) -> list[Detection]:
-        h, w = rgb.shape[:2]
-        result = self._model.process(np.ascontiguousarray(rgb))
+    @staticmethod
+    def _run(model, small: np.ndarray, scale: float, ox: int, oy: int, min_score: float) -> list[Detection]:
+        """Detections of ``model`` on ``small`` (an image scaled by ``scale``
+        whose origin sits at ``(ox, oy)`` in the full picture)."""
+        h, w = small.shape[:2]
+        result = model.process(small)
         out = []
         for det in result.detections or []:
+            if det.score[0] < min_score:
+                continue
             rel = det.location_data.relative_bounding_box
-            x1, y1 = rel.xmin * w + ox, rel.ymin * h + oy
-            x2, y2 = x1 + rel.width * w, y1 + rel.height * h
+            x1, y1 = rel.xmin * w / scale + ox, rel.ymin * h / scale + oy
+            x2, y2 = x1 + rel.width * w / scale, y1 + rel.height * h / scale
             if x2 <= x1 or y2 <= y1:
                 continue
-            kps = np.array([[k.x * w + ox, k.y * h + oy] for k in det.location_data.relative_keypoints], np.float32)
+            kps = np.array(
+                [[k.x * w / scale + ox, k.y * h / scale + oy] for k in det.location_data.relative_keypoints], np.float32
+            )
             out.append(Detection(bbox=BBox(x1, y1, x2, y2), score=float(det.score[0]), keypoints=kps))
         return out
 
@@ -94,17 +124,20 @@ class MediapipeFaceDetector:
         """Faces in an RGB ``(H, W, 3)`` uint8 image, best first, boxes in pixels."""
         self.prepare()
         h, w = rgb.shape[:2]
-        found = self._run(rgb, 0, 0)
+        small, scale = _fit(rgb, self._MAX_SIDE)
+        short_min = max(self.min_confidence, self._SHORT_MIN_CONFIDENCE)
+        found = self._run(self._full, small, scale, 0, 0, self.min_confidence)
+        found += self._run(self._short, small, scale, 0, 0, short_min)
         if self.small_faces and min(h, w) >= 160:
             grid = tile_grid(w, h, tiles_per_side=2 if max(h, w) < 1600 else 3)
             for x, y, side in grid.tiles:
-                for det in self._run(rgb[y : y + side, x : x + side], x, y):
-                    # a tile detection touching a tile border is probably a cut face
-                    found.append(det)
+                tile, tile_scale = _fit(rgb[y : y + side, x : x + side], self._TILE_SIDE)
+                found += self._run(self._full, tile, tile_scale, x, y, self.min_confidence)
         inside = [d for d in found if d.bbox.clipped(w, h).area > 0.5 * d.bbox.area]
         return nms(inside)
 
     def close(self) -> None:
-        if self._model is not None:
-            self._model.close()
-            self._model = None
+        for model in (self._full, self._short):
+            if model is not None:
+                model.close()
+        self._full = self._short = None

@@ -1,35 +1,31 @@
-"""Head pose from the 3D face mesh (no camera model needed)."""
+"""Head pose from the 3D face mesh (no camera model needed): the rotation of
+a least-squares fit of a frontal reference shape onto the mesh's stable
+points, which is robust to one person's face shape differing from another's."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from faceweave.geometry import topology as topo
+from faceweave.geometry.align import procrustes
 from faceweave.types import Pose
-
-#: mediapipe's forehead-to-chin line leans back by about this much on a
-#: frontal face; subtracting it makes a frontal face read pitch ~ 0
-_PITCH_OFFSET_DEG = 0.0
 
 
 def head_rotation(mesh: np.ndarray) -> np.ndarray:
-    """``(3, 3)`` rotation whose rows are the face's right, down and backward
-    axes in camera coordinates (x right, y down, z away), from a ``(478, 3)`` mesh."""
-    p = np.asarray(mesh, dtype=np.float64)
-    x = p[topo.LEFT_EYE_OUTER] - p[topo.RIGHT_EYE_OUTER]
-    x /= np.linalg.norm(x) + 1e-9
-    down = p[topo.CHIN] - p[topo.FOREHEAD_TOP]
-    down -= x * (down @ x)
-    down /= np.linalg.norm(down) + 1e-9
-    back = np.cross(x, down)
-    return np.stack([x, down, back])
+    """``(3, 3)`` rotation taking the frontal reference shape to the face, in
+    camera coordinates (x right, y down, z away from the camera), from a
+    ``(478, 3)`` mesh."""
+    stable = topo.stable_points()
+    _, r, _ = procrustes(topo.reference_mesh()[stable], np.asarray(mesh, np.float64)[stable])
+    return r
 
 
 def head_pose(mesh: np.ndarray) -> Pose:
     """Yaw, pitch and roll in degrees (see :class:`faceweave.types.Pose`)."""
     r = head_rotation(mesh)
-    normal = -r[2]  # towards the camera
+    normal = r @ np.array([0.0, 0.0, -1.0])  # towards the camera on a frontal face
+    right = r @ np.array([1.0, 0.0, 0.0])
     yaw = np.degrees(np.arctan2(normal[0], -normal[2]))
-    pitch = np.degrees(np.arctan2(-normal[1], np.hypot(normal[0], normal[2]))) - _PITCH_OFFSET_DEG
-    roll = np.degrees(np.arctan2(r[0][1], r[0][0]))
+    pitch = np.degrees(np.arctan2(-normal[1], np.hypot(normal[0], normal[2])))
+    roll = np.degrees(np.arctan2(right[1], right[0]))
     return Pose(yaw=float(yaw), pitch=float(pitch), roll=float(roll))

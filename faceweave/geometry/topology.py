@@ -150,7 +150,19 @@ def _meta() -> dict[str, np.ndarray]:
 
     with files("faceweave.geometry").joinpath("data/mesh_meta.npz").open("rb") as fh:
         data = np.load(fh)
-        return {k: _ro(data[k]) for k in data.files}
+        out = {}
+        for k in data.files:
+            arr = np.array(data[k])
+            arr.setflags(write=False)
+            out[k] = arr
+        return out
+
+
+@cache
+def reference_mesh() -> np.ndarray:
+    """``(478, 3)`` float32 frontal face shape (centred, unit RMS size):
+    yaw, pitch and roll 0 by definition."""
+    return _meta()["reference"]
 
 
 @cache
