@@ -29,6 +29,43 @@ def laplacian_blend(front: np.ndarray, back: np.ndarray, mask: np.ndarray, *, le
     return out
 
 
+def _crop_roi(frame_shape: tuple[int, ...], crop_size: tuple[int, int], matrix: np.ndarray) -> tuple[int, int, int, int, np.ndarray]:
+    """The frame region ``(x1, y1, x2, y2)`` under a crop, and the crop->ROI matrix."""
+    w, h = crop_size
+    inv = cv2.invertAffineTransform(matrix)
+    corners = np.array([[0, 0], [w, 0], [0, h], [w, h]], np.float64) @ inv[:, :2].T + inv[:, 2]
+    fh, fw = frame_shape[:2]
+    x1, y1 = np.floor(corners.min(0)).astype(int)
+    x2, y2 = np.ceil(corners.max(0)).astype(int)
+    x1, y1, x2, y2 = max(x1, 0), max(y1, 0), min(x2, fw), min(y2, fh)
+    inv_roi = inv.copy()
+    inv_roi[:, 2] -= (x1, y1)
+    return x1, y1, x2, y2, inv_roi
+
+
+def restore_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Add back, under ``mask`` (crop coordinates), the original frame's fine
+    detail that a working crop smaller than the face cannot hold (skin grain,
+    sensor noise), so a large swapped face is as sharp as the photo around it.
+
+    The detail is the original minus its Gaussian low-pass at the crop's
+    resolution; nothing happens when the crop is not smaller than the face.
+    Returns a new frame."""
+    scale = float(np.sqrt(abs(np.linalg.det(matrix[:, :2]))))
+    if scale >= 0.8:
+        return frame
+    x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (mask.shape[1], mask.shape[0]), matrix)
+    if x2 <= x1 or y2 <= y1:
+        return frame
+    size = (x2 - x1, y2 - y1)
+    m = cv2.warpAffine(mask.astype(np.float32), inv_roi, size, flags=cv2.INTER_LINEAR, borderValue=0.0)[..., None]
+    roi = original[y1:y2, x1:x2].astype(np.float32)
+    detail = roi - cv2.GaussianBlur(roi, (0, 0), 0.5 / scale)
+    out = frame.copy()
+    out[y1:y2, x1:x2] = np.clip(frame[y1:y2, x1:x2].astype(np.float32) + detail * m + 0.5, 0, 255).astype(np.uint8)
+    return out
+
+
 def paste_back(frame: np.ndarray, crop: np.ndarray, mask: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """Put a working crop back into the frame.
 
@@ -36,18 +73,10 @@ def paste_back(frame: np.ndarray, crop: np.ndarray, mask: np.ndarray, matrix: np
     ``mask`` ``(h, w)`` in ``[0, 1]`` says where the crop replaces the frame.
     Only the frame's region under the crop is touched; returns a new frame.
     """
-    h, w = mask.shape
-    inv = cv2.invertAffineTransform(matrix)
-    corners = np.array([[0, 0], [w, 0], [0, h], [w, h]], np.float64) @ inv[:, :2].T + inv[:, 2]
-    fh, fw = frame.shape[:2]
-    x1, y1 = np.floor(corners.min(0)).astype(int)
-    x2, y2 = np.ceil(corners.max(0)).astype(int)
-    x1, y1, x2, y2 = max(x1, 0), max(y1, 0), min(x2, fw), min(y2, fh)
+    x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (mask.shape[1], mask.shape[0]), matrix)
     out = frame.copy()
     if x2 <= x1 or y2 <= y1:
         return out
-    inv_roi = inv.copy()
-    inv_roi[:, 2] -= (x1, y1)
     size = (x2 - x1, y2 - y1)
     big = cv2.warpAffine(crop, inv_roi, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     m = cv2.warpAffine(mask.astype(np.float32), inv_roi, size, flags=cv2.INTER_LINEAR, borderValue=0.0)[..., None]

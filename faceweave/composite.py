@@ -19,11 +19,14 @@ from faceweave.swappers.base import AlignedCrop, SwapOutput
 @dataclass(frozen=True, eq=False)
 class Composite:
     """``pixels`` ``(S, S, 3)`` uint8 result crop; ``mask`` the blend mask;
-    ``paste`` ``(S, S)`` float32: where the crop replaces the frame."""
+    ``paste`` ``(S, S)`` float32: where the crop replaces the frame;
+    ``detail`` ``(S, S)`` float32: the bare skin of the new face, where the
+    target's own fine grain may be added back at full resolution."""
 
     pixels: np.ndarray
     mask: np.ndarray
     paste: np.ndarray
+    detail: np.ndarray
 
 
 def forehead_fade(size: tuple[int, int], mesh: np.ndarray, *, length: float) -> np.ndarray:
@@ -111,6 +114,8 @@ def composite(
     if box is not None:
         paste_h = np.minimum(paste_h, masks.box_mask(size, inset=0.0, blur=0.04))
     mask = cv2.resize(mask_h, full, interpolation=cv2.INTER_LINEAR)
+    bare = 1.0 - masks.feather(masks.feature_mask(size, mesh, grow=0.02 * fs), erode=0, blur=0.01 * fs)
+    detail = cv2.resize(mask_h * bare, full, interpolation=cv2.INTER_LINEAR)
     paste = np.maximum(cv2.resize(paste_h, full, interpolation=cv2.INTER_LINEAR), out.changed)
 
     # -- colour: statistics on skin both sides can see, then low-frequency shading --
@@ -122,4 +127,4 @@ def composite(
     front = np.where(out.coverage[..., None] > 0, face_rgb, out.background).astype(np.float32)
     blended = laplacian_blend(front, out.background.astype(np.float32), mask, levels=5)
     pixels = np.clip(blended + 0.5, 0, 255).astype(np.uint8)
-    return Composite(pixels=pixels, mask=mask, paste=np.clip(paste, 0.0, 1.0))
+    return Composite(pixels=pixels, mask=mask, paste=np.clip(paste, 0.0, 1.0), detail=detail)

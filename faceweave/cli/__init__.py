@@ -1,0 +1,62 @@
+"""The ``faceweave`` command line: ``swap``, ``faces`` and ``evaluate``.
+
+Each command lives in its own module as a plain function with typer
+annotations; this module builds the typer app from them.  Heavy modules
+(mediapipe, dlib, OpenCV) are imported inside the commands, after
+:mod:`faceweave.cli.console` has quietened their native logging.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from faceweave.cli.evaluate import evaluate_command
+from faceweave.cli.faces import faces_command
+from faceweave.cli.swap import swap_command
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("faceweave")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "unknown"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"faceweave {_version()}")
+        raise typer.Exit()
+
+
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """Swap faces in photos, offline, on a CPU."""
+
+
+def build_app() -> typer.Typer:
+    app = typer.Typer(
+        add_completion=False,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(_root)
+    app.command("swap", no_args_is_help=True)(swap_command)
+    app.command("faces", no_args_is_help=True)(faces_command)
+    app.command("evaluate", no_args_is_help=True)(evaluate_command)
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point; exits with the command's status."""
+    build_app()(args=argv, prog_name="faceweave")
+
+
+__all__ = ["build_app", "main"]

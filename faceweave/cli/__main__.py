@@ -1,0 +1,6 @@
+"""``python -m faceweave.cli``."""
+
+from faceweave.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Checks and option building shared by the commands (pure, no output)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from faceweave.errors import InvalidOptionError, UnsupportedFormatError
+from faceweave.options import SwapOptions
+
+
+def check_output_path(path: Path, *, flag: str) -> None:
+    """Raise :class:`InvalidOptionError` unless ``path`` has an image extension
+    that :func:`faceweave.io.write_image` writes; called before any work."""
+    from faceweave.io import WRITE_FORMATS
+
+    ext = path.suffix.lower()
+    if ext not in WRITE_FORMATS:
+        shown = f"extension '{path.suffix}'" if ext else "no extension"
+        raise InvalidOptionError(
+            f"{flag} {path}: cannot write an image with {shown}; use one of {' '.join(WRITE_FORMATS)}"
+        )
+    if path.is_dir():
+        raise InvalidOptionError(f"{flag} {path}: is a folder; give a file name")
+
+
+def refuse_video(path: Path, *, role: str) -> None:
+    """Raise :class:`UnsupportedFormatError` when ``path`` is a video.
+
+    A missing path passes; reading it later says what is wrong.
+    """
+    from faceweave.io import probe_kind
+
+    if path.is_file() and probe_kind(path) == "video":
+        raise UnsupportedFormatError(
+            f"{role} {path} is a video; video support is not available yet, give a photo"
+        )
+
+
+def swap_options(
+    *,
+    working_size: int | None = None,
+    max_pixels: int | None = None,
+    occlusion: bool = True,
+    mouth_mask: bool = True,
+    selection: dict[str, Any] | None = None,
+) -> SwapOptions:
+    """:class:`SwapOptions` from CLI flags; ``None`` keeps the default.
+
+    Raises pydantic's ``ValidationError`` for a value out of range.
+    """
+    data: dict[str, Any] = {"masks": {"occlusion": occlusion, "mouth": mouth_mask}}
+    if working_size is not None:
+        data["working_size"] = working_size
+    if max_pixels is not None:
+        data["max_pixels"] = max_pixels
+    if selection:
+        data["selection"] = {k: v for k, v in selection.items() if v is not None}
+    return SwapOptions.model_validate(data)
+
+
+def display_name(path: str | Path | None, fallback: str) -> str:
+    return Path(path).name if path else fallback

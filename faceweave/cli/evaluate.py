@@ -1,0 +1,59 @@
+"""``faceweave evaluate``: swap pairs of photos from a folder and score them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from faceweave.cli import console
+from faceweave.cli.common import swap_options
+from faceweave.options import SwapOptions
+
+_DEFAULTS = SwapOptions()
+
+
+def evaluate_command(
+    data_dir: Annotated[Path, typer.Argument(metavar="DATA_DIR", help="Folder of test photos (e.g. ../shared/data/faces).")],
+    out_dir: Annotated[Path, typer.Option("--out", metavar="DIR", help="Folder for the swapped images and the report.")],
+    pairs: Annotated[int, typer.Option("--pairs", min=1, metavar="N", help="How many source/target pairs to swap.")] = 30,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the pair sampling.")] = 0,
+    working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Side of the aligned working crop, 128-1024 (default {_DEFAULTS.working_size}).")] = None,
+    max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).")] = None,
+    no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.")] = False,
+    no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
+) -> None:
+    """Swap PAIRS source/target pairs from DATA_DIR, write the results to --out and print a summary."""
+
+    def body(term: console.Terminal) -> int:
+        options = swap_options(
+            working_size=working_size, max_pixels=max_pixels,
+            occlusion=not no_occlusion, mouth_mask=not no_mouth_mask,
+        )
+        if not data_dir.is_dir():
+            from faceweave.errors import UnreadableFileError
+
+            raise UnreadableFileError(f"{data_dir} is not a folder")
+        return _evaluate(term, options, data_dir, out_dir, pairs=pairs, seed=seed)
+
+    raise typer.Exit(console.run(verbose, body))
+
+
+def _evaluate(term: console.Terminal, options, data_dir: Path, out_dir: Path, *, pairs: int, seed: int) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from faceweave.evaluate import evaluate_folder, format_summary
+    from faceweave.pipeline import FaceSwapper
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with FaceSwapper(options) as swapper, Progress(*columns, console=term.err, transient=True) as bar:
+        task = bar.add_task("swapping", total=pairs)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        report = evaluate_folder(data_dir, out_dir, swapper=swapper, pairs=pairs, seed=seed, progress=progress)
+    term.line(format_summary(report))
+    return console.EXIT_OK

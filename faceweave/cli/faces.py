@@ -1,0 +1,100 @@
+"""``faceweave faces``: list the faces found in a photo, optionally drawn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from faceweave.cli import console
+from faceweave.cli.common import check_output_path, refuse_video, swap_options
+from faceweave.options import FACE_ORDERS, SelectionOptions, SwapOptions
+from faceweave.types import Face
+
+
+def faces_command(
+    image: Annotated[Path, typer.Argument(metavar="IMAGE", help="Photo to analyse.")],
+    debug_image: Annotated[Optional[Path], typer.Option("--debug-image", metavar="FILE", help="Write the photo with boxes, mesh and key points drawn (.png .jpg ...).")] = None,
+    order: Annotated[str, typer.Option("--order", metavar="ORDER", help=f"Face order, as used by swap --face-index: {'|'.join(FACE_ORDERS)}.")] = "large-small",
+    embeddings: Annotated[bool, typer.Option("--embeddings", help="Also compute each face's 128-D identity embedding (in the JSON).")] = False,
+    max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {SwapOptions().max_pixels:_}).")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the faces as JSON.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
+) -> None:
+    """List the faces in IMAGE: index (in --order), box, size, score and head pose."""
+
+    def body(term: console.Terminal) -> int:
+        if debug_image is not None:
+            check_output_path(debug_image, flag="--debug-image")
+        SelectionOptions(order=order)  # validates --order
+        limit = swap_options(max_pixels=max_pixels).max_pixels  # validates --max-pixels
+        refuse_video(image, role="image")
+        return _faces(term, image, debug_image, order=order, embeddings=embeddings, max_pixels=limit, json_output=json_output)
+
+    raise typer.Exit(console.run(verbose, body))
+
+
+def _faces(
+    term: console.Terminal,
+    image: Path,
+    debug_image: Path | None,
+    *,
+    order: str,
+    embeddings: bool,
+    max_pixels: int,
+    json_output: bool,
+) -> int:
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.io import read_image, write_image
+    from faceweave.selection import order_faces
+
+    picture = read_image(image, max_pixels=max_pixels, role="image")
+    with FaceAnalyser() as analyser:
+        faces = analyser.analyse(picture.pixels, embeddings=embeddings)
+    ranked = order_faces(faces, order)
+    written = None
+    if debug_image is not None:
+        from faceweave.debug import draw_faces
+
+        written = write_image(debug_image, draw_faces(picture.pixels, faces, order=ranked))
+    rows = [_row(rank, faces[i], embeddings=embeddings) for rank, i in enumerate(ranked)]
+    if json_output:
+        term.json({
+            "image": str(image),
+            "width": picture.width,
+            "height": picture.height,
+            "order": order,
+            "faces": rows,
+            "debug_image": str(written) if written else None,
+        })
+        return console.EXIT_OK
+    _print_table(term, image, rows)
+    if written is not None:
+        term.line(f"wrote {written}")
+    return console.EXIT_OK
+
+
+def _row(rank: int, face: Face, *, embeddings: bool) -> dict:
+    row = {"index": rank, **face.summary(), "size": round(face.size, 1)}
+    if embeddings and face.embedding is not None:
+        row["embedding"] = [round(float(v), 5) for v in face.embedding]
+    return row
+
+
+def _print_table(term: console.Terminal, image: Path, rows: list[dict]) -> None:
+    from rich.table import Table
+
+    if not rows:
+        term.line(f"no face found in {image}")
+        return
+    table = Table(title=f"{len(rows)} face(s) in {image.name}", title_justify="left")
+    for name in ("index", "box", "size", "score", "yaw", "pitch", "roll"):
+        table.add_column(name, justify="left" if name == "box" else "right")
+    for row in rows:
+        box = ", ".join(f"{v:.0f}" for v in row["box"])
+        table.add_row(
+            str(row["index"]), f"[{box}]", f"{row['size']:.0f}", f"{row['score']:.2f}",
+            f"{row['yaw']:+.1f}", f"{row['pitch']:+.1f}", f"{row['roll']:+.1f}",
+        )
+    term.out.print(table)

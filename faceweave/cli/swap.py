@@ -1,0 +1,124 @@
+"""``faceweave swap``: put the face from source photos onto a target photo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from faceweave.cli import console
+from faceweave.cli.common import check_output_path, display_name, refuse_video, swap_options
+from faceweave.errors import InvalidOptionError
+from faceweave.options import FACE_ORDERS, SELECTION_MODES, SwapOptions
+
+_DEFAULTS = SwapOptions()
+_SELECT = "Face selection"
+_QUALITY = "Quality and limits"
+
+
+def swap_command(
+    sources: Annotated[list[Path], typer.Option("--source", "-s", metavar="PHOTO", help="Source photo; repeat for several photos of the same person.")],
+    target: Annotated[Path, typer.Option("--target", "-t", metavar="PHOTO", help="Photo whose face(s) are replaced.")],
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="Where to write the result (.png .jpg .jpeg .webp .bmp .tif .tiff).")],
+    faces: Annotated[Optional[str], typer.Option("--faces", metavar="MODE", help=f"Which target faces: {'|'.join(SELECTION_MODES)} (default one, or reference / index when --reference-face / --face-index is given).", rich_help_panel=_SELECT)] = None,
+    reference_face: Annotated[Optional[Path], typer.Option("--reference-face", metavar="PHOTO", help="Photo of the person to replace (--faces reference).", rich_help_panel=_SELECT)] = None,
+    face_index: Annotated[Optional[list[int]], typer.Option("--face-index", metavar="N", help="Position of a target face after ordering, from 0; repeatable (--faces index).", rich_help_panel=_SELECT)] = None,
+    order: Annotated[Optional[str], typer.Option("--order", metavar="ORDER", help=f"Face order: {'|'.join(FACE_ORDERS)} (default {_DEFAULTS.selection.order}).", rich_help_panel=_SELECT)] = None,
+    reference_distance: Annotated[Optional[float], typer.Option("--reference-distance", metavar="F", help=f"Largest identity distance that counts as the reference person (default {_DEFAULTS.selection.reference_distance}).", rich_help_panel=_SELECT)] = None,
+    min_face_size: Annotated[Optional[int], typer.Option("--min-face-size", metavar="PX", help="Ignore target faces smaller than this many pixels.", rich_help_panel=_SELECT)] = None,
+    quality: Annotated[int, typer.Option("--quality", min=1, max=100, metavar="Q", help="JPEG / WebP quality.", rich_help_panel=_QUALITY)] = 95,
+    max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).", rich_help_panel=_QUALITY)] = None,
+    working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Side of the aligned working crop, 128-1024 (default {_DEFAULTS.working_size}).", rich_help_panel=_QUALITY)] = None,
+    no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.", rich_help_panel=_QUALITY)] = False,
+    no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.", rich_help_panel=_QUALITY)] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
+) -> None:
+    """Swap the face from SOURCE photo(s) onto the face(s) in TARGET."""
+
+    def body(term: console.Terminal) -> int:
+        check_output_path(output, flag="--output")
+        mode = _selection_mode(faces, reference_face, face_index)
+        options = swap_options(
+            working_size=working_size,
+            max_pixels=max_pixels,
+            occlusion=not no_occlusion,
+            mouth_mask=not no_mouth_mask,
+            selection={
+                "mode": mode,
+                "order": order,
+                "indices": tuple(face_index) if face_index else None,
+                "reference_distance": reference_distance,
+                "min_face_size": min_face_size,
+            },
+        )
+        for path, role in [(target, "target"), *((s, "source") for s in sources)]:
+            refuse_video(path, role=role)
+        return _swap(term, options, sources, target, output, reference_face, quality=quality, json_output=json_output)
+
+    raise typer.Exit(console.run(verbose, body))
+
+
+def _selection_mode(faces: str | None, reference_face: Path | None, face_index: list[int] | None) -> str:
+    """The selection mode: as given, or implied by --reference-face / --face-index."""
+    if faces is None:
+        if reference_face is not None and face_index:
+            raise InvalidOptionError("give either --reference-face or --face-index, not both")
+        return "reference" if reference_face is not None else "index" if face_index else "one"
+    if faces not in SELECTION_MODES:
+        return faces  # SwapOptions rejects it with the list of modes
+    if reference_face is not None and faces != "reference":
+        raise InvalidOptionError(f"--reference-face is only used with --faces reference, not --faces {faces}")
+    if face_index and faces != "index":
+        raise InvalidOptionError(f"--face-index is only used with --faces index, not --faces {faces}")
+    if faces == "reference" and reference_face is None:
+        raise InvalidOptionError("--faces reference needs --reference-face PHOTO of the person to replace")
+    return faces
+
+
+def _swap(
+    term: console.Terminal,
+    options: SwapOptions,
+    sources: list[Path],
+    target: Path,
+    output: Path,
+    reference_face: Path | None,
+    *,
+    quality: int,
+    json_output: bool,
+) -> int:
+    from faceweave.io import write_image
+    from faceweave.pipeline import FaceSwapper
+
+    with FaceSwapper(options) as swapper:
+        result = swapper.swap(list(sources), target, reference=reference_face)
+    written = write_image(output, result.image, alpha=result.alpha, quality=quality)
+    # result.faces is in the selection order, so target_index is what --face-index counts
+    swapped = [
+        {
+            "face": s.target_index,
+            "box": s.bbox.as_list(),
+            "source": s.source_path,
+            "source_index": s.source_index,
+            "pose_gap": round(s.pose_gap, 1),
+        }
+        for s in result.swapped
+    ]
+    if json_output:
+        term.json({
+            "output": str(written),
+            "target": str(target),
+            "width": int(result.image.shape[1]),
+            "height": int(result.image.shape[0]),
+            "faces_found": len(result.faces),
+            "swapped": swapped,
+            "timings_ms": {k: round(float(v), 1) for k, v in result.timings_ms.items()},
+        })
+        return console.EXIT_OK
+    for item in swapped:
+        box = ", ".join(f"{v:.0f}" for v in item["box"])
+        source = display_name(item["source"], f"source {item['source_index']}")
+        term.line(f"face {item['face']} [{box}] <- {source}")
+    term.line(f"wrote {written} ({len(swapped)} of {len(result.faces)} face(s) swapped)")
+    return console.EXIT_OK

@@ -1,0 +1,32 @@
+"""``faceweave evaluate``: score face swaps between different people.
+
+:func:`evaluate_folder` runs a swapper over deterministic pairs from a folder
+with ``identities.csv`` and writes ``report.json``, ``summary.txt`` and
+``contact_sheet.png``; :func:`format_summary` renders the summary text.  The
+metrics (:mod:`.metrics`) and masks (:mod:`.regions`) are pure functions.
+"""
+
+from faceweave.evaluate.pairs import Photo, SwapPair, build_pairs, read_identities
+from faceweave.evaluate.runner import (
+    CHECKS,
+    Check,
+    EvaluationReport,
+    EvaluationSettings,
+    PairResult,
+    evaluate_folder,
+    format_summary,
+)
+
+__all__ = [
+    "CHECKS",
+    "Check",
+    "EvaluationReport",
+    "EvaluationSettings",
+    "PairResult",
+    "Photo",
+    "SwapPair",
+    "build_pairs",
+    "evaluate_folder",
+    "format_summary",
+    "read_identities",
+]
