@@ -43,26 +43,53 @@ def _crop_roi(frame_shape: tuple[int, ...], crop_size: tuple[int, int], matrix: 
     return x1, y1, x2, y2, inv_roi
 
 
-def restore_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """Add back, under ``mask`` (crop coordinates), the original frame's fine
-    detail that a working crop smaller than the face cannot hold (skin grain,
-    sensor noise), so a large swapped face is as sharp as the photo around it.
+def match_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, sigma: float = 0.8) -> np.ndarray:
+    """Match the swapped face's fine detail to the photo's, at full resolution.
 
-    The detail is the original minus its Gaussian low-pass at the crop's
-    resolution; nothing happens when the crop is not smaller than the face.
+    Resampling into and out of the working crop, and a source photo sharper
+    or softer than the target, leave the new face with more or less
+    pixel-level detail (grain, pores, sensor noise) than the skin around it.
+    Under ``mask`` (crop coordinates: the new face's bare skin) the detail
+    band (image minus its Gaussian low-pass at ``sigma``) is measured in
+    ``frame`` and in ``original``; too much is attenuated, too little is made
+    up with the original's own grain.
     Returns a new frame."""
-    scale = float(np.sqrt(abs(np.linalg.det(matrix[:, :2]))))
-    if scale >= 0.8:
-        return frame
     x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (mask.shape[1], mask.shape[0]), matrix)
     if x2 <= x1 or y2 <= y1:
         return frame
-    size = (x2 - x1, y2 - y1)
-    m = cv2.warpAffine(mask.astype(np.float32), inv_roi, size, flags=cv2.INTER_LINEAR, borderValue=0.0)[..., None]
-    roi = original[y1:y2, x1:x2].astype(np.float32)
-    detail = roi - cv2.GaussianBlur(roi, (0, 0), 0.5 / scale)
+    m = cv2.warpAffine(mask.astype(np.float32), inv_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=0.0)
+    ys, xs = np.nonzero(m > 0.01)
+    if len(ys) < 64:
+        return frame
+    bx1, by1, bx2, by2 = xs.min(), ys.min(), xs.max() + 1, ys.max() + 1
+    m = m[by1:by2, bx1:bx2]
+    x1, y1, x2, y2 = x1 + bx1, y1 + by1, x1 + bx2, y1 + by2
+    orig = original[y1:y2, x1:x2].astype(np.float32)
+    new = frame[y1:y2, x1:x2].astype(np.float32)
+    sel = m > 0.5
+    if sel.sum() < 64:
+        return frame
+
+    def band(x: np.ndarray) -> np.ndarray:
+        return x - cv2.GaussianBlur(x, (0, 0), sigma)
+
+    band_o, band_n = band(orig), band(new)
+    e_o = float(np.mean(band_o.mean(axis=2)[sel] ** 2))
+    e_n = float(np.mean(band_n.mean(axis=2)[sel] ** 2))
+    # move along one direction (the original's grain, or away from our own
+    # detail) by the amount c that makes the band energy equal: the band of
+    # the result is band_n + c * band(direction), a quadratic in c
+    direction = (band_o if e_n < e_o else -band_n) * m[..., None]
+    bd = band(direction).mean(axis=2)[sel]
+    bn = band_n.mean(axis=2)[sel]
+    qa, qb, qc = float(np.mean(bd * bd)), 2.0 * float(np.mean(bn * bd)), e_n - e_o
+    if qa <= 1e-9:
+        return frame
+    disc = qb * qb - 4.0 * qa * qc
+    c = (-qb + np.sqrt(disc)) / (2.0 * qa) if disc >= 0 else -qb / (2.0 * qa)
+    c = float(np.clip(c, 0.0, 2.0))
     out = frame.copy()
-    out[y1:y2, x1:x2] = np.clip(frame[y1:y2, x1:x2].astype(np.float32) + detail * m + 0.5, 0, 255).astype(np.uint8)
+    out[y1:y2, x1:x2] = np.clip(new + c * direction + 0.5, 0, 255).astype(np.uint8)
     return out
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from faceweave.analysis import FaceAnalyser
 from faceweave.composite import composite, source_skin
-from faceweave.blend import paste_back, restore_detail
+from faceweave.blend import match_detail, paste_back
 from faceweave.errors import InputError, NoFaceError
 from faceweave.geometry.align import crop_matrix, transform_points
 from faceweave.io import image_from_array, read_image
@@ -185,7 +185,7 @@ class FaceSwapper:
             )
         with timed(timings, "paste"):
             out = paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
-            return restore_detail(pixels, out, comp.detail, crop.matrix)
+            return match_detail(pixels, out, comp.detail, crop.matrix)
 
     def swap_faces(
         self,
