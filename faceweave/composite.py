@@ -16,6 +16,18 @@ from faceweave.options import MaskOptions
 from faceweave.swappers.base import AlignedCrop, SwapOutput
 
 
+#: sizes as fractions of the face size: erosion and feather of the face edge,
+#: length of the fade from the top of the forehead, scale of the shading
+EDGE_ERODE = 0.01
+EDGE_FEATHER = 0.015
+FOREHEAD_FADE = 0.08
+SHADING_SIGMA = 0.12
+#: limit on the per-channel contrast change of the colour transfer
+MAX_CONTRAST_GAIN = 1.6
+#: bands of the multi-band blend
+BLEND_LEVELS = 5
+
+
 @dataclass(frozen=True, eq=False)
 class Composite:
     """``pixels`` ``(S, S, 3)`` uint8 result crop; ``mask`` the blend mask;
@@ -42,6 +54,51 @@ def forehead_fade(size: tuple[int, int], mesh: np.ndarray, *, length: float) -> 
     return (t * t * (3.0 - 2.0 * t)).astype(np.float32)
 
 
+def below_nose(size: tuple[int, int], mesh: np.ndarray, *, soft: float) -> np.ndarray:
+    """1 below the base of the nose along the face's own vertical axis (the
+    moustache, mouth, beard and chin), 0 above, with a ``soft`` pixel ramp."""
+    w, h = size
+    top, chin = mesh[topo.FOREHEAD_TOP, :2].astype(np.float32), mesh[topo.CHIN, :2].astype(np.float32)
+    base = mesh[topo.NOSE_BASE, :2].astype(np.float32)
+    down = (chin - top) / (np.linalg.norm(chin - top) + 1e-6)
+    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    t = ((xx - base[0]) * down[0] + (yy - base[1]) * down[1]) / max(soft, 1e-3) + 0.5
+    return np.clip(t, 0.0, 1.0).astype(np.float32)
+
+
+def clean_source(crop: AlignedCrop, skin: tuple[np.ndarray, np.ndarray]) -> AlignedCrop:
+    """The source crop with occluders over its upper face (hair strands,
+    glasses frames when it wears glasses) painted over from the surrounding
+    skin, so they are not carried onto the target.  The eyes, brows and lips, and everything below
+    the nose (a beard is part of a face), are left as they are; a face where
+    the test would repaint too much is left untouched."""
+    size, fs, mesh = crop.size, crop.face_size, crop.mesh
+    lab = color.to_lab(crop.pixels)
+    lik = masks.skin_likelihood(lab, *skin)
+    frames = masks.thin_dark(lab[..., 0], width=0.08 * fs)
+    if wears_glasses(size, mesh, frames, fs):
+        lik = np.minimum(lik, 1.0 - frames)
+    oval = masks.polygon_mask(size, mesh[topo.face_oval()])
+    keep = np.maximum(masks.feature_mask(size, mesh, grow=0.02 * fs), below_nose(size, mesh, soft=1.0))
+    inside = oval * (1.0 - keep) * (forehead_fade(size, mesh, length=0.1 * fs) > 0.5)
+    bad = ((lik < 0.35) & (inside > 0.5)).astype(np.uint8)
+    if bad.sum() == 0 or bad.sum() > 0.3 * max(float(inside.sum()), 1.0):
+        return crop
+    bad = cv2.dilate(bad, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5)))
+    pixels = cv2.inpaint(np.ascontiguousarray(crop.pixels), bad, 3, cv2.INPAINT_TELEA)
+    return AlignedCrop(pixels=pixels, matrix=crop.matrix, mesh=crop.mesh, face_size=crop.face_size)
+
+
+def wears_glasses(size: tuple[int, int], mesh: np.ndarray, frames: np.ndarray, face_size: float) -> bool:
+    """Whether thin dark structures cross the nose bridge between the eyes,
+    as the bridge of a pair of glasses does."""
+    bridge = np.zeros((size[1], size[0]), np.uint8)
+    a, b = mesh[topo.NOSE_BRIDGE_TOP, :2], mesh[topo.NOSE_BRIDGE_MID, :2]
+    cv2.line(bridge, tuple(int(v) for v in np.round(a)), tuple(int(v) for v in np.round(b)), 1, max(1, int(0.05 * face_size)))
+    sel = bridge > 0
+    return bool(sel.any() and float(frames[sel].mean()) > 0.12)
+
+
 def skin_region(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np.ndarray:
     """Reliable bare skin of a face: inside the outline, away from its edge,
     eyes, brows, lips and the top of the forehead.  ``{0, 1}`` float32."""
@@ -66,7 +123,6 @@ def composite(
     target: AlignedCrop,
     out: SwapOutput,
     *,
-    source_skin_stats: tuple[np.ndarray, np.ndarray] | None,
     mask_options: MaskOptions,
     shading: float,
     person_mask: np.ndarray | None = None,
@@ -87,18 +143,26 @@ def composite(
     coverage = _half(out.coverage)
     mouth = masks.mouth_mask(size, mesh, grow=0.012 * fs)
     region = coverage * mouth if mask_options.mouth else coverage
-    region = masks.feather(region, erode=0.02 * fs, blur=0.02 * fs) if mask_options.region else np.ones_like(region)
-    fade = forehead_fade(size, mesh, length=0.14 * fs)
+    region = masks.feather(region, erode=EDGE_ERODE * fs, blur=EDGE_FEATHER * fs) if mask_options.region else np.ones_like(region)
+    fade = forehead_fade(size, mesh, length=FOREHEAD_FADE * fs)
     skin = skin_region(size, mesh, fs)
     occlusion = None
     if mask_options.occlusion:
-        face_lab_h, bg_lab_h = _half(face_lab), _half(bg_lab)
-        features = masks.feature_mask(size, mesh, grow=0.015 * fs)
+        # the target's own hair, hands or glasses in front of its face stay in
+        # front; its brows, eyes, lips and beard are not occluders
+        bg_lab_h = _half(bg_lab)
         t_centre, t_spread = masks.skin_statistics(bg_lab_h, skin)
         target_skin = masks.skin_likelihood(bg_lab_h, t_centre, t_spread)
-        if source_skin_stats is not None:
-            target_skin = np.minimum(target_skin, masks.skin_likelihood(face_lab_h, *source_skin_stats))
-        occ = np.maximum(target_skin, features)
+        below = below_nose(size, mesh, soft=0.05 * fs)
+        frames = masks.thin_dark(bg_lab_h[..., 0], width=0.08 * fs)
+        if wears_glasses(size, mesh, frames, fs):
+            # keep the whole frame: thin dark lines count as occluders, and
+            # around the eyes too, but not the eye openings and brows themselves
+            target_skin = np.minimum(target_skin, 1.0 - frames)
+            not_tested = masks.feature_mask(size, mesh, grow=0.01 * fs)
+        else:
+            not_tested = masks.feature_mask(size, mesh, grow=0.05 * fs)
+        occ = np.maximum(target_skin, np.maximum(not_tested, below))
         occ = cv2.morphologyEx(occ, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3)))
         occlusion = masks.feather(occ, erode=0.01 * fs, blur=0.012 * fs)
     if person_mask is not None:
@@ -121,10 +185,12 @@ def composite(
     # -- colour: statistics on skin both sides can see, then low-frequency shading --
     s_mu, s_sd = color.masked_stats(_half(face_lab), stat_mask)
     t_mu, t_sd = color.masked_stats(_half(bg_lab), stat_mask)
-    matched = color.apply_statistics(face_lab, (s_mu, s_sd), (t_mu, t_sd))
-    shaded = color.transfer_shading(matched, shade_region, bg_lab, shade_region, sigma=0.06 * target.face_size, amount=shading)
+    matched = color.apply_statistics(face_lab, (s_mu, s_sd), (t_mu, t_sd), max_gain=MAX_CONTRAST_GAIN)
+    shaded = color.transfer_shading(
+        matched, shade_region, bg_lab, shade_region, sigma=SHADING_SIGMA * target.face_size, amount=shading
+    )
     face_rgb = color.to_rgb(shaded)
     front = np.where(out.coverage[..., None] > 0, face_rgb, out.background).astype(np.float32)
-    blended = laplacian_blend(front, out.background.astype(np.float32), mask, levels=5)
+    blended = laplacian_blend(front, out.background.astype(np.float32), mask, levels=BLEND_LEVELS)
     pixels = np.clip(blended + 0.5, 0, 255).astype(np.uint8)
     return Composite(pixels=pixels, mask=mask, paste=np.clip(paste, 0.0, 1.0), detail=detail)

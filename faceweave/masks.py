@@ -104,6 +104,17 @@ def skin_likelihood(lab: np.ndarray, centre: np.ndarray, spread: np.ndarray, *, 
     return np.clip(2.0 - dist / tolerance, 0.0, 1.0).astype(np.float32)
 
 
+def thin_dark(lightness: np.ndarray, *, width: float, contrast: float = 14.0) -> np.ndarray:
+    """Soft ``[0, 1]`` mask of thin dark structures narrower than ``width``
+    pixels (glasses frames, hair strands) on a CIELAB lightness image: the
+    morphological black-hat, ramped from ``contrast / 2`` to ``contrast``
+    lightness units."""
+    k = max(3, int(round(width)) | 1)
+    closed = cv2.morphologyEx(lightness.astype(np.float32), cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    hat = closed - lightness
+    return np.clip((hat - contrast / 2.0) / (contrast / 2.0), 0.0, 1.0).astype(np.float32)
+
+
 class SelfieSegmenter:
     """mediapipe selfie segmentation: person (1) versus background (0).
     Used as an occlusion mask: a non-person object in front of the face

@@ -55,7 +55,7 @@ class SwapOptions(_Options):
     swapper: str = Field("mesh", description="registered swapper name")
     working_size: int = Field(256, ge=96, le=1024, description="face size in pixels in the working crop")
     shape_transfer: float = Field(1.0, ge=0.0, le=1.0, description="how much of the source face shape is carried over")
-    shading: float = Field(0.8, ge=0.0, le=1.0, description="how much of the target's low-frequency shading the result takes")
+    shading: float = Field(0.5, ge=0.0, le=1.0, description="how much of the target's low-frequency shading the result takes")
     multi_source: Literal["pose", "first"] = Field("pose", description="with several source photos: closest head pose, or the first")
     selection: SelectionOptions = SelectionOptions()
     masks: MaskOptions = MaskOptions()

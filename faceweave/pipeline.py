@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 
 from faceweave.analysis import FaceAnalyser
-from faceweave.composite import composite, source_skin
+from faceweave.composite import clean_source, composite, source_skin
 from faceweave.blend import match_detail, paste_back
 from faceweave.errors import InputError, NoFaceError
 from faceweave.geometry.align import crop_matrix, transform_points
@@ -143,7 +143,10 @@ class FaceSwapper:
                 raise NoFaceError(f"no face found in source image {image.label}", role="source", path=image.path)
             face = _largest(faces)
             crop = cut_crop(image.pixels, face, face_size=self.options.working_size)
-            src = SourceFace(index=index, path=image.path, face=face, crop=crop, skin=source_skin(crop))
+            skin = source_skin(crop)
+            if self.options.masks.occlusion:
+                crop = clean_source(crop, skin)
+            src = SourceFace(index=index, path=image.path, face=face, crop=crop, skin=skin)
             prepared.append(self.swapper.prepare_source(src))
         return prepared
 
@@ -180,8 +183,7 @@ class FaceSwapper:
                 person = self.segmenter.person_mask(crop.pixels)
         with timed(timings, "blend"):
             comp = composite(
-                crop, out, source_skin_stats=source.skin, mask_options=self.options.masks,
-                shading=self.options.shading, person_mask=person,
+                crop, out, mask_options=self.options.masks, shading=self.options.shading, person_mask=person,
             )
         with timed(timings, "paste"):
             out = paste_back(pixels, comp.pixels, comp.paste, crop.matrix)

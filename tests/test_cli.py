@@ -176,8 +176,8 @@ def test_faces_lists_faces_and_writes_debug_image(tmp_path, faces_dir):
     faces = listing["faces"]
     assert len(faces) >= 3
     assert [f["index"] for f in faces] == list(range(len(faces)))
-    sizes = [f["size"] for f in faces]
-    assert sizes == sorted(sizes, reverse=True)  # default order: large-small
+    areas = [(f["box"][2] - f["box"][0]) * (f["box"][3] - f["box"][1]) for f in faces]
+    assert areas == sorted(areas, reverse=True)  # default order: large-small (by box area)
     assert set(faces[0]) >= {"box", "size", "score", "yaw", "pitch", "roll"}
     with Image.open(debug) as drawn:
         assert drawn.size == (listing["width"], listing["height"])

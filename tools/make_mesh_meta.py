@@ -6,7 +6,7 @@
   (``skimage.data.astronaut()``) and on its mirror image;
 - ``reference``: ``(478, 3)`` a frontal face shape (the astronaut's mesh
   averaged with its mirror image), used to measure head pose;
-- ``triangles``: the tessellation followed by the eye-opening fans, with a consistent winding (positive signed
+- ``triangles``: the tessellation followed by the eye-opening fills, with a consistent winding (positive signed
   area, i.e. facing the camera, on a frontal face).
 
 Run: ``.venv/bin/python tools/make_mesh_meta.py``.
@@ -20,7 +20,7 @@ from skimage.data import astronaut
 
 from faceweave.analysis.detector import MediapipeFaceDetector
 from faceweave.analysis.landmarker import MediapipeFaceMesh
-from faceweave.geometry.topology import eye_fans, tessellation
+from faceweave.geometry.topology import eye_fills, tessellation
 
 
 def main() -> None:
@@ -47,7 +47,7 @@ def main() -> None:
         if mirror[j] != i:
             mirror[j] = i
     assert np.all(mirror[mirror] == np.arange(len(mirror))), "mirror map is not an involution"
-    tris = np.concatenate([tessellation(), eye_fans()]).copy()
+    tris = np.concatenate([tessellation(), eye_fills()]).copy()
     a, b, c = pts[tris[:, 0]], pts[tris[:, 1]], pts[tris[:, 2]]
     area = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
     tris[area < 0] = tris[area < 0][:, [0, 2, 1]]

@@ -83,6 +83,8 @@ def source_texture_coords(mesh: np.ndarray, clean: np.ndarray | None = None) -> 
         bad |= clean < 0.6
         better = (mirror_facing > _TURNED_AWAY) & (mirror_clean > clean + 0.25) | (better & (mirror_clean >= clean))
     use_mirror = bad & better
+    # the eye fills are thin slivers whose facing is noise: an eye keeps its own texture
+    use_mirror[len(topo.tessellation()) :] = False
     corners = np.where(use_mirror[:, None], mirror_tris, tris)
     return np.asarray(mesh[:, :2], np.float32)[corners]
 
