@@ -54,7 +54,7 @@ def run_case(swapper: FaceSwapper, sources, target_path: Path, repeat: int) -> d
             start = time.perf_counter()
             with timed(t, "decode"):
                 image = read_image(target_path)
-            faces = swapper.analyser.analyse(image.pixels, timings=t)
+            faces = swapper.find_faces(image.pixels, t)
             indices = select_faces(faces, swapper.options.selection)
             result, _ = swapper.swap_faces(image.pixels, faces, indices, sources, t)
             with timed(t, "encode"):

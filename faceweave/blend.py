@@ -43,7 +43,11 @@ def _crop_roi(frame_shape: tuple[int, ...], crop_size: tuple[int, int], matrix: 
     return x1, y1, x2, y2, inv_roi
 
 
-def match_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, sigma: float = 0.8) -> np.ndarray:
+def _luma(rgb: np.ndarray) -> np.ndarray:
+    return cv2.cvtColor(np.ascontiguousarray(rgb, dtype=np.float32), cv2.COLOR_RGB2GRAY)
+
+
+def match_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, sigma: float = 0.65) -> np.ndarray:
     """Match the swapped face's fine detail to the photo's, at full resolution.
 
     Resampling into and out of the working crop, and a source photo sharper
@@ -58,10 +62,10 @@ def match_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matr
     if x2 <= x1 or y2 <= y1:
         return frame
     m = cv2.warpAffine(mask.astype(np.float32), inv_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=0.0)
-    ys, xs = np.nonzero(m > 0.01)
-    if len(ys) < 64:
+    bx1, by1, bw, bh = cv2.boundingRect((m > 0.01).astype(np.uint8))
+    if bw * bh < 64:
         return frame
-    bx1, by1, bx2, by2 = xs.min(), ys.min(), xs.max() + 1, ys.max() + 1
+    bx2, by2 = bx1 + bw, by1 + bh
     m = m[by1:by2, bx1:bx2]
     x1, y1, x2, y2 = x1 + bx1, y1 + by1, x1 + bx2, y1 + by2
     orig = original[y1:y2, x1:x2].astype(np.float32)
@@ -73,15 +77,16 @@ def match_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matr
     def band(x: np.ndarray) -> np.ndarray:
         return x - cv2.GaussianBlur(x, (0, 0), sigma)
 
-    band_o, band_n = band(orig), band(new)
-    e_o = float(np.mean(band_o.mean(axis=2)[sel] ** 2))
-    e_n = float(np.mean(band_n.mean(axis=2)[sel] ** 2))
+    # energies on luma (the band is linear: the band of the luma is the luma of the band)
+    bo_luma, bn_luma = band(_luma(orig)), band(_luma(new))
+    e_o = float(np.mean(bo_luma[sel] ** 2))
+    e_n = float(np.mean(bn_luma[sel] ** 2))
     # move along one direction (the original's grain, or away from our own
     # detail) by the amount c that makes the band energy equal: the band of
     # the result is band_n + c * band(direction), a quadratic in c
-    direction = (band_o if e_n < e_o else -band_n) * m[..., None]
-    bd = band(direction).mean(axis=2)[sel]
-    bn = band_n.mean(axis=2)[sel]
+    direction = band(orig) * m[..., None] if e_n < e_o else band(new) * -m[..., None]
+    bd = band(_luma(direction))[sel]
+    bn = bn_luma[sel]
     qa, qb, qc = float(np.mean(bd * bd)), 2.0 * float(np.mean(bn * bd)), e_n - e_o
     if qa <= 1e-9:
         return frame
@@ -98,15 +103,22 @@ def paste_back(frame: np.ndarray, crop: np.ndarray, mask: np.ndarray, matrix: np
 
     ``matrix`` is the ``(2, 3)`` frame->crop transform used to cut the crop;
     ``mask`` ``(h, w)`` in ``[0, 1]`` says where the crop replaces the frame.
-    Only the frame's region under the crop is touched; returns a new frame.
+    Only the frame's region under the mask is touched; returns a new frame.
     """
-    x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (mask.shape[1], mask.shape[0]), matrix)
+    bx1, by1, bw, bh = cv2.boundingRect((mask > 1e-3).astype(np.uint8))
     out = frame.copy()
+    if bw == 0 or bh == 0:
+        return out
+    # the footprint of the mask's bounding box, not of the whole crop
+    bx2, by2 = bx1 + bw, by1 + bh
+    sub = matrix.astype(np.float64).copy()
+    sub[:, 2] -= (bx1, by1)
+    x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (int(bx2 - bx1), int(by2 - by1)), sub)
     if x2 <= x1 or y2 <= y1:
         return out
     size = (x2 - x1, y2 - y1)
-    big = cv2.warpAffine(crop, inv_roi, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-    m = cv2.warpAffine(mask.astype(np.float32), inv_roi, size, flags=cv2.INTER_LINEAR, borderValue=0.0)[..., None]
-    roi = out[y1:y2, x1:x2].astype(np.float32)
-    out[y1:y2, x1:x2] = np.clip(big.astype(np.float32) * m + roi * (1.0 - m) + 0.5, 0, 255).astype(np.uint8)
+    big = cv2.warpAffine(crop[by1:by2, bx1:bx2], inv_roi, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    m = cv2.warpAffine(np.ascontiguousarray(mask[by1:by2, bx1:bx2], np.float32), inv_roi, size, flags=cv2.INTER_LINEAR, borderValue=0.0)
+    roi = out[y1:y2, x1:x2]
+    out[y1:y2, x1:x2] = cv2.blendLinear(big, roi, m, 1.0 - m)
     return out

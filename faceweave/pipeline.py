@@ -34,6 +34,8 @@ ImageInput = Union[str, os.PathLike, bytes, Image, np.ndarray]
 
 #: crop side over face size: room for the reshaping warp and the blend
 CROP_MARGIN = 1.8
+#: smallest face size in a working crop, pixels
+MIN_WORKING_SIZE = 96
 
 
 def cut_crop(pixels: np.ndarray, face: Face, *, face_size: int) -> AlignedCrop:
@@ -138,7 +140,7 @@ class FaceSwapper:
         prepared = []
         for index, value in enumerate(sources):
             image = self.read(value, role="source")
-            faces = self.analyser.analyse(image.pixels)
+            faces = self.analyser.analyse(image.pixels, small_faces=False) or self.analyser.analyse(image.pixels)
             if not faces:
                 raise NoFaceError(f"no face found in source image {image.label}", role="source", path=image.path)
             face = _largest(faces)
@@ -157,6 +159,17 @@ class FaceSwapper:
             raise NoFaceError(f"no face found in reference image {image.label}", role="reference", path=image.path)
         return self.analyser.embed(image.pixels, _largest(faces)).embedding
 
+    def find_faces(self, pixels: np.ndarray, timings: dict[str, float] | None = None) -> list[Face]:
+        """The target's faces.  When only the largest face will be swapped the
+        tiled small-face pass is skipped, unless the quick pass finds nothing."""
+        sel = self.options.selection
+        only_largest = sel.mode == "one" and sel.order == "large-small" and sel.min_face_size == 0
+        if only_largest and self.options.analysis.small_faces:
+            found = self.analyser.analyse(pixels, small_faces=False, timings=timings)
+            if found:
+                return found
+        return self.analyser.analyse(pixels, timings=timings)
+
     # -- swapping ---------------------------------------------------------
     def choose_source(self, sources: Sequence[SourceFace], face: Face) -> SourceFace:
         """The source whose head pose is closest to the target face's."""
@@ -168,13 +181,19 @@ class FaceSwapper:
 
         return min(sources, key=gap)
 
+    def working_size(self, face: Face) -> int:
+        """Face size in the working crop: the configured size, but no more
+        than a little above the face's own size (a small face gains nothing
+        from a large crop, and costs grow with its area)."""
+        return int(round(min(self.options.working_size, max(MIN_WORKING_SIZE, face.size * 1.25))))
+
     def swap_face(
         self, pixels: np.ndarray, face: Face, source: SourceFace, timings: dict[str, float] | None = None
     ) -> np.ndarray:
         """Swap one face of an RGB frame; returns a new frame."""
         timings = {} if timings is None else timings
         with timed(timings, "crop"):
-            crop = cut_crop(pixels, face, face_size=self.options.working_size)
+            crop = cut_crop(pixels, face, face_size=self.working_size(face))
         with timed(timings, "swap"):
             out = self.swapper.swap(source, crop)
         person = None
@@ -234,7 +253,7 @@ class FaceSwapper:
             if reference is None:
                 raise InputError("selection mode 'reference' needs a reference face image")
             ref = self.reference_embedding(reference)
-        found = self.analyser.analyse(target_image.pixels, timings=timings)
+        found = self.find_faces(target_image.pixels, timings)
         if not found:
             raise NoFaceError(f"no face found in target image {target_image.label}", role="target", path=target_image.path)
         faces = [found[i] for i in order_faces(found, self.options.selection.order)]

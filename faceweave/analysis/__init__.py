@@ -45,14 +45,20 @@ class FaceAnalyser:
             self.embedder.prepare()
 
     def analyse(
-        self, pixels: np.ndarray, *, embeddings: bool = False, timings: dict[str, float] | None = None
+        self,
+        pixels: np.ndarray,
+        *,
+        embeddings: bool = False,
+        small_faces: bool | None = None,
+        timings: dict[str, float] | None = None,
     ) -> list[Face]:
         """Faces in an RGB ``(H, W, 3)`` uint8 image, in detection order (best
-        score first).  Adds milliseconds per stage (detect, mesh, embed) to
-        ``timings`` when given."""
+        score first).  ``small_faces=False`` skips the tiled detection pass
+        for this call (when only the largest face matters).  Adds
+        milliseconds per stage (detect, mesh, embed) to ``timings`` when given."""
         timings = {} if timings is None else timings
         with timed(timings, "detect"):
-            detections = self.detector.detect(pixels)
+            detections = self.detector.detect(pixels, small_faces=small_faces)
         faces: list[Face] = []
         for det in detections:
             with timed(timings, "mesh"):

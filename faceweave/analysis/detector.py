@@ -120,15 +120,18 @@ class MediapipeFaceDetector:
             out.append(Detection(bbox=BBox(x1, y1, x2, y2), score=float(det.score[0]), keypoints=kps))
         return out
 
-    def detect(self, rgb: np.ndarray) -> list[Detection]:
-        """Faces in an RGB ``(H, W, 3)`` uint8 image, best first, boxes in pixels."""
+    def detect(self, rgb: np.ndarray, *, small_faces: bool | None = None) -> list[Detection]:
+        """Faces in an RGB ``(H, W, 3)`` uint8 image, best first, boxes in
+        pixels.  ``small_faces`` overrides the constructor's choice of the
+        tiled pass (which costs several model runs) for this call."""
         self.prepare()
+        small_faces = self.small_faces if small_faces is None else small_faces
         h, w = rgb.shape[:2]
         small, scale = _fit(rgb, self._MAX_SIDE)
         short_min = max(self.min_confidence, self._SHORT_MIN_CONFIDENCE)
         found = self._run(self._full, small, scale, 0, 0, self.min_confidence)
         found += self._run(self._short, small, scale, 0, 0, short_min)
-        if self.small_faces and min(h, w) >= 160:
+        if small_faces and min(h, w) >= 160:
             grid = tile_grid(w, h, tiles_per_side=2 if max(h, w) < 1600 else 3)
             for x, y, side in grid.tiles:
                 tile, tile_scale = _fit(rgb[y : y + side, x : x + side], self._TILE_SIDE)
