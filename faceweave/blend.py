@@ -43,6 +43,18 @@ def _crop_roi(frame_shape: tuple[int, ...], crop_size: tuple[int, int], matrix: 
     return x1, y1, x2, y2, inv_roi
 
 
+def _smallest_step(qa: float, qb: float, qc: float) -> float:
+    """The smallest ``c >= 0`` with ``qa c^2 + qb c + qc = 0`` (``qa > 0``); when
+    there is none, the ``c >= 0`` that comes closest (the parabola's vertex).
+    Clipped to ``[0, 2]``."""
+    disc = qb * qb - 4.0 * qa * qc
+    if disc >= 0.0:
+        roots = [r for r in ((-qb - np.sqrt(disc)) / (2.0 * qa), (-qb + np.sqrt(disc)) / (2.0 * qa)) if r >= 0.0]
+        if roots:
+            return float(min(min(roots), 2.0))
+    return float(np.clip(-qb / (2.0 * qa), 0.0, 2.0))
+
+
 def _luma(rgb: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(np.ascontiguousarray(rgb, dtype=np.float32), cv2.COLOR_RGB2GRAY)
 
@@ -90,9 +102,7 @@ def match_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matr
     qa, qb, qc = float(np.mean(bd * bd)), 2.0 * float(np.mean(bn * bd)), e_n - e_o
     if qa <= 1e-9:
         return frame
-    disc = qb * qb - 4.0 * qa * qc
-    c = (-qb + np.sqrt(disc)) / (2.0 * qa) if disc >= 0 else -qb / (2.0 * qa)
-    c = float(np.clip(c, 0.0, 2.0))
+    c = _smallest_step(qa, qb, qc)
     out = frame.copy()
     out[y1:y2, x1:x2] = np.clip(new + c * direction + 0.5, 0, 255).astype(np.uint8)
     return out

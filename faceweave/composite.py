@@ -24,6 +24,10 @@ FOREHEAD_FADE = 0.08
 SHADING_SIGMA = 0.12
 #: limit on the per-channel contrast change of the colour transfer
 MAX_CONTRAST_GAIN = 1.6
+#: fraction by which the swapped region is narrowed at the sides of the face
+SIDE_INSET = 0.06
+#: the rim of the face where hair hangs: outside the outline scaled by this
+HAIR_RIM = 0.75
 #: bands of the multi-band blend
 BLEND_LEVELS = 5
 
@@ -55,33 +59,73 @@ def forehead_fade(size: tuple[int, int], mesh: np.ndarray, *, length: float) -> 
 
 
 def below_nose(size: tuple[int, int], mesh: np.ndarray, *, soft: float) -> np.ndarray:
-    """1 below the base of the nose along the face's own vertical axis (the
-    moustache, mouth, beard and chin), 0 above, with a ``soft`` pixel ramp."""
+    """The moustache, mouth, beard and chin: 1 below the base of the nose
+    along the face's own vertical axis and within the mouth's width widened
+    by half on each side, 0 elsewhere, with a ``soft`` pixel ramp.  (Hair
+    hanging past the cheeks and jaw is outside it.)"""
     w, h = size
     top, chin = mesh[topo.FOREHEAD_TOP, :2].astype(np.float32), mesh[topo.CHIN, :2].astype(np.float32)
     base = mesh[topo.NOSE_BASE, :2].astype(np.float32)
     down = (chin - top) / (np.linalg.norm(chin - top) + 1e-6)
+    across = np.array([-down[1], down[0]], np.float32)
+    left, right = mesh[topo.MOUTH_CORNER_RIGHT, :2], mesh[topo.MOUTH_CORNER_LEFT, :2]
+    centre = (left + right) / 2.0
+    half_width = float(np.linalg.norm(right - left)) * 0.5 * 2.0
     xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    t = ((xx - base[0]) * down[0] + (yy - base[1]) * down[1]) / max(soft, 1e-3) + 0.5
-    return np.clip(t, 0.0, 1.0).astype(np.float32)
+    soft = max(soft, 1e-3)
+    t = ((xx - base[0]) * down[0] + (yy - base[1]) * down[1]) / soft + 0.5
+    u = (half_width - np.abs((xx - centre[0]) * across[0] + (yy - centre[1]) * across[1])) / soft + 0.5
+    return (np.clip(t, 0.0, 1.0) * np.clip(u, 0.0, 1.0)).astype(np.float32)
 
 
-def clean_source(crop: AlignedCrop, skin: tuple[np.ndarray, np.ndarray]) -> AlignedCrop:
-    """The source crop with occluders over its upper face (hair strands,
-    glasses frames when it wears glasses) painted over from the surrounding
-    skin, so they are not carried onto the target.  The eyes, brows and lips, and everything below
-    the nose (a beard is part of a face), are left as they are; a face where
-    the test would repaint too much is left untouched."""
+def inner_face(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np.ndarray:
+    """The face outline narrowed by :data:`SIDE_INSET` towards its vertical
+    axis (the sides of a face are where other things show), soft-edged."""
+    oval = mesh[topo.face_oval(), :2].astype(np.float32)
+    centre = oval.mean(axis=0)
+    top, chin = mesh[topo.FOREHEAD_TOP, :2], mesh[topo.CHIN, :2]
+    down = (chin - top) / (np.linalg.norm(chin - top) + 1e-6)
+    across = np.array([-down[1], down[0]], np.float32)
+    rel = oval - centre
+    along_across = rel @ across
+    narrowed = oval - np.outer(along_across * SIDE_INSET, across)
+    return masks.feather(masks.polygon_mask(size, narrowed), erode=0, blur=0.01 * face_size)
+
+
+def face_rim(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np.ndarray:
+    """The outer band of the face, where hair hangs over it: 1 outside the
+    face outline shrunk by :data:`HAIR_RIM` about its centre, 0 inside, soft."""
+    oval = mesh[topo.face_oval(), :2].astype(np.float32)
+    centre = oval.mean(axis=0)
+    inner = masks.polygon_mask(size, centre + (oval - centre) * HAIR_RIM)
+    return (1.0 - masks.feather(inner, erode=0, blur=0.03 * face_size)).astype(np.float32)
+
+
+def source_clean_map(crop: AlignedCrop) -> np.ndarray:
+    """``(S, S)`` float32 in ``[0, 1]``: where the source crop shows its own
+    bare face.  Low over hair, hands and glasses in front of the upper face;
+    the eyes, brows, lips and everything below the nose (a beard is part of
+    a face) count as clean."""
     size, fs, mesh = crop.size, crop.face_size, crop.mesh
     lab = color.to_lab(crop.pixels)
-    lik = masks.skin_likelihood(lab, *skin)
-    frames = masks.thin_dark(lab[..., 0], width=0.08 * fs)
-    if wears_glasses(size, mesh, frames, fs):
-        lik = np.minimum(lik, 1.0 - frames)
+    free = masks.occluder_free(lab, skin_region(size, mesh, fs), face_size=fs, hair_zone=face_rim(size, mesh, fs))
+    keep = np.maximum(masks.feature_mask(size, mesh, grow=0.02 * fs), below_nose(size, mesh, soft=0.05 * fs))
+    return np.maximum(free, keep).astype(np.float32)
+
+
+def clean_source(crop: AlignedCrop) -> AlignedCrop:
+    """The source crop with the frames of its glasses (when it wears
+    glasses) painted over from the surrounding skin, so they are not carried
+    onto the target.  Larger occluders (hair) are handled by the mirror
+    texture and the source clean map instead: painting them over would smear."""
+    size, fs, mesh = crop.size, crop.face_size, crop.mesh
+    frames = masks.thin_dark(color.to_lab(crop.pixels)[..., 0], width=0.08 * fs)
+    if not wears_glasses(size, mesh, frames, fs):
+        return crop
     oval = masks.polygon_mask(size, mesh[topo.face_oval()])
-    keep = np.maximum(masks.feature_mask(size, mesh, grow=0.02 * fs), below_nose(size, mesh, soft=1.0))
-    inside = oval * (1.0 - keep) * (forehead_fade(size, mesh, length=0.1 * fs) > 0.5)
-    bad = ((lik < 0.35) & (inside > 0.5)).astype(np.uint8)
+    keep = np.maximum(masks.feature_mask(size, mesh, grow=0.005 * fs), below_nose(size, mesh, soft=1.0))
+    inside = oval * (1.0 - keep)
+    bad = ((frames > 0.5) & (inside > 0.5)).astype(np.uint8)
     if bad.sum() == 0 or bad.sum() > 0.3 * max(float(inside.sum()), 1.0):
         return crop
     bad = cv2.dilate(bad, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5)))
@@ -143,6 +187,9 @@ def composite(
     coverage = _half(out.coverage)
     mouth = masks.mouth_mask(size, mesh, grow=0.012 * fs)
     region = coverage * mouth if mask_options.mouth else coverage
+    # the mesh's outline runs along the very edge of the face, where a turned
+    # source shows ear, hair or background: keep to the face inside it
+    region = region * inner_face(size, mesh, fs)
     region = masks.feather(region, erode=EDGE_ERODE * fs, blur=EDGE_FEATHER * fs) if mask_options.region else np.ones_like(region)
     fade = forehead_fade(size, mesh, length=FOREHEAD_FADE * fs)
     skin = skin_region(size, mesh, fs)
@@ -151,8 +198,7 @@ def composite(
         # the target's own hair, hands or glasses in front of its face stay in
         # front; its brows, eyes, lips and beard are not occluders
         bg_lab_h = _half(bg_lab)
-        t_centre, t_spread = masks.skin_statistics(bg_lab_h, skin)
-        target_skin = masks.skin_likelihood(bg_lab_h, t_centre, t_spread)
+        target_skin = masks.occluder_free(bg_lab_h, skin, face_size=fs, hair_zone=face_rim(size, mesh, fs))
         below = below_nose(size, mesh, soft=0.05 * fs)
         frames = masks.thin_dark(bg_lab_h[..., 0], width=0.08 * fs)
         if wears_glasses(size, mesh, frames, fs):
@@ -163,6 +209,8 @@ def composite(
         else:
             not_tested = masks.feature_mask(size, mesh, grow=0.05 * fs)
         occ = np.maximum(target_skin, np.maximum(not_tested, below))
+        if out.source_clean is not None:
+            occ = np.minimum(occ, _half(out.source_clean))
         occ = cv2.morphologyEx(occ, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3)))
         occlusion = masks.feather(occ, erode=0.01 * fs, blur=0.012 * fs)
     if person_mask is not None:

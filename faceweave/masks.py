@@ -104,6 +104,49 @@ def skin_likelihood(lab: np.ndarray, centre: np.ndarray, spread: np.ndarray, *, 
     return np.clip(2.0 - dist / tolerance, 0.0, 1.0).astype(np.float32)
 
 
+def hue_likelihood(lab: np.ndarray, region: np.ndarray, *, tolerance: float = 3.0) -> np.ndarray:
+    """Soft ``[0, 1]`` mask: 1 where a pixel's hue angle (``atan2(b, a)``) is
+    within ``tolerance`` robust spreads of the skin's hue under ``region``.
+    Separates blond or brown hair (yellower) from skin of similar lightness."""
+    hue = np.degrees(np.arctan2(lab[..., 2], lab[..., 1]))
+    sel = region > 0.5
+    if sel.sum() < 16:
+        return np.ones(lab.shape[:2], np.float32)
+    med = float(np.median(hue[sel]))
+    spread = max(float(np.median(np.abs(hue[sel] - med))) * 1.4826, 2.5)
+    return np.clip(2.0 - np.abs(hue - med) / spread / tolerance, 0.0, 1.0).astype(np.float32)
+
+
+def texture_likelihood(lightness: np.ndarray, region: np.ndarray, *, scale: float, tolerance: float = 2.5) -> np.ndarray:
+    """Soft ``[0, 1]`` mask: 1 where the local fine texture (mean absolute
+    difference from a Gaussian low-pass, pooled over ``scale`` pixels) is
+    within ``tolerance`` times the skin's median texture under ``region``.
+    Hair strands are far more textured than skin."""
+    light = lightness.astype(np.float32)
+    fine = np.abs(light - cv2.GaussianBlur(light, (0, 0), max(scale / 6.0, 0.8)))
+    pooled = cv2.GaussianBlur(fine, (0, 0), max(scale / 2.0, 1.0))
+    sel = region > 0.5
+    ref = max(float(np.median(pooled[sel])) if sel.sum() >= 16 else 1.0, 0.25)
+    return np.clip(2.0 - pooled / ref / tolerance, 0.0, 1.0).astype(np.float32)
+
+
+def occluder_free(
+    lab: np.ndarray, region: np.ndarray, *, face_size: float, hair_zone: np.ndarray | None = None
+) -> np.ndarray:
+    """Soft ``[0, 1]`` mask of bare skin in a face crop, low over hair, hands,
+    glasses and other things in front of the face.  Skin colour is tested
+    everywhere; hue and texture (which tell hair strands from skin, but also
+    flag stubble and wrinkles) only where ``hair_zone`` is high (everywhere
+    when it is ``None``).  The skin model is learnt under ``region``."""
+    centre, spread = skin_statistics(lab, region)
+    hair_free = np.minimum(
+        hue_likelihood(lab, region), texture_likelihood(lab[..., 0], region, scale=0.06 * face_size)
+    )
+    if hair_zone is not None:
+        hair_free = np.maximum(hair_free, 1.0 - hair_zone)
+    return np.minimum(skin_likelihood(lab, centre, spread), hair_free).astype(np.float32)
+
+
 def thin_dark(lightness: np.ndarray, *, width: float, contrast: float = 14.0) -> np.ndarray:
     """Soft ``[0, 1]`` mask of thin dark structures narrower than ``width``
     pixels (glasses frames, hair strands) on a CIELAB lightness image: the

@@ -234,8 +234,8 @@ def eye_fills() -> np.ndarray:
 
 @cache
 def stable_points() -> np.ndarray:
-    """Vertices that move little with expression (no lips, eyelids, irises,
-    jaw line below the mouth): used to fit one face's shape onto another."""
+    """Vertices that move little with expression (all but the lips, eyelids
+    and irises): used to fit one face's shape onto another."""
     moving = set(lips_block().tolist()) | set(right_eye().tolist()) | set(left_eye().tolist())
     moving |= set(RIGHT_IRIS.tolist()) | set(LEFT_IRIS.tolist())
     return _ro([i for i in range(468) if i not in moving])

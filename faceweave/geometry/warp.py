@@ -47,9 +47,10 @@ def tps_displacement(
     field = kg @ coef[:n] + np.hstack([np.ones((len(g), 1)), g]) @ coef[n:]
     fx = field[:, 0].reshape(gh, gw).astype(np.float32)
     fy = field[:, 1].reshape(gh, gw).astype(np.float32)
-    full_w, full_h = (gw - 1) * step + 1, (gh - 1) * step + 1
-    fx = cv2.resize(fx, (full_w, full_h), interpolation=cv2.INTER_LINEAR)[:h, :w]
-    fy = cv2.resize(fy, (full_w, full_h), interpolation=cv2.INTER_LINEAR)[:h, :w]
+    # grid sample k sits at pixel k * step: interpolate at pixel / step
+    gx_map, gy_map = np.meshgrid(np.arange(w, dtype=np.float32) / step, np.arange(h, dtype=np.float32) / step)
+    fx = cv2.remap(fx, gx_map, gy_map, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    fy = cv2.remap(fy, gx_map, gy_map, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     return fx, fy
 
 

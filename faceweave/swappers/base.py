@@ -46,6 +46,9 @@ class SourceFace:
     prepared: Any = None
     #: robust LAB skin colour (centre, spread) of the source face, ``(3,)`` each
     skin: tuple[np.ndarray, np.ndarray] | None = None
+    #: ``(S, S)`` float32 in ``[0, 1]``: where the source crop shows bare face
+    #: (low under hair, hands, glasses); ``None`` when not computed
+    clean: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,13 +59,16 @@ class SwapOutput:
     ``background``: uint8 RGB, the target crop, possibly reshaped to the new
     face outline; ``coverage``: float32 ``[0, 1]``; ``mesh``: ``(478, 3)``
     the face geometry of the output; ``changed``: float32 ``[0, 1]``, where
-    ``background`` differs from the target crop."""
+    ``background`` differs from the target crop; ``source_clean``: float32
+    ``[0, 1]`` or ``None``, the source's clean map carried onto the output
+    (low where the source face was covered by hair, a hand or glasses)."""
 
     face: np.ndarray
     background: np.ndarray
     coverage: np.ndarray
     mesh: np.ndarray
     changed: np.ndarray
+    source_clean: np.ndarray | None = None
 
 
 @runtime_checkable

@@ -20,7 +20,6 @@ import dataclasses
 import cv2
 import numpy as np
 
-from faceweave import color, masks
 from faceweave.geometry import topology as topo
 from faceweave.geometry.shape import transfer_shape
 from faceweave.geometry.warp import (
@@ -44,21 +43,16 @@ _ANCHORS = np.concatenate(
 )
 
 
-def triangle_cleanliness(crop: AlignedCrop, skin: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-    """``(T,)`` in ``[0, 1]``: how much of each triangle shows the source's own
-    bare skin (or its eyes, brows and lips) in the source crop.  Triangles
-    hidden in the source (behind the nose, past the cheek) score 0; triangles
-    under hair, a hand or glasses score low."""
+def triangle_cleanliness(crop: AlignedCrop, clean: np.ndarray | None) -> np.ndarray:
+    """``(T,)`` in ``[0, 1]``: the mean of the source's clean map (bare face)
+    over each triangle in the source crop.  Triangles hidden in the source
+    (behind the nose, past the cheek) score 0; triangles under hair, a hand
+    or glasses score low."""
     tris = topo.triangles()
     mesh = crop.mesh
     ids = rasterize_triangles(mesh[:, :2], tris, mesh[tris, 2].mean(axis=1), crop.size)
     inside = ids >= 0
-    if skin is None:
-        weights = np.ones(int(inside.sum()), np.float32)
-    else:
-        lik = masks.skin_likelihood(color.to_lab(crop.pixels), *skin)
-        lik = np.maximum(lik, masks.feature_mask(crop.size, mesh, grow=0.015 * crop.face_size))
-        weights = lik[inside]
+    weights = np.ones(int(inside.sum()), np.float32) if clean is None else clean[inside]
     sums = np.bincount(ids[inside], weights=weights, minlength=len(tris))
     counts = np.bincount(ids[inside], minlength=len(tris))
     return np.where(counts > 0, sums / np.maximum(counts, 1), 0.0).astype(np.float32)
@@ -101,7 +95,7 @@ class MeshSwapper:
         topo.triangles()  # load the mesh metadata once
 
     def prepare_source(self, source: SourceFace) -> SourceFace:
-        clean = triangle_cleanliness(source.crop, source.skin)
+        clean = triangle_cleanliness(source.crop, source.clean)
         coords = source_texture_coords(source.crop.mesh, clean)
         return dataclasses.replace(source, prepared=coords)
 
@@ -113,8 +107,10 @@ class MeshSwapper:
         coords = source.prepared if source.prepared is not None else source_texture_coords(source.crop.mesh)
         new_mesh = transfer_shape(target.mesh, source.crop.mesh, amount=self.shape_transfer)
         background, changed = self._reshape(target, new_mesh)
-        face, coverage = self._texture(source, coords, new_mesh, size)
-        return SwapOutput(face=face, background=background, coverage=coverage, mesh=new_mesh, changed=changed)
+        face, coverage, clean = self._texture(source, coords, new_mesh, size)
+        return SwapOutput(
+            face=face, background=background, coverage=coverage, mesh=new_mesh, changed=changed, source_clean=clean
+        )
 
     @staticmethod
     def _reshape(target: AlignedCrop, new_mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -143,4 +139,7 @@ class MeshSwapper:
         map_x, map_y = piecewise_affine_maps(ids, affines)
         face = cv2.remap(source.crop.pixels, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         coverage = (ids >= 0).astype(np.float32)
-        return face, coverage
+        clean = None
+        if source.clean is not None:
+            clean = cv2.remap(source.clean, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        return face, coverage, clean

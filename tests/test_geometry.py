@@ -1,0 +1,501 @@
+"""Geometry: similarity fits, crop matrices, warps, mesh topology and shape
+transfer.  Pure functions on synthetic data; the shape-transfer and key-point
+checks also run on meshes of real faces (marked slow)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from faceweave.evaluate.metrics import expression_ratios
+from faceweave.geometry import topology as topo
+from faceweave.geometry.align import apply_similarity, crop_matrix, invert_affine, procrustes, transform_points
+from faceweave.geometry.shape import transfer_shape
+from faceweave.geometry.warp import (
+    ellipse_ring,
+    piecewise_affine_maps,
+    radial_falloff,
+    rasterize_triangles,
+    tps_displacement,
+    triangle_affines,
+    triangle_facing,
+)
+from faceweave.types import BBox
+
+
+def rotation(dim: int, seed: int) -> np.ndarray:
+    """A proper ``(dim, dim)`` rotation (det +1) drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    if dim == 2:
+        a = rng.uniform(-np.pi, np.pi)
+        return np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+    r, _ = cv2.Rodrigues(rng.uniform(-1.5, 1.5, 3))
+    return r
+
+
+# ------------------------------------------------------------------ procrustes
+
+
+@pytest.mark.parametrize(
+    "dim, scale, seed",
+    [
+        (2, 1.0, 0),
+        (2, 0.3, 1),
+        (2, 4.5, 2),
+        (3, 1.0, 3),
+        (3, 0.25, 4),
+        (3, 7.0, 5),
+    ],
+)
+def test_procrustes_recovers_a_known_similarity(dim, scale, seed):
+    rng = np.random.default_rng(100 + seed)
+    src = rng.normal(0.0, 10.0, (40, dim))
+    r = rotation(dim, seed)
+    t = rng.uniform(-50.0, 50.0, dim)
+    dst = scale * src @ r.T + t
+
+    s_fit, r_fit, t_fit = procrustes(src, dst)
+
+    assert s_fit == pytest.approx(scale, rel=1e-9)
+    np.testing.assert_allclose(r_fit, r, atol=1e-9)
+    np.testing.assert_allclose(t_fit, t, atol=1e-7)
+    assert np.linalg.det(r_fit) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_procrustes_of_a_reflection_is_still_a_rotation(dim):
+    rng = np.random.default_rng(dim)
+    src = rng.normal(0.0, 1.0, (30, dim))
+    flip = np.eye(dim)
+    flip[0, 0] = -1.0
+    dst = 2.0 * src @ (rotation(dim, 7) @ flip).T
+
+    s, r, _ = procrustes(src, dst)
+
+    assert np.linalg.det(r) == pytest.approx(1.0)
+    np.testing.assert_allclose(r @ r.T, np.eye(dim), atol=1e-9)
+    assert 0.0 < s < 2.0  # a reflection cannot be matched fully by a rotation
+
+
+def test_procrustes_is_a_least_squares_fit_under_noise():
+    rng = np.random.default_rng(11)
+    src = rng.normal(0.0, 10.0, (200, 3))
+    r = rotation(3, 12)
+    dst = 1.5 * src @ r.T + np.array([3.0, -2.0, 9.0]) + rng.normal(0.0, 0.05, (200, 3))
+
+    s, r_fit, t = procrustes(src, dst)
+
+    assert s == pytest.approx(1.5, rel=1e-3)
+    np.testing.assert_allclose(r_fit, r, atol=1e-3)
+    residual = apply_similarity(src, s, r_fit, t) - dst
+    assert np.sqrt((residual**2).sum(axis=1).mean()) < 0.1
+
+
+def test_apply_similarity_matches_the_formula_and_inverts_procrustes():
+    rng = np.random.default_rng(3)
+    pts = rng.normal(0.0, 5.0, (25, 3))
+    r, t = rotation(3, 9), np.array([1.0, 2.0, 3.0])
+
+    out = apply_similarity(pts, 2.0, r, t)
+
+    assert out.dtype == np.float32 and out.shape == pts.shape
+    np.testing.assert_allclose(out, 2.0 * (r @ pts.T).T + t, atol=1e-4)
+    np.testing.assert_allclose(apply_similarity(pts, *procrustes(pts, out)), out, atol=1e-3)
+
+
+# ------------------------------------------------------------ crops and points
+
+
+@pytest.mark.parametrize(
+    "box, face_size, margin",
+    [
+        (BBox(100, 50, 300, 250), 256, 1.8),  # square
+        (BBox(10, 20, 110, 220), 256, 1.8),  # tall: the height is the larger side
+        (BBox(400, 300, 700, 420), 128, 2.0),  # wide
+        (BBox(0, 0, 40, 30), 200, 1.5),  # small box, upscaled
+        (BBox(1000.5, 2000.25, 2500.5, 3600.25), 96, 1.0),  # large box, downscaled
+    ],
+)
+def test_crop_matrix_centres_the_box_at_the_asked_size(box, face_size, margin):
+    m, side = crop_matrix(box, face_size=face_size, margin=margin)
+
+    assert m.shape == (2, 3)
+    assert side == round(face_size * margin)
+    centre = m[:, :2] @ np.array(box.center) + m[:, 2]
+    np.testing.assert_allclose(centre, [side / 2.0, side / 2.0], atol=1e-9)
+    corners = np.array([[box.x1, box.y1], [box.x2, box.y2]]) @ m[:, :2].T + m[:, 2]
+    width, height = corners[1] - corners[0]
+    assert max(width, height) == pytest.approx(face_size)
+    assert m[0, 1] == 0.0 and m[1, 0] == 0.0 and m[0, 0] == m[1, 1] > 0.0
+
+
+def test_invert_affine_round_trips():
+    m, _ = crop_matrix(BBox(30, 40, 130, 160), face_size=256, margin=1.8)
+    pts = np.array([[0.0, 0.0], [55.0, 66.0], [300.0, 10.0]])
+
+    back = transform_points(transform_points(pts, m), invert_affine(m))
+
+    np.testing.assert_allclose(back, pts, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "scale, angle, scale_z, expected_z_factor",
+    [
+        (2.0, 0.0, True, 2.0),
+        (0.5, 30.0, True, 0.5),
+        (3.0, -75.0, True, 3.0),
+        (3.0, 40.0, False, 1.0),
+    ],
+)
+def test_transform_points_moves_xy_and_scales_z(scale, angle, scale_z, expected_z_factor):
+    m = cv2.getRotationMatrix2D((10.0, 20.0), angle, scale)
+    pts = np.array([[0.0, 0.0, 5.0], [10.0, 20.0, -2.0], [33.0, -4.0, 0.5]])
+
+    out = transform_points(pts, m, scale_z=scale_z)
+
+    assert out.dtype == np.float32 and out.shape == (3, 3)
+    np.testing.assert_allclose(out[:, :2], pts[:, :2] @ m[:, :2].T + m[:, 2], atol=1e-4)
+    np.testing.assert_allclose(out[:, 2], pts[:, 2] * expected_z_factor, rtol=1e-5)
+
+
+def test_transform_points_accepts_2d_points():
+    m = np.array([[2.0, 0.0, 1.0], [0.0, 2.0, -1.0]])
+    out = transform_points(np.array([[1.0, 1.0], [0.0, 3.0]]), m)
+    np.testing.assert_allclose(out, [[3.0, 1.0], [1.0, 5.0]])
+
+
+# ----------------------------------------------------------------------- warps
+
+SIZE = (256, 240)  # (w, h)
+ANCHORS = np.array([[100, 100], [160, 110], [128, 170], [190, 150], [70, 150]], np.float32)
+SHIFTS = np.array([[5, -3], [-4, 2], [0, 6], [3, 3], [-2, -5]], np.float32)
+RING = ellipse_ring((128.0, 125.0), (115.0, 108.0), 24)
+
+
+def test_ellipse_ring_lies_on_the_ellipse():
+    ring = ellipse_ring((10.0, 20.0), (30.0, 15.0), 12)
+    assert ring.shape == (12, 2)
+    np.testing.assert_allclose(((ring[:, 0] - 10) / 30) ** 2 + ((ring[:, 1] - 20) / 15) ** 2, 1.0, atol=1e-5)
+
+
+def sample(field: np.ndarray, points: np.ndarray) -> np.ndarray:
+    p = np.round(points).astype(int)
+    p[:, 0] = p[:, 0].clip(0, field.shape[1] - 1)
+    p[:, 1] = p[:, 1].clip(0, field.shape[0] - 1)
+    return field[p[:, 1], p[:, 0]]
+
+
+def test_tps_displacement_is_zero_at_the_pins_and_moves_the_anchors():
+    dst = np.concatenate([ANCHORS, RING])
+    src = np.concatenate([ANCHORS + SHIFTS, RING])
+
+    dx, dy = tps_displacement(dst, src, SIZE, step=1)
+
+    assert dx.shape == dy.shape == (SIZE[1], SIZE[0]) and dx.dtype == np.float32
+    np.testing.assert_allclose(np.stack([sample(dx, ANCHORS), sample(dy, ANCHORS)], axis=1), SHIFTS, atol=0.15)
+    assert np.abs(sample(dx, RING)).max() < 0.1 and np.abs(sample(dy, RING)).max() < 0.1
+
+
+def test_tps_displacement_on_the_default_grid_is_close_at_the_anchors():
+    dst = np.concatenate([ANCHORS, RING])
+    src = np.concatenate([ANCHORS + SHIFTS, RING])
+
+    dx, dy = tps_displacement(dst, src, SIZE)
+
+    got = np.stack([sample(dx, ANCHORS), sample(dy, ANCHORS)], axis=1)
+    assert np.abs(got - SHIFTS).max() < 0.75  # within a pixel for shifts of up to 6 px
+
+
+@pytest.mark.parametrize("step", [1, 8])
+def test_tps_displacement_reproduces_an_affine_field_everywhere(step):
+    dst = np.concatenate([ANCHORS, RING])
+    src = dst * 1.1 + np.array([2.0, -1.0], np.float32)  # displacement 0.1 * p + (2, -1)
+
+    dx, dy = tps_displacement(dst, src, SIZE, step=step)
+
+    yy, xx = np.mgrid[0 : SIZE[1], 0 : SIZE[0]].astype(np.float32)
+    np.testing.assert_allclose(dx, 0.1 * xx + 2.0, atol=0.02)
+    np.testing.assert_allclose(dy, 0.1 * yy - 1.0, atol=0.02)
+
+
+@pytest.mark.parametrize(
+    "point, expected",
+    [
+        ((100, 80), 1.0),  # centre
+        ((130, 80), 1.0),  # inside the inner ellipse (r = 0.75 of the x radius)
+        ((100, 100), 1.0),  # r = 0.8 of the y radius, on the inner ellipse
+        ((140, 80), 0.0),  # on the ellipse
+        ((100, 105), 0.0),  # on the ellipse (y radius)
+        ((150, 80), 0.0),  # outside
+        ((0, 0), 0.0),  # far outside
+    ],
+)
+def test_radial_falloff_is_one_inside_and_zero_outside(point, expected):
+    weight = radial_falloff((200, 160), (100.0, 80.0), (40.0, 25.0), inner=0.8)
+    assert weight.shape == (160, 200) and weight.dtype == np.float32
+    assert weight[point[1], point[0]] == pytest.approx(expected, abs=1e-6)
+
+
+def test_radial_falloff_decreases_between_the_ellipses():
+    weight = radial_falloff((200, 160), (100.0, 80.0), (40.0, 25.0), inner=0.5)
+    row = weight[80, 120:141]  # from r = 0.5 to r = 1 along x
+    assert row[0] == pytest.approx(1.0) and row[-1] == pytest.approx(0.0)
+    assert np.all(np.diff(row) <= 0) and 0.0 < row[10] < 1.0
+
+
+TWO_TRIANGLES_2D = np.array([[10, 10], [50, 10], [10, 50], [20, 20], [60, 20], [20, 60]], np.float32)
+TWO_TRIANGLES = np.array([[0, 1, 2], [3, 4, 5]], np.int32)
+
+
+@pytest.mark.parametrize(
+    "depth, winner",
+    [
+        ((1.0, 5.0), 0),  # triangle 0 nearer
+        ((5.0, 1.0), 1),  # triangle 1 nearer
+        ((-3.0, -2.0), 0),
+    ],
+)
+def test_rasterize_triangles_nearer_triangle_wins(depth, winner):
+    ids = rasterize_triangles(TWO_TRIANGLES_2D, TWO_TRIANGLES, np.array(depth), (80, 70))
+
+    assert ids.shape == (70, 80) and ids.dtype == np.int32
+    assert ids[25, 25] == winner  # covered by both
+    assert ids[12, 12] == 0  # only triangle 0
+    assert ids[50, 30] == 1  # only triangle 1
+    assert ids[5, 5] == -1 and ids[65, 75] == -1  # none
+
+
+def test_triangle_affines_map_each_corner_exactly():
+    rng = np.random.default_rng(4)
+    dst = rng.uniform(0, 100, (20, 3, 2))
+    src = rng.uniform(0, 100, (20, 3, 2))
+
+    affines = triangle_affines(dst, src)
+
+    assert affines.shape == (20, 2, 3)
+    mapped = np.einsum("tij,tkj->tki", affines[:, :, :2], dst) + affines[:, None, :, 2]
+    np.testing.assert_allclose(mapped, src, atol=1e-3)
+
+
+def test_triangle_affines_survive_a_degenerate_triangle():
+    dst = np.array([[[0, 0], [1, 1], [2, 2]]], np.float64)  # collinear
+    affines = triangle_affines(dst, dst + 3.0)
+    assert np.isfinite(affines).all()
+
+
+def test_piecewise_affine_maps_apply_each_triangles_map_and_mark_the_outside():
+    ids = np.full((4, 5), -1, np.int32)
+    ids[1, 1], ids[2, 3] = 0, 1
+    affines = np.array([[[1, 0, 10], [0, 1, 20]], [[2, 0, 0], [0, 2, 0]]], np.float32)
+
+    map_x, map_y = piecewise_affine_maps(ids, affines)
+
+    assert (map_x[1, 1], map_y[1, 1]) == (11.0, 21.0)
+    assert (map_x[2, 3], map_y[2, 3]) == (6.0, 4.0)
+    outside = ids < 0
+    assert (map_x[outside] == -1).all() and (map_y[outside] == -1).all()
+
+
+@pytest.mark.parametrize(
+    "triangle, expected",
+    [
+        ([[0, 0, 0], [1, 0, 0], [0, 1, 0]], 1.0),  # positive area in image coordinates: faces the camera
+        ([[0, 0, 0], [0, 1, 0], [1, 0, 0]], -1.0),  # reversed winding: turned away
+        ([[0, 0, 0], [1, 0, 0], [0, 0, 1]], 0.0),  # in a plane through the camera axis: edge-on
+        ([[0, 0, 0], [1, 0, 1], [0, 1, 0]], np.sqrt(0.5)),  # tilted by 45 degrees
+    ],
+)
+def test_triangle_facing_signs(triangle, expected):
+    facing = triangle_facing(np.array(triangle, np.float64), np.array([[0, 1, 2]]))
+    assert facing.shape == (1,)
+    assert facing[0] == pytest.approx(expected, abs=1e-6)
+
+
+def test_triangle_facing_on_the_reference_mesh():
+    mesh = topo.reference_mesh()
+    tris = topo.triangles()
+    assert (triangle_facing(mesh, tris) > 0).mean() > 0.98
+    # the same mesh seen from behind (rotated 180 degrees about the vertical axis)
+    behind = mesh * np.array([-1.0, 1.0, -1.0], np.float32)
+    assert (triangle_facing(behind, tris) < 0).mean() > 0.98
+
+
+# -------------------------------------------------------------------- topology
+
+
+def test_tessellation_and_triangles_index_the_mesh():
+    tess, tris, fills = topo.tessellation(), topo.triangles(), topo.eye_fills()
+
+    assert tess.ndim == 2 and tess.shape[1] == 3 and 800 < len(tess) < 950
+    assert tess.min() >= 0 and tess.max() < 468
+    assert tris.shape == (len(tess) + len(fills), 3)
+    assert tris.min() >= 0 and tris.max() < 468
+    assert len({tuple(sorted(t)) for t in tris.tolist()}) == len(tris)  # no duplicates
+    assert {tuple(sorted(t)) for t in tris[: len(tess)].tolist()} == {tuple(t) for t in tess.tolist()}
+    assert not tess.flags.writeable and not tris.flags.writeable
+
+
+def test_mirror_is_an_involution_with_the_midline_fixed():
+    mirror = topo.mirror()
+    ref = topo.reference_mesh()
+
+    assert mirror.shape == (478,)
+    np.testing.assert_array_equal(mirror[mirror], np.arange(478))
+    fixed = np.flatnonzero(mirror == np.arange(478))
+    assert 24 <= len(fixed) <= 32  # 28 in mediapipe 0.10
+    assert {topo.NOSE_TIP, topo.FOREHEAD_TOP, topo.CHIN, topo.UPPER_LIP_INNER} <= set(fixed.tolist())
+    np.testing.assert_allclose(ref[mirror, 0], -ref[:, 0], atol=1e-5)
+
+
+def is_cyclic_shift(a: list[int], b: list[int]) -> bool:
+    """Whether loop ``a`` is loop ``b`` started elsewhere, in either direction."""
+    if sorted(a) != sorted(b):
+        return False
+    k = b.index(a[0])
+    rolled = b[k:] + b[:k]
+    return a == rolled or a == [rolled[0]] + rolled[1:][::-1]
+
+
+@pytest.mark.parametrize(
+    "loop, partner",
+    [
+        (topo.right_eye, topo.left_eye),
+        (topo.left_eye, topo.right_eye),
+        (topo.lips_inner, topo.lips_inner),
+        (topo.lips_outer, topo.lips_outer),
+        (topo.face_oval, topo.face_oval),
+    ],
+)
+def test_mirror_maps_loops_onto_their_partners(loop, partner):
+    assert is_cyclic_shift(topo.mirror()[loop()].tolist(), partner().tolist())
+
+
+def test_mirror_swaps_the_irises_and_the_named_points():
+    mirror = topo.mirror()
+    np.testing.assert_array_equal(np.sort(mirror[topo.RIGHT_IRIS]), topo.LEFT_IRIS)
+    assert mirror[topo.MOUTH_CORNER_RIGHT] == topo.MOUTH_CORNER_LEFT
+    assert mirror[topo.RIGHT_EYE_OUTER] == topo.LEFT_EYE_OUTER
+
+
+def test_lips_block_holds_both_lip_loops_and_nothing_of_the_eyes():
+    block = set(topo.lips_block().tolist())
+    assert set(topo.lips_inner().tolist()) <= block
+    assert set(topo.lips_outer().tolist()) <= block
+    assert len(block) > len(set(topo.lips_inner().tolist()) | set(topo.lips_outer().tolist()))
+    assert not block & (set(topo.right_eye().tolist()) | set(topo.left_eye().tolist()))
+    assert topo.NOSE_TIP not in block and topo.CHIN not in block
+
+
+def test_eye_fills_use_only_eye_loop_vertices_one_eye_per_triangle():
+    right, left = set(topo.right_eye().tolist()), set(topo.left_eye().tolist())
+    fills = topo.eye_fills()
+    assert len(fills) > 0
+    for tri in fills.tolist():
+        assert set(tri) <= right or set(tri) <= left
+    used = set(fills.ravel().tolist())
+    assert used == right | left  # every lid point takes part
+
+
+def test_stable_points_exclude_the_moving_parts():
+    stable = set(topo.stable_points().tolist())
+    moving = set(topo.lips_block().tolist()) | set(topo.right_eye().tolist()) | set(topo.left_eye().tolist())
+    moving |= set(topo.RIGHT_IRIS.tolist()) | set(topo.LEFT_IRIS.tolist())
+    assert not stable & moving
+    assert stable == set(range(468)) - moving
+    assert {topo.NOSE_TIP, topo.NOSE_BRIDGE_TOP, topo.FOREHEAD_TOP} <= stable
+
+
+def test_kps5_from_mesh_picks_the_named_points():
+    mesh = np.arange(478 * 3, dtype=np.float32).reshape(478, 3)
+    kps = topo.kps5_from_mesh(mesh)
+    expected = mesh[[topo.RIGHT_IRIS[0], topo.LEFT_IRIS[0], topo.NOSE_TIP, topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT], :2]
+    np.testing.assert_array_equal(kps, expected)
+    assert kps.dtype == np.float32
+
+
+# ------------------------------------------------------------- shape transfer
+
+
+def wobbled(mesh: np.ndarray, seed: int) -> np.ndarray:
+    """The reference mesh with a different face shape, scaled and moved."""
+    rng = np.random.default_rng(seed)
+    return (mesh * rng.uniform(0.9, 1.1, 3) + rng.normal(0, 0.02, mesh.shape)) * 80.0 + np.array([200.0, 150.0, 0.0])
+
+
+def test_transfer_shape_with_amount_zero_returns_the_target():
+    target, source = wobbled(topo.reference_mesh(), 1), wobbled(topo.reference_mesh(), 2)
+    out = transfer_shape(target, source, amount=0.0)
+    assert out.shape == (478, 3) and out.dtype == np.float32
+    np.testing.assert_allclose(out, target, atol=1e-4)
+
+
+def test_transfer_shape_of_a_face_onto_itself_changes_nothing():
+    target = wobbled(topo.reference_mesh(), 3)
+    np.testing.assert_allclose(transfer_shape(target, target), target, atol=1e-3)
+
+
+@pytest.fixture(scope="module")
+def real_meshes(faces_dir) -> dict[str, np.ndarray]:
+    """``(478, 3)`` meshes of three different people: an open-mouth smile, a
+    frontal older man and the astronaut."""
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.io import read_image
+
+    files = {
+        "happy": "single/happy_man.png",
+        "biden": "single/biden2.jpg",
+        "collins": "single/astronaut_eileen_collins.png",
+    }
+    with FaceAnalyser() as analyser:
+        out = {}
+        for name, rel in files.items():
+            faces = analyser.analyse(read_image(faces_dir / rel).pixels)
+            assert len(faces) == 1, rel
+            out[name] = np.array(faces[0].mesh)
+    return out
+
+
+PAIRS = [("happy", "biden"), ("biden", "happy"), ("collins", "happy"), ("happy", "collins")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, source", PAIRS)
+def test_transfer_shape_keeps_the_targets_expression(real_meshes, target, source):
+    new = transfer_shape(real_meshes[target], real_meshes[source])
+    np.testing.assert_allclose(
+        expression_ratios(new).as_tuple(), expression_ratios(real_meshes[target]).as_tuple(), atol=0.005
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, source", PAIRS)
+def test_transfer_shape_takes_the_fitted_source_on_the_stable_points(real_meshes, target, source):
+    t, s = real_meshes[target], real_meshes[source]
+    stable = topo.stable_points()
+    fitted = apply_similarity(s, *procrustes(s[stable], t[stable]))
+    eyes = float(np.linalg.norm(t[topo.RIGHT_IRIS[0], :2] - t[topo.LEFT_IRIS[0], :2]))
+
+    new = transfer_shape(t, s)
+
+    assert np.linalg.norm(new[stable] - fitted[stable], axis=1).max() < 0.01 * eyes
+    # and the shape did change: two people's faces differ by a few % of the eye distance
+    assert np.linalg.norm(t[stable] - fitted[stable], axis=1).mean() > 0.01 * eyes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, source", PAIRS)
+def test_transfer_shape_keeps_the_targets_head_pose(real_meshes, target, source):
+    from faceweave.analysis.pose import head_pose
+
+    before, after = head_pose(real_meshes[target]), head_pose(transfer_shape(real_meshes[target], real_meshes[source]))
+    assert before.distance(after) < 0.5
+
+
+@pytest.mark.slow
+def test_kps5_from_a_real_frontal_mesh_are_in_insightface_order(real_meshes):
+    kps = topo.kps5_from_mesh(real_meshes["biden"])
+    eye_l, eye_r, nose, mouth_l, mouth_r = kps
+    assert eye_l[0] < nose[0] < eye_r[0]  # image-left eye first
+    assert mouth_l[0] < nose[0] < mouth_r[0]
+    assert max(eye_l[1], eye_r[1]) < nose[1] < min(mouth_l[1], mouth_r[1])  # y grows downwards

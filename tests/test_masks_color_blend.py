@@ -1,0 +1,406 @@
+"""Masks, colour transfer, blending and paste-back: pure functions on
+synthetic images, plus the mouth mask on a real open-mouth face (slow)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from faceweave import color, masks
+from faceweave.blend import laplacian_blend, match_detail, paste_back
+from faceweave.geometry import topology as topo
+from faceweave.geometry.align import crop_matrix
+from faceweave.types import BBox
+
+
+def detail_band(image: np.ndarray, sigma: float = 0.8) -> np.ndarray:
+    """``(H, W)`` mean over channels of an image minus its Gaussian low-pass
+    (the band :func:`match_detail` measures)."""
+    x = image.astype(np.float32)
+    return (x - cv2.GaussianBlur(x, (0, 0), sigma)).mean(axis=2)
+
+
+# ----------------------------------------------------------------------- masks
+
+
+def test_combine_is_the_pixelwise_minimum_and_skips_none():
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.uniform(0, 1, (8, 9)).astype(np.float32) for _ in range(3))
+
+    out = masks.combine(a, None, b, c)
+
+    assert out.dtype == np.float32 and out.shape == (8, 9)
+    np.testing.assert_array_equal(out, np.minimum(np.minimum(a, b), c))
+    np.testing.assert_array_equal(masks.combine(a), a)
+
+
+@pytest.mark.parametrize("given", [(), (None,), (None, None)])
+def test_combine_rejects_no_masks(given):
+    with pytest.raises(ValueError, match="at least one mask"):
+        masks.combine(*given)
+
+
+@pytest.mark.parametrize(
+    "size, inset, blur",
+    [
+        ((64, 64), 0.02, 0.25),
+        ((80, 50), 0.0, 0.04),
+        ((33, 47), 0.1, 0.3),
+        ((40, 40), 0.05, 0.0),  # hard edge
+    ],
+)
+def test_box_mask_is_zero_at_the_border_one_inside_and_symmetric(size, inset, blur):
+    w, h = size
+    m = masks.box_mask(size, inset=inset, blur=blur)
+
+    assert m.shape == (h, w) and m.dtype == np.float32
+    assert m.min() >= 0.0 and m.max() <= 1.0
+    assert m[h // 2, w // 2] == pytest.approx(1.0)
+    np.testing.assert_allclose(m, m[::-1, :], atol=1e-6)
+    np.testing.assert_allclose(m, m[:, ::-1], atol=1e-6)
+    assert m[0, :].max() <= 0.5 and m[:, 0].max() <= 0.5  # a border pixel's centre is half a pixel in
+    if inset > 0:
+        assert m[0, :].max() == 0.0 and m[:, 0].max() == 0.0
+    assert np.all(np.diff(m[h // 2, : w // 2]) >= 0)  # rising towards the centre
+
+
+def test_polygon_mask_fills_the_polygon():
+    square = np.array([[10, 10], [30, 10], [30, 20], [10, 20]], np.float32)
+
+    m = masks.polygon_mask((40, 30), square)
+
+    assert m.shape == (30, 40) and m.dtype == np.float32
+    assert set(np.unique(m).tolist()) <= {0.0, 1.0}
+    assert m[15, 20] == 1.0 and m[5, 5] == 0.0 and m[25, 35] == 0.0
+    assert abs(m.sum() - 20 * 10) <= 2 * (20 + 10) + 4  # area, up to a pixel along the edge
+
+
+def test_skin_likelihood_is_one_at_the_skin_colour_and_zero_far_away():
+    centre = np.array([60.0, 15.0, 20.0], np.float32)
+    spread = np.array([8.0, 3.0, 3.0], np.float32)
+    lab = np.array(
+        [
+            [centre, centre + [5.0, 1.0, -1.0], centre + [0.0, 40.0, 0.0], [20.0, -30.0, -40.0]],
+        ],
+        np.float32,
+    )
+
+    lik = masks.skin_likelihood(lab, centre, spread)
+
+    assert lik.shape == (1, 4) and lik.dtype == np.float32
+    assert lik[0, 0] == pytest.approx(1.0)
+    assert lik[0, 1] == pytest.approx(1.0)  # within the tolerance
+    assert lik[0, 2] == 0.0 and lik[0, 3] == 0.0
+
+
+def test_skin_likelihood_is_looser_on_lightness_than_on_chroma():
+    centre = np.array([60.0, 15.0, 20.0], np.float32)
+    spread = np.array([4.0, 4.0, 4.0], np.float32)
+    shift = 4.0 * 4.0 * 1.2  # 1.2 tolerances of spread
+    lab = np.array([[centre + [shift, 0, 0], centre + [0, shift, 0]]], np.float32)
+    light, chroma = masks.skin_likelihood(lab, centre, spread, tolerance=4.0)[0]
+    assert light > chroma
+
+
+@pytest.mark.parametrize(
+    "dark_columns, expect_found",
+    [
+        ((30, 32), True),  # 2 px line, narrower than the 9 px width
+        ((30, 34), True),  # 4 px line
+        ((10, 40), False),  # 30 px dark area
+    ],
+)
+def test_thin_dark_finds_thin_lines_not_wide_areas(dark_columns, expect_found):
+    lightness = np.full((64, 64), 70.0, np.float32)
+    a, b = dark_columns
+    lightness[:, a:b] = 30.0
+
+    found = masks.thin_dark(lightness, width=9)
+
+    assert found.shape == (64, 64) and found.dtype == np.float32
+    inside = found[8:-8, a:b]
+    if expect_found:
+        assert inside.min() == pytest.approx(1.0)
+    else:
+        assert found.max() == 0.0
+    assert found[:, : max(a - 6, 1)].max() == 0.0  # bright skin away from it is left alone
+
+
+def test_thin_dark_ignores_faint_lines():
+    lightness = np.full((32, 32), 70.0, np.float32)
+    lightness[:, 15:17] = 65.0  # 5 units darker, below contrast / 2
+    assert masks.thin_dark(lightness, width=7, contrast=14.0).max() == 0.0
+
+
+def test_feather_erodes_then_blurs():
+    m = np.zeros((40, 40), np.float32)
+    m[10:30, 10:30] = 1.0
+    out = masks.feather(m, erode=3, blur=0)
+    assert out[10:13, 20].max() == 0.0 and out[13:27, 13:27].min() == 1.0
+    soft = masks.feather(m, erode=0, blur=2)
+    assert 0.0 < soft[10, 20] < 1.0 and soft[20, 20] == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.fixture(scope="module")
+def open_mouth(faces_dir):
+    """``(pixels, mesh)`` of a real face smiling with an open mouth."""
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.io import read_image
+
+    image = read_image(faces_dir / "single" / "happy_man.png")
+    with FaceAnalyser() as analyser:
+        faces = analyser.analyse(image.pixels)
+    assert len(faces) == 1
+    return image.pixels, np.array(faces[0].mesh)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grow", [0.0, 4.0])
+def test_mouth_mask_is_zero_inside_the_open_mouth(open_mouth, grow):
+    pixels, mesh = open_mouth
+    h, w = pixels.shape[:2]
+    inner = masks.polygon_mask((w, h), mesh[topo.lips_inner()])
+    core = cv2.erode(inner, np.ones((5, 5), np.uint8)) > 0.5  # well inside the opening
+    assert core.sum() > 200  # the mouth is open
+
+    m = masks.mouth_mask((w, h), mesh, grow=grow)
+
+    assert m.shape == (h, w) and m.min() >= 0.0 and m.max() <= 1.0
+    assert m[core].max() == pytest.approx(0.0, abs=1e-3)
+    nose, brow = mesh[topo.NOSE_TIP, :2], mesh[topo.NOSE_BRIDGE_TOP, :2]
+    for x, y in (nose, brow):
+        assert m[int(round(y)), int(round(x))] == 1.0
+    assert (m < 0.5).sum() >= core.sum()
+
+
+# ----------------------------------------------------------------------- colour
+
+
+def test_lab_round_trip_is_within_one_level():
+    rng = np.random.default_rng(1)
+    rgb = rng.integers(0, 256, (200, 200, 3), dtype=np.uint8)
+    rgb[0, :8] = [[0, 0, 0], [255, 255, 255], [255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 0], [0, 255, 255], [128, 128, 128]]
+
+    lab = color.to_lab(rgb)
+    back = color.to_rgb(lab)
+
+    assert lab.dtype == np.float32 and back.dtype == np.uint8
+    assert 0.0 <= lab[..., 0].min() and lab[..., 0].max() <= 100.0 + 1e-3
+    assert np.abs(back.astype(int) - rgb).max() <= 1
+
+
+def lab_image(seed: int, mean, std, shape=(60, 70)) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.normal(0.0, 1.0, (*shape, 3)) * np.asarray(std) + np.asarray(mean)).astype(np.float32)
+
+
+def test_match_statistics_makes_masked_mean_and_std_equal_the_reference():
+    lab = lab_image(2, [55.0, 10.0, 12.0], [6.0, 2.0, 3.0])
+    ref = lab_image(3, [65.0, 18.0, 20.0], [8.0, 2.5, 2.0])
+    src_mask = np.zeros(lab.shape[:2], np.float32)
+    src_mask[10:50, 10:40] = 1.0
+    ref_mask = np.zeros(ref.shape[:2], np.float32)
+    ref_mask[5:30, 20:65] = 1.0
+    lab[~(src_mask > 0)] = 0.0  # the outside must not count
+    ref[~(ref_mask > 0)] = 100.0
+
+    out = color.match_statistics(lab, src_mask, ref, ref_mask)
+
+    mu_o, sd_o = color.masked_stats(out, src_mask)
+    mu_r, sd_r = color.masked_stats(ref, ref_mask)
+    np.testing.assert_allclose(mu_o, mu_r, atol=1e-3)
+    np.testing.assert_allclose(sd_o, sd_r, rtol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "own_std, ref_std, max_gain, expected_gain",
+    [
+        (2.0, 3.0, 1.6, 1.5),  # within the limit
+        (1.0, 10.0, 1.6, 1.6),  # clipped up
+        (10.0, 1.0, 1.6, 1 / 1.6),  # clipped down
+        (1.0, 10.0, 4.0, 4.0),
+        (0.0, 1.0, 2.0, 2.0),  # a flat channel does not divide by zero
+    ],
+)
+def test_apply_statistics_limits_the_gain(own_std, ref_std, max_gain, expected_gain):
+    own = (np.array([50.0, 0.0, 0.0], np.float32), np.full(3, own_std, np.float32))
+    ref = (np.array([60.0, 5.0, -5.0], np.float32), np.full(3, ref_std, np.float32))
+    lab = np.array([[[50.0, 0.0, 0.0], [51.0, 1.0, -1.0]]], np.float32)
+
+    out = color.apply_statistics(lab, own, ref, max_gain=max_gain)
+
+    np.testing.assert_allclose(out[0, 0], ref[0], atol=1e-5)  # the mean goes to the reference mean
+    np.testing.assert_allclose(out[0, 1] - out[0, 0], np.array([1.0, 1.0, -1.0]) * expected_gain, rtol=1e-5)
+
+
+@pytest.mark.parametrize("sigma", [3.0, 20.0])  # direct, and at reduced resolution
+def test_masked_blur_ignores_pixels_outside_the_mask(sigma):
+    rng = np.random.default_rng(4)
+    mask = np.zeros((120, 100), np.float32)
+    mask[20:90, 15:70] = 1.0
+    inside = np.full((120, 100, 3), [40.0, 5.0, -3.0], np.float32)
+    a = inside.copy()
+    b = inside.copy()
+    a[mask == 0] = rng.uniform(-100, 100, (int((mask == 0).sum()), 3))
+    b[mask == 0] = 0.0
+
+    blur_a = color.masked_blur(a, mask, sigma)
+    blur_b = color.masked_blur(b, mask, sigma)
+
+    sel = mask > 0
+    np.testing.assert_allclose(blur_a[sel], blur_b[sel], atol=1e-3)
+    np.testing.assert_allclose(blur_a[sel], inside[sel], atol=1e-3)
+
+
+def test_transfer_shading_with_amount_zero_is_the_identity():
+    lab = lab_image(5, [55.0, 10.0, 12.0], [6.0, 2.0, 3.0])
+    ref = lab_image(6, [65.0, 18.0, 20.0], [8.0, 2.5, 2.0])
+    mask = np.ones(lab.shape[:2], np.float32)
+    np.testing.assert_array_equal(color.transfer_shading(lab, mask, ref, mask, sigma=8.0, amount=0.0), lab)
+
+
+def test_transfer_shading_gives_a_flat_image_the_references_low_pass():
+    h, w = 96, 128
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    ref = np.dstack([40.0 + 0.3 * xx + 0.1 * yy, 10.0 + 0.05 * yy, -5.0 + 0.02 * xx]).astype(np.float32)
+    ref += np.random.default_rng(7).normal(0.0, 3.0, ref.shape).astype(np.float32)  # fine detail, blurred away
+    flat = np.full_like(ref, [60.0, 12.0, 14.0])
+    mask = np.ones((h, w), np.float32)
+    sigma = 6.0
+
+    out = color.transfer_shading(flat, mask, ref, mask, sigma=sigma, amount=1.0)
+
+    np.testing.assert_allclose(out, color.masked_blur(ref, mask, sigma), atol=1e-3)
+    low_pass = cv2.GaussianBlur(ref, (0, 0), sigma)
+    core = (slice(20, -20), slice(20, -20))
+    assert np.abs(out[core] - low_pass[core]).max() < 0.5
+    assert (out[core] - ref[core]).std() > 2.0  # the fine detail was not taken
+
+
+# ------------------------------------------------------------------------ blend
+
+
+@pytest.mark.parametrize("levels", [1, 3, 5])
+@pytest.mark.parametrize("value, expect", [(1.0, "front"), (0.0, "back")])
+def test_laplacian_blend_with_a_constant_mask_gives_one_image(levels, value, expect):
+    rng = np.random.default_rng(8)
+    front = rng.uniform(0, 255, (96, 80, 3)).astype(np.float32)
+    back = rng.uniform(0, 255, (96, 80, 3)).astype(np.float32)
+    mask = np.full((96, 80), value, np.float32)
+
+    out = laplacian_blend(front, back, mask, levels=levels)
+
+    assert out.shape == front.shape
+    np.testing.assert_allclose(out, front if expect == "front" else back, atol=1e-2)
+
+
+def test_laplacian_blend_switches_sides_across_a_step_mask():
+    front = np.full((64, 128, 3), 200.0, np.float32)
+    back = np.full((64, 128, 3), 20.0, np.float32)
+    mask = np.zeros((64, 128), np.float32)
+    mask[:, :64] = 1.0
+
+    out = laplacian_blend(front, back, mask, levels=4)
+
+    assert np.abs(out[:, :16] - 200.0).max() < 1.0
+    assert np.abs(out[:, -16:] - 20.0).max() < 1.0
+    assert np.all(np.diff(out[32, :, 0]) <= 1e-3)  # a smooth, monotone transition
+
+
+@pytest.mark.parametrize("angle", [0.0, 25.0])
+def test_paste_back_changes_nothing_outside_the_crops_footprint(angle):
+    rng = np.random.default_rng(9)
+    frame = rng.integers(0, 256, (200, 240, 3), dtype=np.uint8)
+    frame.setflags(write=False)
+    m = cv2.getRotationMatrix2D((120.0, 100.0), angle, 1.25)  # frame -> crop
+    m[:, 2] += (64.0 - 120.0, 64.0 - 100.0)
+    side = 128
+    crop = rng.integers(0, 256, (side, side, 3), dtype=np.uint8)
+    mask = np.ones((side, side), np.float32)
+
+    out = paste_back(frame, crop, mask, m)
+
+    footprint = np.zeros(frame.shape[:2], np.uint8)
+    inv = cv2.invertAffineTransform(m)
+    corners = np.array([[0, 0], [side, 0], [side, side], [0, side]], np.float64) @ inv[:, :2].T + inv[:, 2]
+    cv2.fillConvexPoly(footprint, np.round(corners).astype(np.int32), 1)
+    outside = cv2.dilate(footprint, np.ones((5, 5), np.uint8)) == 0
+    assert outside.sum() > 10_000
+    np.testing.assert_array_equal(out[outside], frame[outside])
+    assert (out[footprint > 0] != frame[footprint > 0]).any()
+    assert out is not frame and out.dtype == np.uint8
+
+
+def test_paste_back_with_a_zero_mask_changes_nothing():
+    rng = np.random.default_rng(10)
+    frame = rng.integers(0, 256, (100, 100, 3), dtype=np.uint8)
+    m, side = crop_matrix(BBox(30, 30, 70, 70), face_size=64, margin=1.8)
+    crop = rng.integers(0, 256, (side, side, 3), dtype=np.uint8)
+    out = paste_back(frame, crop, np.zeros((side, side), np.float32), m)
+    np.testing.assert_array_equal(out, frame)
+
+
+def test_paste_back_of_a_crop_outside_the_frame_changes_nothing():
+    frame = np.full((50, 50, 3), 7, np.uint8)
+    m, side = crop_matrix(BBox(500, 500, 540, 540), face_size=64, margin=1.8)
+    out = paste_back(frame, np.zeros((side, side, 3), np.uint8), np.ones((side, side), np.float32), m)
+    np.testing.assert_array_equal(out, frame)
+
+
+# A 160 px frame, the crop of a face box in its middle, and a soft mask that
+# covers the inner part of the crop.
+DETAIL_SIZE = 160
+DETAIL_MATRIX, DETAIL_SIDE = crop_matrix(BBox(40, 40, 120, 120), face_size=80, margin=1.8)
+
+
+def detail_mask() -> np.ndarray:
+    mask = np.zeros((DETAIL_SIDE, DETAIL_SIDE), np.float32)
+    mask[30:-30, 30:-30] = 1.0
+    return cv2.GaussianBlur(mask, (0, 0), 3)
+
+
+def detail_frames(noise: float, seed: int) -> np.ndarray:
+    yy, xx = np.mgrid[0:DETAIL_SIZE, 0:DETAIL_SIZE].astype(np.float32)
+    smooth = np.dstack([100 + 0.3 * xx, 120 + 0.2 * yy, 90 + 0 * xx])
+    grain = np.random.default_rng(seed).normal(0.0, noise, (DETAIL_SIZE, DETAIL_SIZE, 1)) if noise else 0.0
+    return np.clip(smooth + grain + 0.5, 0, 255).astype(np.uint8)
+
+
+def mask_in_frame() -> np.ndarray:
+    inv = cv2.invertAffineTransform(DETAIL_MATRIX)
+    return cv2.warpAffine(detail_mask(), inv, (DETAIL_SIZE, DETAIL_SIZE)) > 0.5
+
+
+def band_energy(image: np.ndarray) -> float:
+    return float(np.mean(detail_band(image)[mask_in_frame()] ** 2))
+
+
+@pytest.mark.parametrize("noise", [0.0, 8.0])
+def test_match_detail_leaves_the_frame_when_original_equals_frame(noise):
+    frame = detail_frames(noise, seed=1)
+    out = match_detail(frame, frame, detail_mask(), DETAIL_MATRIX)
+    np.testing.assert_array_equal(out, frame)
+
+
+def test_match_detail_adds_the_originals_grain_to_a_smooth_frame():
+    original, frame = detail_frames(8.0, seed=2), detail_frames(0.0, seed=0)
+    assert band_energy(frame) < 0.05 * band_energy(original)
+
+    out = match_detail(original, frame, detail_mask(), DETAIL_MATRIX)
+
+    assert band_energy(out) == pytest.approx(band_energy(original), rel=0.15)
+    outside = ~cv2.dilate(mask_in_frame().astype(np.uint8), np.ones((9, 9), np.uint8)).astype(bool)
+    inv = cv2.invertAffineTransform(DETAIL_MATRIX)
+    untouched = cv2.warpAffine(detail_mask(), inv, (DETAIL_SIZE, DETAIL_SIZE)) <= 0.0
+    np.testing.assert_array_equal(out[outside & untouched], frame[outside & untouched])
+
+
+def test_match_detail_attenuates_a_noisier_frame_without_inverting_its_grain():
+    original, frame = detail_frames(4.0, seed=3), detail_frames(8.0, seed=4)
+
+    out = match_detail(original, frame, detail_mask(), DETAIL_MATRIX)
+
+    assert band_energy(out) == pytest.approx(band_energy(original), rel=0.2)
+    sel = mask_in_frame()
+    assert np.corrcoef(detail_band(frame)[sel], detail_band(out)[sel])[0, 1] > 0.5

@@ -1,0 +1,284 @@
+"""The image pipeline end to end on real faces: identity moves, the rest of
+the picture stays, inputs and outputs, source choice, selection and errors.
+One :class:`FaceSwapper` (and so one set of models) for the whole module."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from faceweave.analysis import embedding_distance
+from faceweave.errors import InputError, NoFaceError, NoMatchingFaceError
+from faceweave.evaluate.metrics import psnr
+from faceweave.io import read_image, write_image
+from faceweave.options import SelectionOptions, SwapOptions
+from faceweave.pipeline import FaceSwapper
+from faceweave.types import BBox, Face, SwapResult
+
+pytestmark = pytest.mark.slow
+
+BIDEN = "single/biden2.jpg"
+COLLINS = "single/astronaut_eileen_collins.png"
+TURNED = "hard/pose_left_face_down.jpeg"
+
+
+@pytest.fixture(scope="module")
+def swapper():
+    with FaceSwapper() as model:
+        model.prepare()
+        yield model
+
+
+@pytest.fixture(scope="module")
+def path(faces_dir):
+    def get(rel: str):
+        return faces_dir / rel
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def identity(swapper, path):
+    """``identity("file")`` -> embedding of the largest face of a photo."""
+    cache: dict[str, np.ndarray] = {}
+
+    def get(rel: str) -> np.ndarray:
+        if rel not in cache:
+            pixels = read_image(path(rel)).pixels
+            faces = swapper.analyser.analyse(pixels)
+            face = max(faces, key=lambda f: f.bbox.area)
+            cache[rel] = swapper.analyser.embed(pixels, face).embedding
+        return cache[rel]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def swaps(swapper, path):
+    """Swap results by ``(source, target)``, each computed once."""
+    cache: dict[tuple[str, str], SwapResult] = {}
+
+    def get(source: str, target: str) -> SwapResult:
+        if (source, target) not in cache:
+            cache[(source, target)] = swapper.swap([path(source)], path(target))
+        return cache[(source, target)]
+
+    return get
+
+
+def face_at(analyser, pixels: np.ndarray, box: BBox) -> Face:
+    """The face of ``pixels`` that overlaps ``box`` most, with its embedding."""
+    faces = analyser.analyse(pixels)
+    best = max(faces, key=lambda f: f.bbox.iou(box))
+    assert best.bbox.iou(box) > 0.5
+    return analyser.embed(pixels, best)
+
+
+PAIRS = [
+    (BIDEN, COLLINS),
+    ("identity/matt_damon/df_img29.jpg", "identity/katy_perry/df_img46.jpg"),
+]
+
+
+@pytest.mark.parametrize("source, target", PAIRS)
+def test_swap_moves_the_identity_towards_the_source(swapper, swaps, identity, source, target):
+    result = swaps(source, target)
+    assert len(result.swapped) == 1
+    box = result.swapped[0].bbox
+
+    new = face_at(swapper.analyser, result.image, box).embedding
+
+    src, tgt = identity(source), identity(target)
+    assert embedding_distance(new, src) < embedding_distance(tgt, src)
+    assert embedding_distance(new, tgt) > 0.3
+
+
+@pytest.mark.parametrize("source, target", PAIRS)
+def test_swap_changes_nothing_outside_the_face(swaps, path, source, target):
+    result = swaps(source, target)
+    original = read_image(path(target)).pixels
+    assert result.image.shape == original.shape and result.image.dtype == np.uint8
+    h, w = original.shape[:2]
+
+    box = result.swapped[0].bbox.scaled(1.8).clipped(w, h)
+    outside = np.ones((h, w), bool)
+    outside[int(np.floor(box.y1)) : int(np.ceil(box.y2)), int(np.floor(box.x1)) : int(np.ceil(box.x2))] = False
+
+    assert outside.sum() > 0.2 * h * w
+    assert psnr(result.image, original, outside) > 45.0
+    inside = ~outside
+    assert psnr(result.image, original, inside) < 40.0  # and the face did change
+
+
+def test_result_describes_the_swap(swaps, path):
+    result = swaps(BIDEN, COLLINS)
+    assert isinstance(result, SwapResult)
+    (done,) = result.swapped
+    assert done.source_index == 0
+    assert done.source_path == str(path(BIDEN))
+    assert 0 <= done.target_index < len(result.faces)
+    assert done.bbox == result.faces[done.target_index].bbox
+    assert done.pose_gap >= 0.0
+    assert result.alpha is None
+    assert {"decode", "sources", "detect", "swap", "blend", "paste"} <= set(result.timings_ms)
+
+
+def test_written_result_round_trips(swaps, tmp_path):
+    result = swaps(BIDEN, COLLINS)
+    written = write_image(tmp_path / "out" / "swapped.png", result.image, alpha=result.alpha)
+    again = read_image(written)
+    np.testing.assert_array_equal(again.pixels, result.image)
+    assert again.alpha is None
+
+
+def rgba_target(path) -> tuple[np.ndarray, np.ndarray]:
+    """The RGBA test portrait with a non-trivial alpha (a left-right ramp)."""
+    image = read_image(path("single/woman_east_asian.png"))
+    h, w = image.pixels.shape[:2]
+    alpha = np.tile(np.linspace(0, 255, w).astype(np.uint8), (h, 1))
+    return np.dstack([image.pixels, alpha]), alpha
+
+
+def test_array_input_keeps_the_targets_alpha_and_never_prints(swapper, path, tmp_path, capsys):
+    rgba, alpha = rgba_target(path)
+    source = read_image(path(BIDEN)).pixels
+
+    result = swapper.swap([source], rgba)
+
+    np.testing.assert_array_equal(result.alpha, alpha)
+    assert result.image.shape == rgba.shape[:2] + (3,)
+    assert len(result.swapped) == 1 and result.swapped[0].source_path is None
+    assert (result.image != rgba[..., :3]).any()
+    written = write_image(tmp_path / "rgba.png", result.image, alpha=result.alpha)
+    again = read_image(written)
+    np.testing.assert_array_equal(again.alpha, alpha)
+    np.testing.assert_array_equal(again.pixels, result.image)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+
+
+def test_bytes_input_of_an_opaque_rgba_file(swapper, path):
+    target = path("single/woman_east_asian.png").read_bytes()
+    source = path(BIDEN).read_bytes()
+
+    result = swapper.swap(source, target)  # one source need not be in a list
+
+    assert read_image(target).alpha is None  # fully opaque: no alpha to keep
+    assert result.alpha is None
+    assert len(result.swapped) == 1 and result.swapped[0].source_index == 0
+
+
+def test_many_mode_swaps_every_face(swapper, path, monkeypatch):
+    closed = []
+    monkeypatch.setattr(swapper.analyser, "close", lambda: closed.append(True))
+    options = SwapOptions(selection=SelectionOptions(mode="many"))
+    with FaceSwapper(options, analyser=swapper.analyser) as many:
+        result = many.swap([path(BIDEN)], path("group/insightface_t1.jpg"))
+    assert len(result.swapped) >= 6
+    assert sorted(s.target_index for s in result.swapped) == list(range(len(result.faces)))
+    assert closed == []  # a swapper does not close an analyser it was given
+
+
+@pytest.fixture(scope="module")
+def two_sources(swapper, path):
+    """A frontal source (index 0) and a turned one (index 1), prepared."""
+    sources = swapper.load_sources([path(BIDEN), path(TURNED)])
+    assert abs(sources[0].face.pose.yaw) < 10.0 and abs(sources[1].face.pose.yaw) > 30.0
+    return sources
+
+
+def test_choose_source_takes_the_closer_pose_for_a_frontal_target(swapper, path, two_sources):
+    (frontal,) = swapper.analyser.analyse(read_image(path(COLLINS)).pixels)
+    assert swapper.choose_source(two_sources, frontal).index == 0
+    assert swapper.choose_source(list(reversed(two_sources)), frontal).index == 0
+
+
+def test_choose_source_takes_the_closer_pose_for_a_turned_target(swapper, path, two_sources):
+    faces = swapper.analyser.analyse(read_image(path("group/insightface_t1.jpg")).pixels)
+    turned = min(faces, key=lambda f: f.pose.yaw)
+    assert turned.pose.yaw < -30.0
+    assert swapper.choose_source(two_sources, turned).index == 1
+    assert swapper.choose_source(list(reversed(two_sources)), turned).index == 1
+
+
+def test_swap_reports_the_chosen_source(swapper, path):
+    result = swapper.swap([path(TURNED), path(BIDEN)], path(COLLINS))
+    (done,) = result.swapped
+    assert done.source_index == 1
+    assert done.source_path == str(path(BIDEN))
+
+
+def test_first_source_mode_ignores_pose(swapper, path, two_sources):
+    faces = swapper.analyser.analyse(read_image(path("group/insightface_t1.jpg")).pixels)
+    turned = min(faces, key=lambda f: f.pose.yaw)
+    with FaceSwapper(SwapOptions(multi_source="first"), analyser=swapper.analyser) as first:
+        assert first.choose_source(two_sources, turned).index == 0
+
+
+@pytest.fixture(scope="module")
+def by_reference(swapper):
+    options = SwapOptions(selection=SelectionOptions(mode="reference"))
+    with FaceSwapper(options, analyser=swapper.analyser) as model:
+        yield model
+
+
+def test_reference_mode_swaps_the_referenced_person(by_reference, path, identity):
+    result = by_reference.swap(
+        [path("identity/matt_damon/df_img29.jpg")], path("group/fr_two_people.jpg"), reference=path(BIDEN)
+    )
+    assert len(result.faces) == 2
+    (done,) = result.swapped
+    ref = identity(BIDEN)
+    distances = [embedding_distance(f.embedding, ref) for f in result.faces]
+    assert done.target_index == int(np.argmin(distances))
+    assert distances[done.target_index] < 0.6 < max(distances)
+
+
+def test_reference_mode_with_a_stranger_raises(by_reference, path):
+    with pytest.raises(NoMatchingFaceError):
+        by_reference.swap([path(BIDEN)], path("group/fr_two_people.jpg"), reference=path("identity/matt_damon/df_img29.jpg"))
+
+
+def test_reference_mode_without_a_reference_raises(by_reference, path):
+    with pytest.raises(InputError, match="reference"):
+        by_reference.swap([path(BIDEN)], path(COLLINS))
+
+
+@pytest.mark.parametrize(
+    "source, target, reference, role",
+    [
+        ("hard/neg_no_face.png", COLLINS, None, "source"),
+        (BIDEN, "hard/neg_dogs.jpg", None, "target"),
+        (BIDEN, COLLINS, "hard/neg_no_face.png", "reference"),
+    ],
+)
+def test_no_face_error_names_the_image(swapper, by_reference, path, source, target, reference, role):
+    model = swapper if reference is None else by_reference
+    bad = {"source": source, "target": target, "reference": reference}[role]
+    with pytest.raises(NoFaceError) as info:
+        model.swap([path(source)], path(target), reference=None if reference is None else path(reference))
+    assert info.value.role == role
+    assert info.value.path == str(path(bad))
+
+
+@pytest.mark.parametrize(
+    "sources, target",
+    [
+        ([BIDEN], 42),
+        ([BIDEN], 3.5),
+        ([object()], COLLINS),
+        ([], COLLINS),
+        ([BIDEN], np.zeros((64, 64, 3), np.float32)),
+        ([BIDEN], np.zeros((64, 64, 5), np.uint8)),
+    ],
+)
+def test_bad_input_raises_input_error(swapper, path, sources, target):
+    sources = [path(s) if isinstance(s, str) else s for s in sources]
+    target = path(target) if isinstance(target, str) else target
+    with pytest.raises(InputError):
+        swapper.swap(sources, target)
+
+
+def test_prepare_returns_milliseconds(swapper):
+    ms = swapper.prepare()
+    assert isinstance(ms, float) and ms >= 0.0
