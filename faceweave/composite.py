@@ -28,6 +28,9 @@ MAX_CONTRAST_GAIN = 1.6
 SIDE_INSET = 0.06
 #: the rim of the face where hair hangs: outside the outline scaled by this
 HAIR_RIM = 0.75
+#: a difference in side lighting (lightness units) between source and target
+#: that makes the shading transfer complete
+SIDE_LIGHT_SPAN = 20.0
 #: bands of the multi-band blend
 BLEND_LEVELS = 5
 
@@ -76,6 +79,21 @@ def below_nose(size: tuple[int, int], mesh: np.ndarray, *, soft: float) -> np.nd
     t = ((xx - base[0]) * down[0] + (yy - base[1]) * down[1]) / soft + 0.5
     u = (half_width - np.abs((xx - centre[0]) * across[0] + (yy - centre[1]) * across[1])) / soft + 0.5
     return (np.clip(t, 0.0, 1.0) * np.clip(u, 0.0, 1.0)).astype(np.float32)
+
+
+def side_lighting(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray) -> float:
+    """Mean lightness of the face's image-right half minus its image-left
+    half over ``skin`` (halves split by the line from the top of the forehead
+    to the chin): how much a light from one side brightens the face."""
+    h, w = skin.shape
+    top, chin = mesh[topo.FOREHEAD_TOP, :2], mesh[topo.CHIN, :2]
+    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    side = (xx - top[0]) * (chin[1] - top[1]) - (yy - top[1]) * (chin[0] - top[0])
+    light = lab[..., 0]
+    right, left = (skin > 0.5) & (side < 0), (skin > 0.5) & (side > 0)
+    if right.sum() < 16 or left.sum() < 16:
+        return 0.0
+    return float(light[right].mean() - light[left].mean())
 
 
 def inner_face(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np.ndarray:
@@ -219,7 +237,9 @@ def composite(
     box = masks.box_mask(size, inset=0.02, blur=mask_options.box_blur) if mask_options.box else None
     mask_h = masks.combine(region, fade, occlusion, box)
     stat_mask = skin if occlusion is None else skin * (occlusion > 0.5)
-    shade_region = cv2.resize(coverage * mouth, full, interpolation=cv2.INTER_LINEAR)
+    # shading is learnt on bare skin only (a beard, brows or hair would
+    # darken it) and spreads smoothly over the rest of the face
+    shade_region = cv2.resize(stat_mask, full, interpolation=cv2.INTER_LINEAR)
     grow = int(round(0.05 * fs)) * 2 + 1
     touched = cv2.dilate((mask_h > 0.002).astype(np.float32), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow)))
     paste_h = masks.feather(touched, erode=0, blur=0.015 * fs)
@@ -234,8 +254,12 @@ def composite(
     s_mu, s_sd = color.masked_stats(_half(face_lab), stat_mask)
     t_mu, t_sd = color.masked_stats(_half(bg_lab), stat_mask)
     matched = color.apply_statistics(face_lab, (s_mu, s_sd), (t_mu, t_sd), max_gain=MAX_CONTRAST_GAIN)
+    # a light from one side on the source but not on the target (or the other
+    # way round) is lighting, not identity: then take more of the target's shading
+    gap = abs(side_lighting(_half(face_lab), mesh, stat_mask) - side_lighting(_half(bg_lab), mesh, stat_mask))
+    amount = float(np.clip(shading + gap / SIDE_LIGHT_SPAN, shading, 1.0))
     shaded = color.transfer_shading(
-        matched, shade_region, bg_lab, shade_region, sigma=SHADING_SIGMA * target.face_size, amount=shading
+        matched, shade_region, bg_lab, shade_region, sigma=SHADING_SIGMA * target.face_size, amount=amount
     )
     face_rgb = color.to_rgb(shaded)
     front = np.where(out.coverage[..., None] > 0, face_rgb, out.background).astype(np.float32)
