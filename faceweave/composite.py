@@ -164,17 +164,15 @@ def wears_glasses(size: tuple[int, int], mesh: np.ndarray, frames: np.ndarray, f
 def skin_region(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np.ndarray:
     """Reliable bare skin of a face: inside the outline, away from its edge,
     eyes, brows, lips and the top of the forehead.  ``{0, 1}`` float32."""
-    oval = masks.polygon_mask(size, mesh[topo.face_oval()])
-    oval = masks.feather(oval, erode=0.06 * face_size, blur=0)
+    outline = mesh[topo.face_oval(), :2].astype(np.float32)
+    centre = outline.mean(axis=0)
+    radius = np.linalg.norm(outline - centre, axis=1, keepdims=True)
+    # the outline moved inwards by 6 % of the face size (a cheap erosion)
+    inset = centre + (outline - centre) * np.clip(1.0 - 0.06 * face_size / np.maximum(radius, 1e-6), 0.0, 1.0)
+    oval = masks.polygon_mask(size, inset)
     features = masks.feature_mask(size, mesh, grow=0.04 * face_size)
     top = forehead_fade(size, mesh, length=0.25 * face_size) > 0.99
     return (oval * (1.0 - features) * top).astype(np.float32)
-
-
-def source_skin(crop: AlignedCrop) -> tuple[np.ndarray, np.ndarray]:
-    """Robust LAB skin colour of a source crop (see :func:`masks.skin_statistics`)."""
-    region = skin_region(crop.size, crop.mesh, crop.face_size)
-    return masks.skin_statistics(color.to_lab(crop.pixels), region)
 
 
 def _half(image: np.ndarray) -> np.ndarray:

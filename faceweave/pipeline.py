@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 
 from faceweave.analysis import FaceAnalyser
-from faceweave.composite import clean_source, composite, source_clean_map, source_skin
+from faceweave.composite import clean_source, composite, source_clean_map
 from faceweave.blend import match_detail, paste_back
 from faceweave.errors import InputError, NoFaceError
 from faceweave.geometry.align import crop_matrix, transform_points
@@ -145,12 +145,11 @@ class FaceSwapper:
                 raise NoFaceError(f"no face found in source image {image.label}", role="source", path=image.path)
             face = _largest(faces)
             crop = cut_crop(image.pixels, face, face_size=self.options.working_size)
-            skin = source_skin(crop)
             clean = None
             if self.options.masks.occlusion:
                 crop = clean_source(crop)
                 clean = source_clean_map(crop)
-            src = SourceFace(index=index, path=image.path, face=face, crop=crop, skin=skin, clean=clean)
+            src = SourceFace(index=index, path=image.path, face=face, crop=crop, clean=clean)
             prepared.append(self.swapper.prepare_source(src))
         return prepared
 

@@ -44,8 +44,6 @@ class SourceFace:
     face: Face
     crop: AlignedCrop
     prepared: Any = None
-    #: robust LAB skin colour (centre, spread) of the source face, ``(3,)`` each
-    skin: tuple[np.ndarray, np.ndarray] | None = None
     #: ``(S, S)`` float32 in ``[0, 1]``: where the source crop shows bare face
     #: (low under hair, hands, glasses); ``None`` when not computed
     clean: np.ndarray | None = None
