@@ -59,7 +59,7 @@ def _luma(rgb: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(np.ascontiguousarray(rgb, dtype=np.float32), cv2.COLOR_RGB2GRAY)
 
 
-def match_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, sigma: float = 0.65) -> np.ndarray:
+def match_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, sigma: float = 0.6) -> np.ndarray:
     """Match the swapped face's fine detail to the photo's, at full resolution.
 
     Resampling into and out of the working crop, and a source photo sharper

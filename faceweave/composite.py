@@ -200,7 +200,9 @@ def composite(
     fs = target.face_size / 2.0
     mesh = out.mesh.copy()
     mesh[:, :2] = (mesh[:, :2] + 0.5) / 2.0 - 0.5
-    coverage = _half(out.coverage)
+    # a partly covered pixel (a faded silhouette or stretched sliver) is not
+    # trusted: only confident coverage counts, ramped over its upper half
+    coverage = np.clip(_half(out.coverage) * 2.0 - 1.0, 0.0, 1.0)
     mouth = masks.mouth_mask(size, mesh, grow=0.012 * fs)
     region = coverage * mouth if mask_options.mouth else coverage
     # the mesh's outline runs along the very edge of the face, where a turned
@@ -260,7 +262,7 @@ def composite(
         matched, shade_region, bg_lab, shade_region, sigma=SHADING_SIGMA * target.face_size, amount=amount
     )
     face_rgb = color.to_rgb(shaded)
-    front = np.where(out.coverage[..., None] > 0, face_rgb, out.background).astype(np.float32)
+    front = np.where(out.coverage[..., None] > 0.5, face_rgb, out.background).astype(np.float32)
     blended = laplacian_blend(front, out.background.astype(np.float32), mask, levels=BLEND_LEVELS)
     pixels = np.clip(blended + 0.5, 0, 255).astype(np.uint8)
     return Composite(pixels=pixels, mask=mask, paste=np.clip(paste, 0.0, 1.0), detail=detail)

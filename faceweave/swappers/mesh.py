@@ -16,6 +16,7 @@ generator needed.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
@@ -35,6 +36,10 @@ from faceweave.swappers.base import AlignedCrop, SourceFace, SwapOutput
 
 #: below this facing cosine a source triangle's texture is taken from its mirror
 _TURNED_AWAY = 0.25
+#: output triangles facing the camera less than this (cosine) fade out
+_SILHOUETTE = 0.3
+#: source texture seen at less than this facing cosine fades out
+_FORESHORTENED = 0.2
 #: pins of the reshaping warp, relative to the face's half-size
 _PIN_RING = 1.45
 #: points that pull the target crop onto the new geometry: outline, mouth, eyes, brows, nose tip
@@ -58,11 +63,23 @@ def triangle_cleanliness(crop: AlignedCrop, clean: np.ndarray | None) -> np.ndar
     return np.where(counts > 0, sums / np.maximum(counts, 1), 0.0).astype(np.float32)
 
 
-def source_texture_coords(mesh: np.ndarray, clean: np.ndarray | None = None) -> np.ndarray:
-    """``(T, 3, 2)`` source-crop coordinates of each triangle's corners.  A
-    triangle turned away from the source's camera, or hidden or covered (low
-    ``clean``), takes the texture of its mirror partner when that one is
-    better seen."""
+@dataclass(frozen=True, eq=False)
+class MeshTexture:
+    """Where each output triangle takes its texture in the source crop.
+
+    ``coords`` ``(T, 3, 2)``: source-crop coordinates of each triangle's
+    corners (its own, or its mirror partner's); ``quality`` ``(T,)`` in
+    ``[0, 1]``: how squarely the source camera saw that texture (a sliver
+    seen edge-on cannot be stretched over a face seen from the side)."""
+
+    coords: np.ndarray
+    quality: np.ndarray
+
+
+def source_texture(mesh: np.ndarray, clean: np.ndarray | None = None) -> MeshTexture:
+    """The source texture of each triangle.  A triangle turned away from the
+    source's camera, or hidden or covered (low ``clean``), takes the texture
+    of its mirror partner when that one is better seen."""
     tris = topo.triangles()
     mirror_tris = topo.mirror()[tris]
     facing = triangle_facing(mesh, tris)
@@ -70,17 +87,17 @@ def source_texture_coords(mesh: np.ndarray, clean: np.ndarray | None = None) -> 
     bad = facing < _TURNED_AWAY
     better = mirror_facing > facing + 0.1
     if clean is not None:
-        # the mirror partner's index: triangles are mirrored vertex by vertex
-        lookup = {tuple(sorted(t)): i for i, t in enumerate(tris.tolist())}
-        partner = np.array([lookup.get(tuple(sorted(t)), i) for i, t in enumerate(mirror_tris.tolist())])
-        mirror_clean = clean[partner]
+        mirror_clean = clean[topo.mirror_triangles()]
         bad |= clean < 0.6
         better = (mirror_facing > _TURNED_AWAY) & (mirror_clean > clean + 0.25) | (better & (mirror_clean >= clean))
     use_mirror = bad & better
+    quality = np.clip(np.where(use_mirror, mirror_facing, facing) / _FORESHORTENED, 0.0, 1.0)
     # the eye fills are thin slivers whose facing is noise: an eye keeps its own texture
-    use_mirror[len(topo.tessellation()) :] = False
+    fills = slice(len(topo.tessellation()), None)
+    use_mirror[fills] = False
+    quality[fills] = 1.0
     corners = np.where(use_mirror[:, None], mirror_tris, tris)
-    return np.asarray(mesh[:, :2], np.float32)[corners]
+    return MeshTexture(coords=np.asarray(mesh[:, :2], np.float32)[corners], quality=quality.astype(np.float32))
 
 
 class MeshSwapper:
@@ -96,18 +113,17 @@ class MeshSwapper:
 
     def prepare_source(self, source: SourceFace) -> SourceFace:
         clean = triangle_cleanliness(source.crop, source.clean)
-        coords = source_texture_coords(source.crop.mesh, clean)
-        return dataclasses.replace(source, prepared=coords)
+        return dataclasses.replace(source, prepared=source_texture(source.crop.mesh, clean))
 
     def close(self) -> None:
         """Nothing to release: the mesh swapper holds no model."""
 
     def swap(self, source: SourceFace, target: AlignedCrop) -> SwapOutput:
         size = target.size
-        coords = source.prepared if source.prepared is not None else source_texture_coords(source.crop.mesh)
+        texture = source.prepared if source.prepared is not None else source_texture(source.crop.mesh)
         new_mesh = transfer_shape(target.mesh, source.crop.mesh, amount=self.shape_transfer)
         background, changed = self._reshape(target, new_mesh)
-        face, coverage, clean = self._texture(source, coords, new_mesh, size)
+        face, coverage, clean = self._texture(source, texture, new_mesh, size)
         return SwapOutput(
             face=face, background=background, coverage=coverage, mesh=new_mesh, changed=changed, source_clean=clean
         )
@@ -131,14 +147,19 @@ class MeshSwapper:
         return background, changed
 
     @staticmethod
-    def _texture(source: SourceFace, coords: np.ndarray, new_mesh: np.ndarray, size: tuple[int, int]):
+    def _texture(source: SourceFace, texture: MeshTexture, new_mesh: np.ndarray, size: tuple[int, int]):
         tris = topo.triangles()
         depth = new_mesh[tris, 2].mean(axis=1)
         ids = rasterize_triangles(new_mesh[:, :2], tris, depth, size)
-        affines = triangle_affines(new_mesh[:, :2][tris], coords)
+        affines = triangle_affines(new_mesh[:, :2][tris], texture.coords)
         map_x, map_y = piecewise_affine_maps(ids, affines)
         face = cv2.remap(source.crop.pixels, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-        coverage = (ids >= 0).astype(np.float32)
+        # triangles seen edge-on in the output are stretched texture at the
+        # silhouette of a turned head: fade them out
+        # silhouette of a turned head, and so are source slivers stretched
+        # over a face seen from another side: fade both out
+        weight = np.minimum(np.clip(triangle_facing(new_mesh, tris) / _SILHOUETTE, 0.0, 1.0), texture.quality)
+        coverage = np.where(ids >= 0, weight[np.maximum(ids, 0)], 0.0).astype(np.float32)
         clean = None
         if source.clean is not None:
             clean = cv2.remap(source.clean, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
