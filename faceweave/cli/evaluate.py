@@ -19,7 +19,7 @@ def evaluate_command(
     out_dir: Annotated[Path, typer.Option("--out", metavar="DIR", help="Folder for the swapped images and the report.")],
     pairs: Annotated[int, typer.Option("--pairs", min=1, metavar="N", help="How many source/target pairs to swap.")] = 30,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the pair sampling.")] = 0,
-    working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Side of the aligned working crop, 128-1024 (default {_DEFAULTS.working_size}).")] = None,
+    working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); larger is slower.")] = None,
     max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).")] = None,
     no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.")] = False,
     no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.")] = False,

@@ -29,7 +29,7 @@ def swap_command(
     min_face_size: Annotated[Optional[int], typer.Option("--min-face-size", metavar="PX", help="Ignore target faces smaller than this many pixels.", rich_help_panel=_SELECT)] = None,
     quality: Annotated[int, typer.Option("--quality", min=1, max=100, metavar="Q", help="JPEG / WebP quality.", rich_help_panel=_QUALITY)] = 95,
     max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).", rich_help_panel=_QUALITY)] = None,
-    working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Side of the aligned working crop, 128-1024 (default {_DEFAULTS.working_size}).", rich_help_panel=_QUALITY)] = None,
+    working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); larger is slower.", rich_help_panel=_QUALITY)] = None,
     no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.", rich_help_panel=_QUALITY)] = False,
     no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.", rich_help_panel=_QUALITY)] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,

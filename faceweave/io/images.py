@@ -222,7 +222,7 @@ def _check_header(pil: PILImage.Image, what: str, max_pixels: int) -> str:
     if width * height > max_pixels:
         raise ImageTooLargeError(
             f"{what} is {width}x{height} = {width * height} pixels, over the limit of {max_pixels} pixels;"
-            f" raise max_pixels to accept it"
+            f" raise the pixel limit (max_pixels, --max-pixels) to accept it"
         )
     return fmt
 
