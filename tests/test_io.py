@@ -321,7 +321,7 @@ PIXEL_LIMITS = [
     # PNG header size, max_pixels, error (None: the limit passes, and the cut data then fails), fragment
     ((512, 512), 512 * 512, None, "truncated"),
     ((512, 512), 512 * 512 - 1, ImageTooLargeError, "512x512 = 262144 pixels, over the limit of 262143 pixels"),
-    ((10_000, 5_000), 40_000_000, ImageTooLargeError, "--max-pixels) to accept it"),
+    ((10_000, 5_000), 40_000_000, ImageTooLargeError, r"--max-pixels\) to accept it"),
     ((20_000, 20_000), 10**12, ImageTooLargeError, "hard limit"),
 ]
 
