@@ -282,3 +282,51 @@ def test_bad_input_raises_input_error(swapper, path, sources, target):
 def test_prepare_returns_milliseconds(swapper):
     ms = swapper.prepare()
     assert isinstance(ms, float) and ms >= 0.0
+
+
+# -- each mask can be switched off, and the segmentation mask on ---------------
+
+HAPPY = "single/happy_man.png"  # open mouth: teeth show
+
+
+def teeth_match(result: np.ndarray, target: np.ndarray, face: Face) -> float:
+    """Best normalised correlation of the target's mouth opening (teeth)
+    anywhere within 15 px of its place in the result (the lips move as a
+    block, so the teeth may shift a little)."""
+    import cv2
+
+    from faceweave.geometry import topology as topo
+
+    inner = face.mesh[topo.lips_inner(), :2]
+    x1, y1 = np.floor(inner.min(axis=0)).astype(int)
+    x2, y2 = np.ceil(inner.max(axis=0)).astype(int)
+    patch = cv2.cvtColor(target[y1:y2, x1:x2], cv2.COLOR_RGB2GRAY)
+    area = cv2.cvtColor(result[y1 - 15 : y2 + 15, x1 - 15 : x2 + 15], cv2.COLOR_RGB2GRAY)
+    return float(cv2.matchTemplate(area, patch, cv2.TM_CCOEFF_NORMED).max())
+
+
+@pytest.mark.parametrize(
+    "masks",
+    [{}, {"mouth": False}, {"occlusion": False}, {"box": False}, {"region": False}, {"segmentation": True}],
+)
+def test_mask_options(swapper, path, masks):
+    from faceweave.options import MaskOptions
+
+    options = SwapOptions(masks=MaskOptions(**masks))
+    with FaceSwapper(options, analyser=swapper.analyser) as variant:
+        result = variant.swap([path(BIDEN)], path(HAPPY))
+    target = read_image(path(HAPPY)).pixels
+    assert result.image.shape == target.shape and result.image.dtype == np.uint8
+    assert len(result.swapped) == 1
+    face = max(result.faces, key=lambda f: f.bbox.area)
+    # the mesh swapper leaves the mouth opening to the target: teeth stay real
+    assert teeth_match(result.image, target, face) > 0.8
+    # the face did change
+    b = face.bbox
+    box = (slice(int(b.y1), int(b.y2)), slice(int(b.x1), int(b.x2)))
+    assert np.abs(result.image[box].astype(int) - target[box].astype(int)).mean() > 5
+    # the picture far from the face is untouched whatever the masks
+    outside = np.ones(target.shape[:2], bool)
+    big = b.scaled(2.0)
+    outside[max(int(big.y1), 0) : int(big.y2), max(int(big.x1), 0) : int(big.x2)] = False
+    assert np.array_equal(result.image[outside], target[outside])
