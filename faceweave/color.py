@@ -49,10 +49,15 @@ def apply_statistics(
     ref: tuple[np.ndarray, np.ndarray],
     *,
     max_gain: float = 1.6,
+    max_chroma_gain: float = 1.15,
 ) -> np.ndarray:
-    """Map per-channel ``(mean, std)`` ``own`` onto ``ref`` (gain limited)."""
+    """Map per-channel ``(mean, std)`` ``own`` onto ``ref``.  The lightness
+    gain is limited to ``[1/max_gain, max_gain]``; the a/b gains, learnt on
+    skin only, to ``[1/max_chroma_gain, max_chroma_gain]`` so that colours
+    that are not skin (eyes, lips) are not over-saturated."""
     (mu_s, sd_s), (mu_r, sd_r) = own, ref
-    gain = np.clip(sd_r / np.maximum(sd_s, 1e-3), 1.0 / max_gain, max_gain)
+    limit = np.array([max_gain, max_chroma_gain, max_chroma_gain], np.float32)
+    gain = np.clip(sd_r / np.maximum(sd_s, 1e-3), 1.0 / limit, limit)
     return ((lab - mu_s) * gain + mu_r).astype(np.float32)
 
 

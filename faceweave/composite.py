@@ -26,8 +26,11 @@ SHADING_SIGMA = 0.12
 MAX_CONTRAST_GAIN = 1.6
 #: fraction by which the swapped region is narrowed at the sides of the face
 SIDE_INSET = 0.06
-#: the rim of the face where hair hangs: outside the outline scaled by this
-HAIR_RIM = 0.75
+#: the rim of the face where hair hangs (and is looked for by hue and
+#: texture): outside the outline scaled by this, for the source (whose hair
+#: must not travel) and the target (whose hair must stay in front)
+SOURCE_HAIR_RIM = 0.65
+TARGET_HAIR_RIM = 0.75
 #: a difference in side lighting (lightness units) between source and target
 #: that makes the shading transfer complete
 SIDE_LIGHT_SPAN = 20.0
@@ -110,12 +113,12 @@ def inner_face(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np.
     return masks.feather(masks.polygon_mask(size, narrowed), erode=0, blur=0.01 * face_size)
 
 
-def face_rim(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np.ndarray:
+def face_rim(size: tuple[int, int], mesh: np.ndarray, face_size: float, *, inner_scale: float = 0.75) -> np.ndarray:
     """The outer band of the face, where hair hangs over it: 1 outside the
-    face outline shrunk by :data:`HAIR_RIM` about its centre, 0 inside, soft."""
+    face outline shrunk by ``inner_scale`` about its centre, 0 inside, soft."""
     oval = mesh[topo.face_oval(), :2].astype(np.float32)
     centre = oval.mean(axis=0)
-    inner = masks.polygon_mask(size, centre + (oval - centre) * HAIR_RIM)
+    inner = masks.polygon_mask(size, centre + (oval - centre) * inner_scale)
     return (1.0 - masks.feather(inner, erode=0, blur=0.03 * face_size)).astype(np.float32)
 
 
@@ -126,7 +129,8 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     a face) count as clean."""
     size, fs, mesh = crop.size, crop.face_size, crop.mesh
     lab = color.to_lab(crop.pixels)
-    free = masks.occluder_free(lab, skin_region(size, mesh, fs), face_size=fs, hair_zone=face_rim(size, mesh, fs))
+    rim = face_rim(size, mesh, fs, inner_scale=SOURCE_HAIR_RIM)
+    free = masks.occluder_free(lab, skin_region(size, mesh, fs), face_size=fs, hair_zone=rim)
     keep = np.maximum(masks.feature_mask(size, mesh, grow=0.02 * fs), below_nose(size, mesh, soft=0.05 * fs))
     return np.maximum(free, keep).astype(np.float32)
 
@@ -216,7 +220,8 @@ def composite(
         # the target's own hair, hands or glasses in front of its face stay in
         # front; its brows, eyes, lips and beard are not occluders
         bg_lab_h = _half(bg_lab)
-        target_skin = masks.occluder_free(bg_lab_h, skin, face_size=fs, hair_zone=face_rim(size, mesh, fs))
+        rim = face_rim(size, mesh, fs, inner_scale=TARGET_HAIR_RIM)
+        target_skin = masks.occluder_free(bg_lab_h, skin, face_size=fs, hair_zone=rim)
         below = below_nose(size, mesh, soft=0.05 * fs)
         frames = masks.thin_dark(bg_lab_h[..., 0], width=0.08 * fs)
         if wears_glasses(size, mesh, frames, fs):
