@@ -197,7 +197,7 @@ def lab_image(seed: int, mean, std, shape=(60, 70)) -> np.ndarray:
 
 def test_match_statistics_makes_masked_mean_and_std_equal_the_reference():
     lab = lab_image(2, [55.0, 10.0, 12.0], [6.0, 2.0, 3.0])
-    ref = lab_image(3, [65.0, 18.0, 20.0], [8.0, 2.5, 2.0])
+    ref = lab_image(3, [65.0, 18.0, 20.0], [8.0, 2.2, 2.8])  # a/b spreads within the chroma gain limit
     src_mask = np.zeros(lab.shape[:2], np.float32)
     src_mask[10:50, 10:40] = 1.0
     ref_mask = np.zeros(ref.shape[:2], np.float32)
@@ -228,10 +228,20 @@ def test_apply_statistics_limits_the_gain(own_std, ref_std, max_gain, expected_g
     ref = (np.array([60.0, 5.0, -5.0], np.float32), np.full(3, ref_std, np.float32))
     lab = np.array([[[50.0, 0.0, 0.0], [51.0, 1.0, -1.0]]], np.float32)
 
-    out = color.apply_statistics(lab, own, ref, max_gain=max_gain)
+    out = color.apply_statistics(lab, own, ref, max_gain=max_gain, max_chroma_gain=max_gain)
 
     np.testing.assert_allclose(out[0, 0], ref[0], atol=1e-5)  # the mean goes to the reference mean
     np.testing.assert_allclose(out[0, 1] - out[0, 0], np.array([1.0, 1.0, -1.0]) * expected_gain, rtol=1e-5)
+
+
+def test_apply_statistics_limits_the_chroma_gain_more_than_the_lightness():
+    own = (np.zeros(3, np.float32), np.full(3, 1.0, np.float32))
+    ref = (np.zeros(3, np.float32), np.full(3, 3.0, np.float32))
+    lab = np.array([[[1.0, 1.0, 1.0]]], np.float32)
+
+    out = color.apply_statistics(lab, own, ref, max_gain=1.6, max_chroma_gain=1.15)
+
+    np.testing.assert_allclose(out[0, 0], [1.6, 1.15, 1.15], rtol=1e-5)
 
 
 @pytest.mark.parametrize("sigma", [3.0, 20.0])  # direct, and at reduced resolution
