@@ -49,16 +49,25 @@ def apply_statistics(
     ref: tuple[np.ndarray, np.ndarray],
     *,
     max_gain: float = 1.6,
-    max_chroma_gain: float = 1.15,
+    max_chroma_gain: float = 2.5,
 ) -> np.ndarray:
-    """Map per-channel ``(mean, std)`` ``own`` onto ``ref``.  The lightness
-    gain is limited to ``[1/max_gain, max_gain]``; the a/b gains, learnt on
-    skin only, to ``[1/max_chroma_gain, max_chroma_gain]`` so that colours
-    that are not skin (eyes, lips) are not over-saturated."""
+    """Map the per-channel statistics ``own`` = ``(mean, std)`` onto ``ref``.
+
+    Lightness: shift and scale to the reference mean and spread (gain limited
+    to ``[1/max_gain, max_gain]``).  Chroma (a, b): scaled about neutral grey
+    by the ratio of the means (limited to ``[1/max_chroma_gain,
+    max_chroma_gain]``), then shifted by what is left, so a neutral colour
+    (the white of an eye, a grey shadow) stays neutral instead of taking the
+    opposite tint of the skin-colour change."""
     (mu_s, sd_s), (mu_r, sd_r) = own, ref
-    limit = np.array([max_gain, max_chroma_gain, max_chroma_gain], np.float32)
-    gain = np.clip(sd_r / np.maximum(sd_s, 1e-3), 1.0 / limit, limit)
-    return ((lab - mu_s) * gain + mu_r).astype(np.float32)
+    out = np.empty_like(lab, dtype=np.float32)
+    gain = float(np.clip(sd_r[0] / max(float(sd_s[0]), 1e-3), 1.0 / max_gain, max_gain))
+    out[..., 0] = (lab[..., 0] - mu_s[0]) * gain + mu_r[0]
+    for c in (1, 2):
+        same_side = mu_s[c] * mu_r[c] > 0 and abs(float(mu_s[c])) > 1.0
+        g = float(np.clip(mu_r[c] / mu_s[c], 1.0 / max_chroma_gain, max_chroma_gain)) if same_side else 1.0
+        out[..., c] = lab[..., c] * g + (mu_r[c] - g * mu_s[c])
+    return out
 
 
 def masked_blur(image: np.ndarray, mask: np.ndarray, sigma: float) -> np.ndarray:

@@ -132,7 +132,10 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     rim = face_rim(size, mesh, fs, inner_scale=SOURCE_HAIR_RIM)
     free = masks.occluder_free(lab, skin_region(size, mesh, fs), face_size=fs, hair_zone=rim)
     keep = np.maximum(masks.feature_mask(size, mesh, grow=0.02 * fs), below_nose(size, mesh, soft=0.05 * fs))
-    return np.maximum(free, keep).astype(np.float32)
+    # the mesh outline runs along the very edge of the face, where background,
+    # ears or hair show in the source: only the face well inside it is trusted
+    inside = masks.feather(masks.polygon_mask(size, mesh[topo.face_oval()]), erode=0.025 * fs, blur=0.015 * fs)
+    return (np.maximum(free, keep) * inside).astype(np.float32)
 
 
 def clean_source(crop: AlignedCrop) -> AlignedCrop:

@@ -195,9 +195,9 @@ def lab_image(seed: int, mean, std, shape=(60, 70)) -> np.ndarray:
     return (rng.normal(0.0, 1.0, (*shape, 3)) * np.asarray(std) + np.asarray(mean)).astype(np.float32)
 
 
-def test_match_statistics_makes_masked_mean_and_std_equal_the_reference():
+def test_match_statistics_makes_masked_means_and_lightness_spread_equal_the_reference():
     lab = lab_image(2, [55.0, 10.0, 12.0], [6.0, 2.0, 3.0])
-    ref = lab_image(3, [65.0, 18.0, 20.0], [8.0, 2.2, 2.8])  # a/b spreads within the chroma gain limit
+    ref = lab_image(3, [65.0, 18.0, 20.0], [8.0, 2.5, 2.0])
     src_mask = np.zeros(lab.shape[:2], np.float32)
     src_mask[10:50, 10:40] = 1.0
     ref_mask = np.zeros(ref.shape[:2], np.float32)
@@ -208,9 +208,12 @@ def test_match_statistics_makes_masked_mean_and_std_equal_the_reference():
     out = color.match_statistics(lab, src_mask, ref, ref_mask)
 
     mu_o, sd_o = color.masked_stats(out, src_mask)
+    mu_s, sd_s = color.masked_stats(lab, src_mask)
     mu_r, sd_r = color.masked_stats(ref, ref_mask)
     np.testing.assert_allclose(mu_o, mu_r, atol=1e-3)
-    np.testing.assert_allclose(sd_o, sd_r, rtol=1e-3)
+    np.testing.assert_allclose(sd_o[0], sd_r[0], rtol=1e-3)  # lightness spread matched
+    # chroma is scaled about neutral grey by the ratio of the means
+    np.testing.assert_allclose(sd_o[1:], sd_s[1:] * mu_r[1:] / mu_s[1:], rtol=1e-3)
 
 
 @pytest.mark.parametrize(
@@ -223,25 +226,47 @@ def test_match_statistics_makes_masked_mean_and_std_equal_the_reference():
         (0.0, 1.0, 2.0, 2.0),  # a flat channel does not divide by zero
     ],
 )
-def test_apply_statistics_limits_the_gain(own_std, ref_std, max_gain, expected_gain):
-    own = (np.array([50.0, 0.0, 0.0], np.float32), np.full(3, own_std, np.float32))
-    ref = (np.array([60.0, 5.0, -5.0], np.float32), np.full(3, ref_std, np.float32))
-    lab = np.array([[[50.0, 0.0, 0.0], [51.0, 1.0, -1.0]]], np.float32)
+def test_apply_statistics_limits_the_lightness_gain(own_std, ref_std, max_gain, expected_gain):
+    own = (np.array([50.0, 10.0, 10.0], np.float32), np.full(3, own_std, np.float32))
+    ref = (np.array([60.0, 10.0, 10.0], np.float32), np.full(3, ref_std, np.float32))
+    lab = np.array([[[50.0, 10.0, 10.0], [51.0, 11.0, 9.0]]], np.float32)
 
-    out = color.apply_statistics(lab, own, ref, max_gain=max_gain, max_chroma_gain=max_gain)
+    out = color.apply_statistics(lab, own, ref, max_gain=max_gain)
 
     np.testing.assert_allclose(out[0, 0], ref[0], atol=1e-5)  # the mean goes to the reference mean
-    np.testing.assert_allclose(out[0, 1] - out[0, 0], np.array([1.0, 1.0, -1.0]) * expected_gain, rtol=1e-5)
+    assert out[0, 1, 0] - out[0, 0, 0] == pytest.approx(expected_gain, rel=1e-5)
+    np.testing.assert_allclose(out[0, 1, 1:], [11.0, 9.0], atol=1e-5)  # equal chroma means: chroma unchanged
 
 
-def test_apply_statistics_limits_the_chroma_gain_more_than_the_lightness():
-    own = (np.zeros(3, np.float32), np.full(3, 1.0, np.float32))
-    ref = (np.zeros(3, np.float32), np.full(3, 3.0, np.float32))
-    lab = np.array([[[1.0, 1.0, 1.0]]], np.float32)
+@pytest.mark.parametrize(
+    "own_mean, ref_mean, expected_scale",
+    [
+        (10.0, 15.0, 1.5),  # scaled about neutral grey
+        (10.0, 100.0, 2.5),  # limited
+        (10.0, -5.0, 1.0),  # opposite sides of grey: plain shift
+        (0.5, 8.0, 1.0),  # no tint to scale: plain shift
+    ],
+)
+def test_apply_statistics_scales_chroma_about_neutral(own_mean, ref_mean, expected_scale):
+    own = (np.array([50.0, own_mean, own_mean], np.float32), np.ones(3, np.float32))
+    ref = (np.array([50.0, ref_mean, ref_mean], np.float32), np.ones(3, np.float32))
+    lab = np.array([[[50.0, own_mean, own_mean], [50.0, 0.0, 0.0]]], np.float32)
 
-    out = color.apply_statistics(lab, own, ref, max_gain=1.6, max_chroma_gain=1.15)
+    out = color.apply_statistics(lab, own, ref)
 
-    np.testing.assert_allclose(out[0, 0], [1.6, 1.15, 1.15], rtol=1e-5)
+    np.testing.assert_allclose(out[0, 0, 1:], [ref_mean, ref_mean], atol=1e-4)  # the mean goes to the reference
+    shift = ref_mean - expected_scale * own_mean
+    np.testing.assert_allclose(out[0, 1, 1:], [shift, shift], atol=1e-4)  # grey moves only by what is left
+
+
+def test_neutral_grey_stays_neutral_when_the_skin_tint_is_scaled():
+    own = (np.array([50.0, 20.0, 20.0], np.float32), np.ones(3, np.float32))
+    ref = (np.array([60.0, 8.0, 10.0], np.float32), np.ones(3, np.float32))
+    grey = np.array([[[80.0, 0.0, 0.0]]], np.float32)
+
+    out = color.apply_statistics(grey, own, ref)
+
+    np.testing.assert_allclose(out[0, 0, 1:], [0.0, 0.0], atol=1e-4)
 
 
 @pytest.mark.parametrize("sigma", [3.0, 20.0])  # direct, and at reduced resolution
