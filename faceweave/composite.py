@@ -122,16 +122,25 @@ def face_rim(size: tuple[int, int], mesh: np.ndarray, face_size: float, *, inner
     return (1.0 - masks.feather(inner, erode=0, blur=0.03 * face_size)).astype(np.float32)
 
 
+def darker_than_skin(lab: np.ndarray, region: np.ndarray) -> np.ndarray:
+    """Soft ``[0, 1]``: pixels clearly darker than the skin under ``region``
+    (beard, moustache, stubble shadow), 0 for skin and anything lighter."""
+    centre, spread = masks.skin_statistics(lab, region)
+    return np.clip((centre[0] - lab[..., 0]) / spread[0] - 0.5, 0.0, 1.0).astype(np.float32)
+
+
 def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     """``(S, S)`` float32 in ``[0, 1]``: where the source crop shows its own
     bare face.  Low over hair, hands and glasses in front of the upper face;
-    the eyes, brows, lips and everything below the nose (a beard is part of
-    a face) count as clean."""
+    the eyes, brows, lips and a beard (darker than the skin, below the nose)
+    count as clean."""
     size, fs, mesh = crop.size, crop.face_size, crop.mesh
     lab = color.to_lab(crop.pixels)
+    region = skin_region(size, mesh, fs)
     rim = face_rim(size, mesh, fs, inner_scale=SOURCE_HAIR_RIM)
-    free = masks.occluder_free(lab, skin_region(size, mesh, fs), face_size=fs, hair_zone=rim)
-    keep = np.maximum(masks.feature_mask(size, mesh, grow=0.02 * fs), below_nose(size, mesh, soft=0.05 * fs))
+    free = masks.occluder_free(lab, region, face_size=fs, hair_zone=rim)
+    beard = below_nose(size, mesh, soft=0.05 * fs) * darker_than_skin(lab, region)
+    keep = np.maximum(masks.feature_mask(size, mesh, grow=0.02 * fs), beard)
     # the mesh outline runs along the very edge of the face, where background,
     # ears or hair show in the source: only the face well inside it is trusted
     inside = masks.feather(masks.polygon_mask(size, mesh[topo.face_oval()]), erode=0.025 * fs, blur=0.015 * fs)
@@ -225,7 +234,9 @@ def composite(
         bg_lab_h = _half(bg_lab)
         rim = face_rim(size, mesh, fs, inner_scale=TARGET_HAIR_RIM)
         target_skin = masks.occluder_free(bg_lab_h, skin, face_size=fs, hair_zone=rim)
-        below = below_nose(size, mesh, soft=0.05 * fs)
+        # a beard is part of the face, but a surgical mask or a white cup in
+        # front of the mouth is not: only darker-than-skin pixels are spared
+        below = below_nose(size, mesh, soft=0.05 * fs) * darker_than_skin(bg_lab_h, skin)
         frames = masks.thin_dark(bg_lab_h[..., 0], width=0.08 * fs)
         if wears_glasses(size, mesh, frames, fs):
             # keep the whole frame: thin dark lines count as occluders, and

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from faceweave.analysis.pose import head_pose
 from faceweave.geometry import topology as topo
 from faceweave.geometry.shape import transfer_shape
 from faceweave.geometry.warp import (
@@ -36,6 +37,11 @@ from faceweave.swappers.base import AlignedCrop, SourceFace, SwapOutput
 
 #: below this facing cosine a source triangle's texture is taken from its mirror
 _TURNED_AWAY = 0.25
+#: texture magnified this many times more than the face as a whole is dropped
+#: (from half of it on it fades)
+_MAX_STRETCH = 6.0
+#: head yaw (degrees) up to which the source shape is carried fully, and from which not at all
+_SHAPE_FULL_YAW, _SHAPE_NO_YAW = 30.0, 55.0
 #: output triangles facing the camera less than this (cosine) fade out
 _SILHOUETTE = 0.3
 #: source texture seen at less than this facing cosine fades out
@@ -100,6 +106,21 @@ def source_texture(mesh: np.ndarray, clean: np.ndarray | None = None) -> MeshTex
     return MeshTexture(coords=np.asarray(mesh[:, :2], np.float32)[corners], quality=quality.astype(np.float32))
 
 
+def triangle_areas(corners: np.ndarray) -> np.ndarray:
+    """``(T,)`` unsigned areas of ``(T, 3, 2)`` triangles."""
+    a, b, c = corners[:, 0], corners[:, 1], corners[:, 2]
+    return 0.5 * np.abs((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0]))
+
+
+def shape_confidence(source_yaw: float, target_yaw: float) -> float:
+    """How much of the source's face shape to carry over, in ``[0, 1]``: all
+    of it while both heads are within ``_SHAPE_FULL_YAW`` of frontal, none
+    from ``_SHAPE_NO_YAW`` on (the mesh of a profile is mostly guessed, and
+    a fitted shape from it distorts the mouth and nose)."""
+    yaw = max(abs(source_yaw), abs(target_yaw))
+    return float(np.clip((_SHAPE_NO_YAW - yaw) / (_SHAPE_NO_YAW - _SHAPE_FULL_YAW), 0.0, 1.0))
+
+
 class MeshSwapper:
     """Shape-aware texture swap on mediapipe's 478-point mesh."""
 
@@ -121,9 +142,10 @@ class MeshSwapper:
     def swap(self, source: SourceFace, target: AlignedCrop) -> SwapOutput:
         size = target.size
         texture = source.prepared if source.prepared is not None else source_texture(source.crop.mesh)
-        new_mesh = transfer_shape(target.mesh, source.crop.mesh, amount=self.shape_transfer)
+        amount = self.shape_transfer * shape_confidence(source.face.pose.yaw, head_pose(target.mesh).yaw)
+        new_mesh = transfer_shape(target.mesh, source.crop.mesh, amount=amount)
         background, changed = self._reshape(target, new_mesh)
-        face, coverage, clean = self._texture(source, texture, new_mesh, size)
+        face, coverage, clean = self._texture(source, texture, new_mesh, size, target.face_size)
         return SwapOutput(
             face=face, background=background, coverage=coverage, mesh=new_mesh, changed=changed, source_clean=clean
         )
@@ -147,18 +169,24 @@ class MeshSwapper:
         return background, changed
 
     @staticmethod
-    def _texture(source: SourceFace, texture: MeshTexture, new_mesh: np.ndarray, size: tuple[int, int]):
+    def _texture(
+        source: SourceFace, texture: MeshTexture, new_mesh: np.ndarray, size: tuple[int, int], target_face_size: float
+    ):
         tris = topo.triangles()
         depth = new_mesh[tris, 2].mean(axis=1)
         ids = rasterize_triangles(new_mesh[:, :2], tris, depth, size)
         affines = triangle_affines(new_mesh[:, :2][tris], texture.coords)
         map_x, map_y = piecewise_affine_maps(ids, affines)
         face = cv2.remap(source.crop.pixels, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-        # triangles seen edge-on in the output are stretched texture at the
-        # silhouette of a turned head: fade them out
-        # silhouette of a turned head, and so are source slivers stretched
-        # over a face seen from another side: fade both out
-        weight = np.minimum(np.clip(triangle_facing(new_mesh, tris) / _SILHOUETTE, 0.0, 1.0), texture.quality)
+        # fade out: triangles seen edge-on in the output (the silhouette of a
+        # turned head), texture the source saw edge-on, and texture magnified
+        # far more than the face as a whole (a sliver of the source's cheek
+        # spread over the near cheek of a head turned the other way)
+        facing = np.clip(triangle_facing(new_mesh, tris) / _SILHOUETTE, 0.0, 1.0)
+        scale = (target_face_size / source.crop.face_size) ** 2
+        stretch = triangle_areas(new_mesh[:, :2][tris]) / np.maximum(triangle_areas(texture.coords) * scale, 1e-6)
+        magnified = np.clip((_MAX_STRETCH - stretch) / (_MAX_STRETCH / 2.0), 0.0, 1.0)
+        weight = np.minimum(np.minimum(facing, texture.quality), magnified)
         coverage = np.where(ids >= 0, weight[np.maximum(ids, 0)], 0.0).astype(np.float32)
         clean = None
         if source.clean is not None:
