@@ -234,9 +234,9 @@ def composite(
         bg_lab_h = _half(bg_lab)
         rim = face_rim(size, mesh, fs, inner_scale=TARGET_HAIR_RIM)
         target_skin = masks.occluder_free(bg_lab_h, skin, face_size=fs, hair_zone=rim)
-        # a beard is part of the face, but a surgical mask or a white cup in
-        # front of the mouth is not: only darker-than-skin pixels are spared
-        below = below_nose(size, mesh, soft=0.05 * fs) * darker_than_skin(bg_lab_h, skin)
+        # the target's moustache and beard are not occluders: the source's
+        # mouth and chin replace them
+        below = below_nose(size, mesh, soft=0.05 * fs)
         frames = masks.thin_dark(bg_lab_h[..., 0], width=0.08 * fs)
         if wears_glasses(size, mesh, frames, fs):
             # keep the whole frame: thin dark lines count as occluders, and
