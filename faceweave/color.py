@@ -58,14 +58,22 @@ def apply_statistics(
     by the ratio of the means (limited to ``[1/max_chroma_gain,
     max_chroma_gain]``), then shifted by what is left, so a neutral colour
     (the white of an eye, a grey shadow) stays neutral instead of taking the
-    opposite tint of the skin-colour change."""
+    opposite tint of the skin-colour change.  On an achromatic reference
+    (a black-and-white photo) the chroma is scaled down to the reference's
+    spread, so lips and eyes lose their colour too."""
     (mu_s, sd_s), (mu_r, sd_r) = own, ref
     out = np.empty_like(lab, dtype=np.float32)
     gain = float(np.clip(sd_r[0] / max(float(sd_s[0]), 1e-3), 1.0 / max_gain, max_gain))
     out[..., 0] = (lab[..., 0] - mu_s[0]) * gain + mu_r[0]
+    achromatic = bool(np.all(np.abs(mu_r[1:]) < 3.0) and np.all(sd_r[1:] < 2.0))
     for c in (1, 2):
-        same_side = mu_s[c] * mu_r[c] > 0 and abs(float(mu_s[c])) > 1.0
-        g = float(np.clip(mu_r[c] / mu_s[c], 1.0 / max_chroma_gain, max_chroma_gain)) if same_side else 1.0
+        if achromatic:
+            # a black-and-white (or nearly) target: the new face loses its colour too
+            g = float(np.clip(sd_r[c] / max(float(sd_s[c]), 1e-3), 0.0, 1.0))
+        elif mu_s[c] * mu_r[c] > 0 and abs(float(mu_s[c])) > 1.0:
+            g = float(np.clip(mu_r[c] / mu_s[c], 1.0 / max_chroma_gain, max_chroma_gain))
+        else:
+            g = 1.0
         out[..., c] = lab[..., c] * g + (mu_r[c] - g * mu_s[c])
     return out
 

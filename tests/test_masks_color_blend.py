@@ -439,3 +439,13 @@ def test_match_detail_attenuates_a_noisier_frame_without_inverting_its_grain():
     assert band_energy(out) == pytest.approx(band_energy(original), rel=0.2)
     sel = mask_in_frame()
     assert np.corrcoef(detail_band(frame)[sel], detail_band(out)[sel])[0, 1] > 0.5
+
+
+def test_apply_statistics_takes_the_colour_out_on_a_black_and_white_reference():
+    own = (np.array([60.0, 15.0, 18.0], np.float32), np.array([8.0, 4.0, 5.0], np.float32))
+    ref = (np.array([55.0, 0.2, -0.1], np.float32), np.array([9.0, 0.3, 0.4], np.float32))
+    red_lips = np.array([[[50.0, 45.0, 25.0]]], np.float32)
+
+    out = color.apply_statistics(red_lips, own, ref)
+
+    assert np.abs(out[0, 0, 1:]).max() < 3.0  # nearly grey, as the photo
