@@ -147,26 +147,6 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     return (np.maximum(free, keep) * inside).astype(np.float32)
 
 
-def clean_source(crop: AlignedCrop) -> AlignedCrop:
-    """The source crop with the frames of its glasses (when it wears
-    glasses) painted over from the surrounding skin, so they are not carried
-    onto the target.  Larger occluders (hair) are handled by the mirror
-    texture and the source clean map instead: painting them over would smear."""
-    size, fs, mesh = crop.size, crop.face_size, crop.mesh
-    frames = masks.thin_dark(color.to_lab(crop.pixels)[..., 0], width=0.08 * fs)
-    if not wears_glasses(size, mesh, frames, fs):
-        return crop
-    oval = masks.polygon_mask(size, mesh[topo.face_oval()])
-    keep = np.maximum(masks.feature_mask(size, mesh, grow=0.005 * fs), below_nose(size, mesh, soft=1.0))
-    inside = oval * (1.0 - keep)
-    bad = ((frames > 0.5) & (inside > 0.5)).astype(np.uint8)
-    if bad.sum() == 0 or bad.sum() > 0.3 * max(float(inside.sum()), 1.0):
-        return crop
-    bad = cv2.dilate(bad, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5)))
-    pixels = cv2.inpaint(np.ascontiguousarray(crop.pixels), bad, 3, cv2.INPAINT_TELEA)
-    return AlignedCrop(pixels=pixels, matrix=crop.matrix, mesh=crop.mesh, face_size=crop.face_size)
-
-
 def wears_glasses(size: tuple[int, int], mesh: np.ndarray, frames: np.ndarray, face_size: float) -> bool:
     """Whether thin dark structures cross the nose bridge between the eyes,
     as the bridge of a pair of glasses does."""

@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 
 from faceweave.analysis import FaceAnalyser
-from faceweave.composite import clean_source, composite, source_clean_map
+from faceweave.composite import composite, source_clean_map
 from faceweave.blend import match_detail, paste_back
 from faceweave.errors import InputError, NoFaceError
 from faceweave.geometry.align import crop_matrix, transform_points
@@ -147,7 +147,6 @@ class FaceSwapper:
             crop = cut_crop(image.pixels, face, face_size=self.options.working_size)
             clean = None
             if self.options.masks.occlusion:
-                crop = clean_source(crop)
                 clean = source_clean_map(crop)
             src = SourceFace(index=index, path=image.path, face=face, crop=crop, clean=clean)
             prepared.append(self.swapper.prepare_source(src))
