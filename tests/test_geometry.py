@@ -330,7 +330,7 @@ def test_tessellation_and_triangles_index_the_mesh():
     assert tess.ndim == 2 and tess.shape[1] == 3 and 800 < len(tess) < 950
     assert tess.min() >= 0 and tess.max() < 468
     assert tris.shape == (len(tess) + len(fills), 3)
-    assert tris.min() >= 0 and tris.max() < 468
+    assert tris.min() >= 0 and tris.max() < 478  # the eye fills reach the iris centres
     assert len({tuple(sorted(t)) for t in tris.tolist()}) == len(tris)  # no duplicates
     assert {tuple(sorted(t)) for t in tris[: len(tess)].tolist()} == {tuple(t) for t in tess.tolist()}
     assert not tess.flags.writeable and not tris.flags.writeable
@@ -387,12 +387,14 @@ def test_lips_block_holds_both_lip_loops_and_nothing_of_the_eyes():
     assert topo.NOSE_TIP not in block and topo.CHIN not in block
 
 
-def test_eye_fills_use_only_eye_loop_vertices_one_eye_per_triangle():
-    right, left = set(topo.right_eye().tolist()), set(topo.left_eye().tolist())
+def test_eye_fills_fan_each_eyelid_loop_to_its_iris_centre():
+    right = set(topo.right_eye().tolist()) | {int(topo.RIGHT_IRIS[0])}
+    left = set(topo.left_eye().tolist()) | {int(topo.LEFT_IRIS[0])}
     fills = topo.eye_fills()
-    assert len(fills) > 0
+    assert len(fills) == len(topo.right_eye()) + len(topo.left_eye())
     for tri in fills.tolist():
         assert set(tri) <= right or set(tri) <= left
+        assert int(topo.RIGHT_IRIS[0]) in tri or int(topo.LEFT_IRIS[0]) in tri
     used = set(fills.ravel().tolist())
     assert used == right | left  # every lid point takes part
 

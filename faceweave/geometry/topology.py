@@ -210,35 +210,16 @@ def lips_block() -> np.ndarray:
     return _ro(sorted(seen | outer))
 
 
-def _strips(loop: np.ndarray, corner_a: int, corner_b: int) -> list[tuple[int, int, int]]:
-    """Triangles filling a closed loop as a strip between its two chains from
-    ``corner_a`` to ``corner_b`` (upper and lower lid)."""
-    lp = loop.tolist()
-    k = lp.index(corner_a)
-    lp = lp[k:] + lp[:k]  # start at corner_a
-    j = lp.index(corner_b)
-    first, second = lp[: j + 1], [corner_a] + lp[j:][::-1]
-    n = min(len(first), len(second))
-    # resample both chains to the same number of steps by index
-    ia = np.round(np.linspace(0, len(first) - 1, n)).astype(int)
-    ib = np.round(np.linspace(0, len(second) - 1, n)).astype(int)
-    a, b = [first[i] for i in ia], [second[i] for i in ib]
-    tris = []
-    for i in range(n - 1):
-        for t in ((a[i], a[i + 1], b[i + 1]), (a[i], b[i + 1], b[i])):
-            if len(set(t)) == 3:
-                tris.append(t)
-    return tris
+def _fan(loop: np.ndarray, centre: int) -> list[tuple[int, int, int]]:
+    return [(int(loop[i]), int(loop[(i + 1) % len(loop)]), centre) for i in range(len(loop))]
 
 
 @cache
 def eye_fills() -> np.ndarray:
-    """Triangles filling both eye openings (the tessellation leaves them
-    empty) as strips from lid to lid, so that the texture inside follows the
-    lids and not the iris position."""
-    return _ro(
-        _strips(right_eye(), RIGHT_EYE_OUTER, RIGHT_EYE_INNER) + _strips(left_eye(), LEFT_EYE_OUTER, LEFT_EYE_INNER)
-    )
+    """``(32, 3)`` triangles filling both eye openings (the tessellation
+    leaves them empty): each eyelid loop fanned to its iris centre, so the
+    source's iris lands where the target's iris is (the target's gaze)."""
+    return _ro(_fan(right_eye(), int(RIGHT_IRIS[0])) + _fan(left_eye(), int(LEFT_IRIS[0])))
 
 
 @cache
