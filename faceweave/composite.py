@@ -31,6 +31,8 @@ SIDE_INSET = 0.06
 #: must not travel) and the target (whose hair must stay in front)
 SOURCE_HAIR_RIM = 0.65
 TARGET_HAIR_RIM = 0.75
+#: colour tolerance (robust spreads) of the occluder test in the middle of the target face
+CENTRE_TOLERANCE = 6.0
 #: a difference in side lighting (lightness units) between source and target
 #: that makes the shading transfer complete
 SIDE_LIGHT_SPAN = 20.0
@@ -114,12 +116,27 @@ def inner_face(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np.
 
 
 def face_rim(size: tuple[int, int], mesh: np.ndarray, face_size: float, *, inner_scale: float = 0.75) -> np.ndarray:
-    """The outer band of the face, where hair hangs over it: 1 outside the
-    face outline shrunk by ``inner_scale`` about its centre, 0 inside, soft."""
+    """Where hair falls over a face: the outer band (outside the face outline
+    shrunk by ``inner_scale`` about its centre) and the forehead above the
+    brows (bangs); 1 there, 0 elsewhere, soft-edged."""
     oval = mesh[topo.face_oval(), :2].astype(np.float32)
     centre = oval.mean(axis=0)
     inner = masks.polygon_mask(size, centre + (oval - centre) * inner_scale)
-    return (1.0 - masks.feather(inner, erode=0, blur=0.03 * face_size)).astype(np.float32)
+    rim = 1.0 - masks.feather(inner, erode=0, blur=0.03 * face_size)
+    return np.maximum(rim, above_brows(size, mesh, soft=0.03 * face_size)).astype(np.float32)
+
+
+def above_brows(size: tuple[int, int], mesh: np.ndarray, *, soft: float) -> np.ndarray:
+    """1 above the highest point of the eyebrows along the face's own
+    vertical axis, 0 below, with a ``soft`` pixel ramp."""
+    w, h = size
+    top, chin = mesh[topo.FOREHEAD_TOP, :2].astype(np.float32), mesh[topo.CHIN, :2].astype(np.float32)
+    down = (chin - top) / (np.linalg.norm(chin - top) + 1e-6)
+    brows = mesh[np.concatenate([topo.right_eyebrow(), topo.left_eyebrow()]), :2].astype(np.float32)
+    level = float(((brows - top) @ down).min())
+    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    t = ((xx - top[0]) * down[0] + (yy - top[1]) * down[1] - level) / max(soft, 1e-3)
+    return np.clip(0.5 - t, 0.0, 1.0).astype(np.float32)
 
 
 def darker_than_skin(lab: np.ndarray, region: np.ndarray) -> np.ndarray:
@@ -131,16 +148,19 @@ def darker_than_skin(lab: np.ndarray, region: np.ndarray) -> np.ndarray:
 
 def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     """``(S, S)`` float32 in ``[0, 1]``: where the source crop shows its own
-    bare face.  Low over hair, hands and glasses in front of the upper face;
-    the eyes, brows, lips and a beard (darker than the skin, below the nose)
-    count as clean."""
+    bare face.  Low over hair at the rim of the face and over the forehead,
+    and over background at its very edge; the middle of the face, the eyes,
+    brows, lips and a beard (darker than the skin, below the nose) count as
+    clean."""
     size, fs, mesh = crop.size, crop.face_size, crop.mesh
     lab = color.to_lab(crop.pixels)
     region = skin_region(size, mesh, fs)
     rim = face_rim(size, mesh, fs, inner_scale=SOURCE_HAIR_RIM)
     free = masks.occluder_free(lab, region, face_size=fs, hair_zone=rim)
     beard = below_nose(size, mesh, soft=0.05 * fs) * darker_than_skin(lab, region)
-    keep = np.maximum(masks.feature_mask(size, mesh, grow=0.02 * fs), beard)
+    # the middle of the source face is trusted as it is (its shadows are not
+    # occluders); only where hair falls is it tested
+    keep = np.maximum(np.maximum(masks.feature_mask(size, mesh, grow=0.02 * fs), beard), 1.0 - rim)
     # the mesh outline runs along the very edge of the face, where background,
     # ears or hair show in the source: only the face well inside it is trusted
     inside = masks.feather(masks.polygon_mask(size, mesh[topo.face_oval()]), erode=0.025 * fs, blur=0.015 * fs)
@@ -213,7 +233,11 @@ def composite(
         # front; its brows, eyes, lips and beard are not occluders
         bg_lab_h = _half(bg_lab)
         rim = face_rim(size, mesh, fs, inner_scale=TARGET_HAIR_RIM)
-        target_skin = masks.occluder_free(bg_lab_h, skin, face_size=fs, hair_zone=rim)
+        # in the middle of the face only colours far from skin count (a
+        # shadow beside the nose is not an occluder, a microphone is)
+        centre, spread = masks.skin_statistics(bg_lab_h, skin)
+        middle = masks.skin_likelihood(bg_lab_h, centre, spread, tolerance=CENTRE_TOLERANCE)
+        target_skin = rim * masks.occluder_free(bg_lab_h, skin, face_size=fs, hair_zone=rim) + (1.0 - rim) * middle
         # the target's moustache and beard are not occluders: the source's
         # mouth and chin replace them
         below = below_nose(size, mesh, soft=0.05 * fs)

@@ -182,15 +182,6 @@ def mirror() -> np.ndarray:
 
 
 @cache
-def mirror_triangles() -> np.ndarray:
-    """``(T,)`` index in :func:`triangles` of each triangle's mirror partner
-    (itself for the few whose mirror is not a mesh triangle)."""
-    tris = triangles()
-    lookup = {tuple(sorted(t)): i for i, t in enumerate(tris.tolist())}
-    return _ro([lookup.get(tuple(sorted(t)), i) for i, t in enumerate(mirror()[tris].tolist())])
-
-
-@cache
 def lips_block() -> np.ndarray:
     """All vertices of the lips: the outer lip loop and every vertex reachable
     from the inner loop without crossing it (the lip surface)."""

@@ -36,7 +36,7 @@ from faceweave.geometry.warp import (
 from faceweave.swappers.base import AlignedCrop, SourceFace, SwapOutput
 
 #: below this facing cosine a source triangle's texture is taken from its mirror
-_TURNED_AWAY = 0.25
+_TURNED_AWAY = 0.05
 #: texture magnified this many times more than the face as a whole is dropped
 #: (from half of it on it fades)
 _MAX_STRETCH = 6.0
@@ -45,28 +45,13 @@ _SHAPE_FULL_YAW, _SHAPE_NO_YAW = 30.0, 55.0
 #: output triangles facing the camera less than this (cosine) fade out
 _SILHOUETTE = 0.3
 #: source texture seen at less than this facing cosine fades out
-_FORESHORTENED = 0.2
+_FORESHORTENED = 0.08
 #: pins of the reshaping warp, relative to the face's half-size
 _PIN_RING = 1.45
 #: points that pull the target crop onto the new geometry: outline, mouth, eyes, brows, nose tip
 _ANCHORS = np.concatenate(
     [topo.face_oval(), topo.lips_inner(), topo.right_eye(), topo.left_eye(), topo.right_eyebrow(), topo.left_eyebrow(), [topo.NOSE_TIP]]
 )
-
-
-def triangle_cleanliness(crop: AlignedCrop, clean: np.ndarray | None) -> np.ndarray:
-    """``(T,)`` in ``[0, 1]``: the mean of the source's clean map (bare face)
-    over each triangle in the source crop.  Triangles hidden in the source
-    (behind the nose, past the cheek) score 0; triangles under hair, a hand
-    or glasses score low."""
-    tris = topo.triangles()
-    mesh = crop.mesh
-    ids = rasterize_triangles(mesh[:, :2], tris, mesh[tris, 2].mean(axis=1), crop.size)
-    inside = ids >= 0
-    weights = np.ones(int(inside.sum()), np.float32) if clean is None else clean[inside]
-    sums = np.bincount(ids[inside], weights=weights, minlength=len(tris))
-    counts = np.bincount(ids[inside], minlength=len(tris))
-    return np.where(counts > 0, sums / np.maximum(counts, 1), 0.0).astype(np.float32)
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,21 +67,17 @@ class MeshTexture:
     quality: np.ndarray
 
 
-def source_texture(mesh: np.ndarray, clean: np.ndarray | None = None) -> MeshTexture:
+def source_texture(mesh: np.ndarray) -> MeshTexture:
     """The source texture of each triangle.  A triangle turned away from the
-    source's camera, or hidden or covered (low ``clean``), takes the texture
-    of its mirror partner when that one is better seen."""
+    source's camera takes the texture of its mirror partner when that one is
+    better seen.  (Covered parts of the source, such as hair over a cheek,
+    are not mirrored: the side-to-side switch of lighting would show as
+    patches; the source's clean map masks them out instead.)"""
     tris = topo.triangles()
     mirror_tris = topo.mirror()[tris]
     facing = triangle_facing(mesh, tris)
     mirror_facing = -triangle_facing(mesh, mirror_tris)  # mirroring flips the winding
-    bad = facing < _TURNED_AWAY
-    better = mirror_facing > facing + 0.1
-    if clean is not None:
-        mirror_clean = clean[topo.mirror_triangles()]
-        bad |= clean < 0.6
-        better = (mirror_facing > _TURNED_AWAY) & (mirror_clean > clean + 0.25) | (better & (mirror_clean >= clean))
-    use_mirror = bad & better
+    use_mirror = (facing < _TURNED_AWAY) & (mirror_facing > facing + 0.1)
     quality = np.clip(np.where(use_mirror, mirror_facing, facing) / _FORESHORTENED, 0.0, 1.0)
     # the eye fills are thin slivers whose facing is noise: an eye keeps its own texture
     fills = slice(len(topo.tessellation()), None)
@@ -133,8 +114,7 @@ class MeshSwapper:
         topo.triangles()  # load the mesh metadata once
 
     def prepare_source(self, source: SourceFace) -> SourceFace:
-        clean = triangle_cleanliness(source.crop, source.clean)
-        return dataclasses.replace(source, prepared=source_texture(source.crop.mesh, clean))
+        return dataclasses.replace(source, prepared=source_texture(source.crop.mesh))
 
     def close(self) -> None:
         """Nothing to release: the mesh swapper holds no model."""
