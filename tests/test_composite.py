@@ -1,0 +1,125 @@
+"""Region helpers of the compositing stage and the mesh swapper's texture
+rules, on a real frontal mesh (the public-domain astronaut)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from faceweave import color
+from faceweave.composite import (
+    above_brows,
+    below_nose,
+    darker_than_skin,
+    face_rim,
+    forehead_fade,
+    inner_face,
+    side_lighting,
+    skin_region,
+)
+from faceweave.geometry import topology as topo
+from faceweave.swappers.mesh import shape_confidence, source_texture, triangle_areas
+
+SIZE = (512, 512)
+
+
+@pytest.fixture(scope="module")
+def mesh(astronaut):
+    from faceweave.analysis import FaceAnalyser
+
+    with FaceAnalyser() as analyser:
+        (face,) = analyser.analyse(astronaut)
+    return np.array(face.mesh)
+
+
+def at(mask: np.ndarray, point: np.ndarray) -> float:
+    x, y = np.round(point[:2]).astype(int)
+    return float(mask[y, x])
+
+
+@pytest.mark.slow
+def test_vertical_zones_split_the_face_where_they_say(mesh):
+    chin, top, brow, tip = mesh[topo.CHIN], mesh[topo.FOREHEAD_TOP], mesh[topo.left_eyebrow()[0]], mesh[topo.NOSE_TIP]
+    lower_lip = mesh[topo.LOWER_LIP_INNER]
+    below = below_nose(SIZE, mesh, soft=2.0)
+    assert at(below, lower_lip) == 1.0 and at(below, tip) == 0.0
+    assert at(below, mesh[topo.face_oval()][8]) == 0.0  # the cheek outline is outside the beard zone
+    above = above_brows(SIZE, mesh, soft=2.0)
+    assert at(above, top + (brow - top) * 0.3) == 1.0 and at(above, tip) == 0.0 and at(above, chin) == 0.0
+    fade = forehead_fade(SIZE, mesh, length=10.0)
+    assert at(fade, top - np.array([0, 5, 0])) == 0.0 and at(fade, tip) == 1.0
+
+
+@pytest.mark.slow
+def test_rim_and_inner_face(mesh):
+    rim = face_rim(SIZE, mesh, 100.0, inner_scale=0.7)
+    assert at(rim, mesh[topo.NOSE_TIP]) == 0.0
+    assert at(rim, mesh[topo.face_oval()][9]) > 0.9  # on the outline
+    inner = inner_face(SIZE, mesh, 100.0)
+    assert at(inner, mesh[topo.NOSE_TIP]) == 1.0
+    assert at(inner, mesh[topo.face_oval()][9]) < 0.5  # the very side of the face is left out
+
+
+@pytest.mark.slow
+def test_skin_region_avoids_the_features(mesh):
+    region = skin_region(SIZE, mesh, 100.0)
+    assert region.dtype == np.float32 and set(np.unique(region)) <= {0.0, 1.0}
+    for idx in (topo.right_eye(), topo.left_eye(), topo.lips_outer()):
+        assert all(at(region, p) == 0.0 for p in mesh[idx])
+    assert region.sum() > 1000
+
+
+@pytest.mark.slow
+def test_darker_than_skin_and_side_lighting(mesh):
+    lab = np.zeros((SIZE[1], SIZE[0], 3), np.float32)
+    lab[..., 0] = 60.0 + np.random.default_rng(0).normal(0, 2, SIZE[::-1])
+    lab[..., 1], lab[..., 2] = 15.0, 18.0
+    region = skin_region(SIZE, mesh, 100.0)
+    beard = lab.copy()
+    y = int(mesh[topo.CHIN][1]) + 5
+    beard[y:, :, 0] = 25.0  # a dark patch below the chin, outside the skin region
+    assert float(darker_than_skin(lab, region).mean()) < 0.05
+    darker = darker_than_skin(beard, region)
+    assert float(darker[y:].mean()) == 1.0 and float(darker[: y - 5].mean()) < 0.05
+    assert abs(side_lighting(lab, mesh, region)) < 1.0
+    lit = lab.copy()
+    lit[:, SIZE[0] // 2 :, 0] += 20.0  # light from the image right
+    assert side_lighting(lit, mesh, region) > 10.0
+
+
+@pytest.mark.parametrize(
+    "source_yaw, target_yaw, expected",
+    [(0.0, 0.0, 1.0), (10.0, -25.0, 1.0), (0.0, 42.5, 0.5), (-60.0, 0.0, 0.0), (0.0, 80.0, 0.0)],
+)
+def test_shape_confidence(source_yaw, target_yaw, expected):
+    assert shape_confidence(source_yaw, target_yaw) == pytest.approx(expected)
+
+
+def test_triangle_areas():
+    tris = np.array([[[0, 0], [4, 0], [0, 3]], [[0, 0], [0, 3], [4, 0]], [[1, 1], [2, 2], [3, 3]]], np.float32)
+    np.testing.assert_allclose(triangle_areas(tris), [6.0, 6.0, 0.0])
+
+
+@pytest.mark.slow
+def test_source_texture_mirrors_only_turned_away_triangles(mesh):
+    frontal = source_texture(mesh)
+    tris = topo.triangles()
+    own = np.asarray(mesh[:, :2], np.float32)[tris]
+    # a frontal face shows nearly all its triangles: few, if any, are mirrored
+    mirrored = ~np.all(np.isclose(frontal.coords, own), axis=(1, 2))
+    assert mirrored.mean() < 0.05
+    assert frontal.quality.shape == (len(tris),) and frontal.quality.min() >= 0 and frontal.quality.max() <= 1
+    # turn the head 60 degrees: the far side is turned away and takes its mirror's texture
+    angle = np.radians(60.0)
+    rot = np.array([[np.cos(angle), 0, np.sin(angle)], [0, 1, 0], [-np.sin(angle), 0, np.cos(angle)]])
+    centre = mesh.mean(axis=0)
+    turned = (mesh - centre) @ rot.T + centre
+    texture = source_texture(turned)
+    own_turned = np.asarray(turned[:, :2], np.float32)[tris]
+    assert (~np.all(np.isclose(texture.coords, own_turned), axis=(1, 2))).mean() > 0.1
+
+
+def test_achromatic_lab_helper_round_trip():
+    grey = np.full((4, 4, 3), 128, np.uint8)
+    lab = color.to_lab(grey)
+    assert np.abs(lab[..., 1:]).max() < 0.5
