@@ -95,7 +95,7 @@ def side_lighting(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray) -> float:
     xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
     side = (xx - top[0]) * (chin[1] - top[1]) - (yy - top[1]) * (chin[0] - top[0])
     light = lab[..., 0]
-    right, left = (skin > 0.5) & (side < 0), (skin > 0.5) & (side > 0)
+    right, left = (skin > 0.5) & (side > 0), (skin > 0.5) & (side < 0)
     if right.sum() < 16 or left.sum() < 16:
         return 0.0
     return float(light[right].mean() - light[left].mean())

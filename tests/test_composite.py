@@ -83,7 +83,7 @@ def test_darker_than_skin_and_side_lighting(mesh):
     assert float(darker[y:].mean()) == 1.0 and float(darker[: y - 5].mean()) < 0.05
     assert abs(side_lighting(lab, mesh, region)) < 1.0
     lit = lab.copy()
-    lit[:, SIZE[0] // 2 :, 0] += 20.0  # light from the image right
+    lit[:, int(mesh[topo.NOSE_TIP][0]) :, 0] += 20.0  # light from the image right
     assert side_lighting(lit, mesh, region) > 10.0
 
 
