@@ -151,9 +151,12 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     bare face.  Low over hair at the rim of the face and over the forehead,
     and over background at its very edge; the middle of the face, the eyes,
     brows, lips and a beard (darker than the skin, below the nose) count as
-    clean."""
-    size, fs, mesh = crop.size, crop.face_size, crop.mesh
-    lab = color.to_lab(crop.pixels)
+    clean.  Built at half resolution (it is smooth) and resized."""
+    full = crop.size
+    size, fs = (full[0] // 2, full[1] // 2), crop.face_size / 2.0
+    mesh = crop.mesh.copy()
+    mesh[:, :2] = (mesh[:, :2] + 0.5) / 2.0 - 0.5
+    lab = color.to_lab(_half(crop.pixels))
     region = skin_region(size, mesh, fs)
     rim = face_rim(size, mesh, fs, inner_scale=SOURCE_HAIR_RIM)
     free = masks.occluder_free(lab, region, face_size=fs, hair_zone=rim)
@@ -164,7 +167,8 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     # the mesh outline runs along the very edge of the face, where background,
     # ears or hair show in the source: only the face well inside it is trusted
     inside = masks.feather(masks.polygon_mask(size, mesh[topo.face_oval()]), erode=0.025 * fs, blur=0.015 * fs)
-    return (np.maximum(free, keep) * inside).astype(np.float32)
+    clean = (np.maximum(free, keep) * inside).astype(np.float32)
+    return cv2.resize(clean, full, interpolation=cv2.INTER_LINEAR)
 
 
 def wears_glasses(size: tuple[int, int], mesh: np.ndarray, frames: np.ndarray, face_size: float) -> bool:

@@ -140,7 +140,7 @@ class MeshSwapper:
         centre = target.mesh[topo.face_oval(), :2].mean(axis=0)
         radii = (target.face_size / 2.0 * _PIN_RING, target.face_size / 2.0 * _PIN_RING * 1.1)
         ring = ellipse_ring((float(centre[0]), float(centre[1])), radii, 24)
-        dx, dy = tps_displacement(np.concatenate([dst, ring]), np.concatenate([src, ring]), (w, h))
+        dx, dy = tps_displacement(np.concatenate([dst, ring]), np.concatenate([src, ring]), (w, h), step=12)
         weight = radial_falloff((w, h), (float(centre[0]), float(centre[1])), radii, inner=0.8)
         dx, dy = dx * weight, dy * weight
         xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
