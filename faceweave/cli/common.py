@@ -25,16 +25,31 @@ def check_output_path(path: Path, *, flag: str) -> None:
 
 
 def refuse_video(path: Path, *, role: str) -> None:
-    """Raise :class:`UnsupportedFormatError` when ``path`` is a video.
-
-    A missing path passes; reading it later says what is wrong.
-    """
+    """Raise :class:`UnsupportedFormatError` when ``path`` is a video (for
+    inputs that must be photos).  A missing path passes; reading it later
+    says what is wrong."""
     from faceweave.io import probe_kind
 
     if path.is_file() and probe_kind(path) == "video":
-        raise UnsupportedFormatError(
-            f"{role} {path} is a video; video support is not available yet, give a photo"
-        )
+        raise UnsupportedFormatError(f"{role} {path} is a video; give a photo")
+
+
+def target_is_video(path: Path) -> bool:
+    """Whether the target file holds a video (by its content)."""
+    from faceweave.io import probe_kind
+
+    return path.is_file() and probe_kind(path) == "video"
+
+
+def check_video_output_path(path: Path, *, flag: str) -> None:
+    """Raise :class:`InvalidOptionError` unless ``path`` is a video output the
+    writer supports; called before any work."""
+    from faceweave.video.io import check_video_output
+
+    try:
+        check_video_output(path)
+    except InvalidOptionError as exc:
+        raise InvalidOptionError(f"{flag} {path}: {exc}") from exc
 
 
 def swap_options(

@@ -8,37 +8,59 @@ from typing import Annotated, Optional
 import typer
 
 from faceweave.cli import console
-from faceweave.cli.common import check_output_path, display_name, refuse_video, swap_options
+from faceweave.cli.common import (
+    check_output_path,
+    check_video_output_path,
+    display_name,
+    refuse_video,
+    swap_options,
+    target_is_video,
+)
 from faceweave.errors import InvalidOptionError
 from faceweave.options import FACE_ORDERS, SELECTION_MODES, SwapOptions
 
 _DEFAULTS = SwapOptions()
 _SELECT = "Face selection"
 _QUALITY = "Quality and limits"
+_VIDEO = "Video"
 
 
 def swap_command(
     sources: Annotated[list[Path], typer.Option("--source", "-s", metavar="PHOTO", help="Source photo; repeat for several photos of the same person.")],
-    target: Annotated[Path, typer.Option("--target", "-t", metavar="PHOTO", help="Photo whose face(s) are replaced.")],
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="Where to write the result (.png .jpg .jpeg .webp .bmp .tif .tiff).")],
+    target: Annotated[Path, typer.Option("--target", "-t", metavar="FILE", help="Photo or video whose face(s) are replaced.")],
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="Where to write the result: an image (.png .jpg .jpeg .webp .bmp .tif .tiff), or for a video target .mp4 .mov .mkv .webm .gif, a folder or .zip of PNG frames.")],
     faces: Annotated[Optional[str], typer.Option("--faces", metavar="MODE", help=f"Which target faces: {'|'.join(SELECTION_MODES)} (default one, or reference / index when --reference-face / --face-index is given).", rich_help_panel=_SELECT)] = None,
     reference_face: Annotated[Optional[Path], typer.Option("--reference-face", metavar="PHOTO", help="Photo of the person to replace (--faces reference).", rich_help_panel=_SELECT)] = None,
     face_index: Annotated[Optional[list[int]], typer.Option("--face-index", metavar="N", help="Position of a target face after ordering, from 0; repeatable (--faces index).", rich_help_panel=_SELECT)] = None,
     order: Annotated[Optional[str], typer.Option("--order", metavar="ORDER", help=f"Face order: {'|'.join(FACE_ORDERS)} (default {_DEFAULTS.selection.order}).", rich_help_panel=_SELECT)] = None,
     reference_distance: Annotated[Optional[float], typer.Option("--reference-distance", metavar="F", help=f"Largest identity distance that counts as the reference person (default {_DEFAULTS.selection.reference_distance}).", rich_help_panel=_SELECT)] = None,
     min_face_size: Annotated[Optional[int], typer.Option("--min-face-size", metavar="PX", help="Ignore target faces smaller than this many pixels.", rich_help_panel=_SELECT)] = None,
-    quality: Annotated[int, typer.Option("--quality", min=1, max=100, metavar="Q", help="JPEG / WebP quality.", rich_help_panel=_QUALITY)] = 95,
+    quality: Annotated[Optional[int], typer.Option("--quality", min=1, max=100, metavar="Q", help="Output quality 1-100: JPEG / WebP quality (default 95), or video quality (default 80, mapped to the encoder's CRF).", rich_help_panel=_QUALITY)] = None,
     max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).", rich_help_panel=_QUALITY)] = None,
     working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); larger is slower.", rich_help_panel=_QUALITY)] = None,
     no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.", rich_help_panel=_QUALITY)] = False,
     no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.", rich_help_panel=_QUALITY)] = False,
+    trim: Annotated[Optional[str], typer.Option("--trim", metavar="START-END", help="Video: only this part, e.g. 00:00:05-00:00:20 or 5-20 (seconds).", rich_help_panel=_VIDEO)] = None,
+    fps: Annotated[Optional[float], typer.Option("--fps", metavar="N", min=0.1, help="Video: drop frames down to at most N per second.", rich_help_panel=_VIDEO)] = None,
+    scale: Annotated[float, typer.Option("--scale", metavar="F", min=0.05, max=1.0, help="Video: resize frames by F (at most 1).", rich_help_panel=_VIDEO)] = 1.0,
+    no_audio: Annotated[bool, typer.Option("--no-audio", help="Video: leave the audio out.", rich_help_panel=_VIDEO)] = False,
+    codec: Annotated[str, typer.Option("--codec", metavar="CODEC", help="Video: h264 or h265 for .mp4/.mov/.mkv.", rich_help_panel=_VIDEO)] = "h264",
+    preset: Annotated[str, typer.Option("--preset", metavar="NAME", help="Video: encoder speed preset (ultrafast ... veryslow).", rich_help_panel=_VIDEO)] = "veryfast",
+    preview: Annotated[Optional[Path], typer.Option("--preview", metavar="PNG", help="Video: first write one swapped frame to this image.", rich_help_panel=_VIDEO)] = None,
+    preview_frame: Annotated[Optional[int], typer.Option("--preview-frame", metavar="N", min=0, help="Video: the frame the preview shows (default: the first with a face).", rich_help_panel=_VIDEO)] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
-    """Swap the face from SOURCE photo(s) onto the face(s) in TARGET."""
+    """Swap the face from SOURCE photo(s) onto the face(s) in TARGET (a photo or a video)."""
 
     def body(term: console.Terminal) -> int:
-        check_output_path(output, flag="--output")
+        is_video = target_is_video(target)
+        if is_video:
+            check_video_output_path(output, flag="--output")
+            if preview is not None:
+                check_output_path(preview, flag="--preview")
+        else:
+            check_output_path(output, flag="--output")
         mode = _selection_mode(faces, reference_face, face_index)
         options = swap_options(
             working_size=working_size,
@@ -53,9 +75,19 @@ def swap_command(
                 "min_face_size": min_face_size,
             },
         )
-        for path, role in [(target, "target"), *((s, "source") for s in sources)]:
-            refuse_video(path, role=role)
-        return _swap(term, options, sources, target, output, reference_face, quality=quality, json_output=json_output)
+        for path in sources:
+            refuse_video(path, role="source")
+        if reference_face is not None:
+            refuse_video(reference_face, role="reference face")
+        if is_video:
+            from faceweave.cli.video import swap_video
+
+            return swap_video(
+                term, options, sources, target, output, reference_face, trim=trim, fps=fps, scale=scale,
+                audio=not no_audio, codec=codec, preset=preset, quality=quality or 80, preview=preview,
+                preview_frame=preview_frame, json_output=json_output,
+            )
+        return _swap(term, options, sources, target, output, reference_face, quality=quality or 95, json_output=json_output)
 
     raise typer.Exit(console.run(verbose, body))
 

@@ -1,0 +1,118 @@
+"""Video swap throughput against plain decode+encode of the same video, with
+per-stage time and peak memory, side by side in one run.
+
+For each clip in ../shared/data/faces/video: frames per second of (a) a plain
+decode + encode with the same settings and (b) the swap pipeline, their
+ratio, the milliseconds per frame of each stage, and the peak resident
+memory of each run (every run in its own process).  ``--loop 10`` also
+swaps the first clip looped ten times, to show memory does not grow with
+length.
+
+    .venv/bin/python benchmarks/video_swap.py [--data ../shared/data/faces] [--loop 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faces"
+SOURCE = "single/biden2.jpg"
+
+
+def child(mode: str, video: str, source: str, out: str) -> dict:
+    os.environ.setdefault("GLOG_minloglevel", "3")
+    from faceweave.options import SelectionOptions, SwapOptions
+    from faceweave.pipeline import FaceSwapper
+    from faceweave.video.io import VideoReader, VideoWriter
+    from faceweave.video.pipeline import VideoOptions, VideoSwapper
+
+    start = time.perf_counter()
+    if mode == "copy":
+        frames = 0
+        with VideoReader(video) as reader, VideoWriter(out, info=reader.info, audio_from=video) as writer:
+            for frame in reader:
+                writer.write(frame.pixels, frame.time)
+                frames += 1
+        timings: dict = {}
+    else:
+        options = SwapOptions(selection=SelectionOptions(mode="many"))
+        with FaceSwapper(options) as swapper:
+            swapper.prepare()
+            start = time.perf_counter()
+            report = VideoSwapper(swapper).swap_video([source], video, out, options=VideoOptions())
+        frames, timings = report.frames, report.timings_ms
+    seconds = time.perf_counter() - start
+    return {
+        "frames": frames,
+        "fps": frames / seconds,
+        "ms_per_frame": {k: v / max(frames, 1) for k, v in timings.items()},
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+    }
+
+
+def run_child(mode: str, video: Path, source: Path, out: Path) -> dict:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", mode, str(video), str(source), str(out)],
+        capture_output=True, text=True, check=True,
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def loop_video(video: Path, times: int, out: Path) -> None:
+    from faceweave.video.io import VideoReader, VideoWriter
+
+    with VideoReader(video) as first:
+        info = first.info
+    with VideoWriter(out, info=info) as writer:
+        for _ in range(times):
+            with VideoReader(video) as reader:
+                for frame in reader:
+                    writer.write(frame.pixels)
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        print(json.dumps(child(*sys.argv[2:6])))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--loop", type=int, default=0, help="also swap the first clip looped this many times")
+    args = ap.parse_args()
+    videos = sorted((args.data / "video").glob("*.mp4"))
+    if not videos:
+        print(f"no videos in {args.data / 'video'}", file=sys.stderr)
+        return 2
+    source = args.data / SOURCE
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = []
+        for video in videos:
+            copy = run_child("copy", video, source, Path(tmp) / "copy.mp4")
+            swap = run_child("swap", video, source, Path(tmp) / "swap.mp4")
+            rows.append((video.name, copy, swap))
+        if args.loop > 1:
+            looped = Path(tmp) / f"looped_x{args.loop}.mp4"
+            loop_video(videos[0], args.loop, looped)
+            swap = run_child("swap", looped, source, Path(tmp) / "swap_looped.mp4")
+            copy = run_child("copy", looped, source, Path(tmp) / "copy_looped.mp4")
+            rows.append((looped.name, copy, swap))
+    print(f"{'video':34s} {'frames':>6s} {'copy fps':>9s} {'swap fps':>9s} {'ratio':>6s} {'copy MB':>8s} {'swap MB':>8s}  swap ms/frame by stage")
+    for name, copy, swap in rows:
+        stages = " ".join(f"{k}={v:.1f}" for k, v in sorted(swap["ms_per_frame"].items()))
+        print(
+            f"{name:34s} {swap['frames']:6d} {copy['fps']:9.1f} {swap['fps']:9.1f} {swap['fps'] / copy['fps']:6.2f} "
+            f"{copy['peak_rss_mb']:8.0f} {swap['peak_rss_mb']:8.0f}  {stages}"
+        )
+    print("fps over the whole run after models are loaded; peak RSS of each run's own process; --faces many")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

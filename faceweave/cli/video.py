@@ -1,0 +1,89 @@
+"""The video branch of ``faceweave swap``: a progress bar with fps and time
+left, an optional preview frame first, and a clean stop on Ctrl-C."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from faceweave.cli import console
+from faceweave.options import SwapOptions
+
+
+def video_crf(quality: int) -> int:
+    """CRF (0 best .. 51 worst) for a 1-100 quality, as FaceFusion maps it."""
+    return int(round(max(0.0, min(51.0, 51.0 - quality * 0.51))))
+
+
+def swap_video(
+    term: console.Terminal,
+    options: SwapOptions,
+    sources: list[Path],
+    target: Path,
+    output: Path,
+    reference_face: Path | None,
+    *,
+    trim: str | None,
+    fps: float | None,
+    scale: float,
+    audio: bool,
+    codec: str,
+    preset: str,
+    quality: int,
+    preview: Path | None,
+    preview_frame: int | None,
+    json_output: bool,
+) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from faceweave.pipeline import FaceSwapper
+    from faceweave.video.io import parse_trim
+    from faceweave.video.pipeline import VideoOptions, VideoSwapper
+
+    start, end = parse_trim(trim) if trim else (0.0, None)
+    video_options = VideoOptions(
+        start=start, end=end, fps=fps, scale=scale, audio=audio, codec=codec, crf=video_crf(quality), preset=preset
+    )
+    with FaceSwapper(options) as swapper:
+        video = VideoSwapper(swapper)
+        if preview is not None:
+            index = video.preview(sources, target, preview, reference=reference_face, frame_index=preview_frame, options=video_options)
+            if not json_output:
+                term.line(f"preview: frame {index} -> {preview}")
+        columns = (
+            TextColumn("swapping"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[fps]} fps"),
+            TimeRemainingColumn(),
+        )
+        with Progress(*columns, console=term.err, transient=True, disable=json_output) as bar:
+            task = bar.add_task("swap", total=None, fps="-")
+            started = {}
+
+            def progress(done: int, total: int | None) -> None:
+                import time
+
+                now = time.perf_counter()
+                first = started.setdefault("t", now)
+                rate = f"{done / (now - first):.1f}" if now > first else "-"
+                bar.update(task, completed=done, total=total, fps=rate)
+
+            report = video.swap_video(sources, target, output, reference=reference_face, options=video_options, progress=progress)
+    if json_output:
+        term.json({
+            "output": str(report.output),
+            "frames": report.frames,
+            "frames_with_swap": report.frames_with_swap,
+            "faces_swapped": report.faces_swapped,
+            "scene_cuts": report.scene_cuts,
+            "fps": round(report.fps, 2),
+            "broken_at": report.broken_at,
+            "timings_ms": {k: round(v, 1) for k, v in report.timings_ms.items()},
+        })
+        return console.EXIT_OK
+    if report.broken_at is not None:
+        term.note(f"warning: {target} could not be decoded past {report.broken_at:.2f} s; the output stops there")
+    if report.frames_with_swap == 0:
+        term.note(f"warning: no face to swap was found in {target}; the video was copied unchanged")
+    term.line(
+        f"wrote {report.output} ({report.frames} frames, faces swapped in {report.frames_with_swap}, "
+        f"{report.fps:.1f} fps)"
+    )
+    return console.EXIT_OK

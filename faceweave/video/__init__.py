@@ -1,0 +1,1 @@
+"""Video: streaming decode, swap and encode."""

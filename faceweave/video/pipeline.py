@@ -1,0 +1,284 @@
+"""Video face swap as a stream: a decoder thread, the swap in the calling
+thread, and an encoder thread, joined by bounded queues so that memory does
+not grow with the length of the video."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from faceweave.errors import FaceweaveError, NoFaceError, NoMatchingFaceError
+from faceweave.io import write_image
+from faceweave.pipeline import FaceSwapper, ImageInput
+from faceweave.selection import order_faces, select_faces
+from faceweave.swappers import SourceFace
+from faceweave.timing import timed
+from faceweave.video.io import VideoFrame, VideoReader, VideoWriter
+from faceweave.video.tracker import FaceTracker, Track
+
+_END = object()
+
+
+@dataclass(frozen=True)
+class VideoSwapReport:
+    """What a video swap did.  ``broken_at`` is the time (seconds) where the
+    input could no longer be decoded, or ``None``."""
+
+    output: Path
+    frames: int
+    frames_with_swap: int
+    faces_swapped: int
+    scene_cuts: int
+    seconds: float
+    broken_at: float | None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class VideoOptions:
+    """How the video is read and written (the face options are the swapper's)."""
+
+    start: float = 0.0
+    end: float | None = None
+    fps: float | None = None
+    scale: float = 1.0
+    audio: bool = True
+    codec: str = "h264"
+    crf: int = 18
+    preset: str = "veryfast"
+    detect_every: int = 8
+    queue_size: int = 8
+
+
+class _Stop(Exception):
+    """Raised inside the encoder to abandon the output."""
+
+
+class VideoSwapper:
+    """Swap faces in a video with a :class:`FaceSwapper`'s models and options."""
+
+    def __init__(self, swapper: FaceSwapper) -> None:
+        self.swapper = swapper
+
+    # -- per frame ------------------------------------------------------------
+    def _selected(self, tracks: Sequence[Track], pixels: np.ndarray, reference: np.ndarray | None) -> tuple[list, list[int]]:
+        faces = [t.face for t in tracks]
+        if reference is not None:
+            for track in tracks:
+                if track.embedding is None:
+                    track.embedding = self.swapper.analyser.embed(pixels, track.face).embedding
+            faces = [t.face.with_embedding(t.embedding) for t in tracks]
+        order = order_faces(faces, self.swapper.options.selection.order)
+        faces = [faces[i] for i in order]
+        try:
+            return faces, select_faces(faces, self.swapper.options.selection, reference=reference)
+        except NoMatchingFaceError:
+            return faces, []
+
+    def swap_frame(
+        self,
+        frame: VideoFrame,
+        tracker: FaceTracker,
+        sources: Sequence[SourceFace],
+        reference: np.ndarray | None,
+        timings: dict[str, float],
+    ) -> tuple[np.ndarray, int]:
+        """The swapped pixels of one frame and how many faces were swapped."""
+        with timed(timings, "track"):
+            tracks = tracker.update(frame.pixels, frame.time)
+        if not tracks:
+            return frame.pixels, 0
+        faces, indices = self._selected(tracks, frame.pixels, reference)
+        if not indices:
+            return frame.pixels, 0
+        out, swapped = self.swapper.swap_faces(frame.pixels, faces, indices, sources, timings)
+        return out, len(swapped)
+
+    # -- preview --------------------------------------------------------------
+    def preview(
+        self,
+        sources: Sequence[ImageInput],
+        target: str | Path,
+        output: str | Path,
+        *,
+        reference: ImageInput | None = None,
+        frame_index: int | None = None,
+        options: VideoOptions = VideoOptions(),
+    ) -> int:
+        """Write one swapped frame: ``frame_index`` or the first frame with a
+        face to swap.  Returns the index of the frame written."""
+        prepared = self.swapper.load_sources(sources)
+        ref = self._reference(reference)
+        tracker = FaceTracker(self.swapper.analyser, detect_every=1)
+        last = None
+        with VideoReader(target, start=options.start, end=options.end, fps=options.fps, scale=options.scale) as reader:
+            for frame in reader:
+                last = frame
+                if frame_index is not None and frame.index != frame_index:
+                    continue
+                pixels, count = self.swap_frame(frame, tracker, prepared, ref, {})
+                if count or frame_index is not None:
+                    write_image(output, pixels)
+                    return frame.index
+        if frame_index is not None:
+            raise NoMatchingFaceError(f"the video has no frame {frame_index} (it has {0 if last is None else last.index + 1})")
+        raise NoFaceError(f"no face to swap found in any frame of {target}", role="target", path=str(target))
+
+    def _reference(self, reference: ImageInput | None) -> np.ndarray | None:
+        if self.swapper.options.selection.mode != "reference":
+            return None
+        if reference is None:
+            from faceweave.errors import InputError
+
+            raise InputError("selection mode 'reference' needs a reference face image")
+        return self.swapper.reference_embedding(reference)
+
+    # -- whole video ----------------------------------------------------------
+    def swap_video(
+        self,
+        sources: Sequence[ImageInput],
+        target: str | Path,
+        output: str | Path,
+        *,
+        reference: ImageInput | None = None,
+        options: VideoOptions = VideoOptions(),
+        progress: Callable[[int, int | None], None] | None = None,
+        stop: threading.Event | None = None,
+    ) -> VideoSwapReport:
+        """Swap the selected faces in every frame of ``target`` into ``output``.
+
+        Frames flow decoder thread -> bounded queue -> this thread (tracking
+        and swap) -> bounded queue -> encoder thread.  Frames without a face
+        pass through untouched.  On any error, or when ``stop`` is set, or on
+        KeyboardInterrupt, the output is abandoned: nothing is left under its
+        name."""
+        started = time.perf_counter()
+        output = Path(output)
+        prepared = self.swapper.load_sources(sources)
+        ref = self._reference(reference)
+        tracker = FaceTracker(self.swapper.analyser, detect_every=options.detect_every)
+        stop = stop or threading.Event()
+        timings: dict[str, float] = {}
+        frames_in: queue.Queue = queue.Queue(maxsize=options.queue_size)
+        frames_out: queue.Queue = queue.Queue(maxsize=options.queue_size)
+        errors: list[BaseException] = []
+
+        reader = VideoReader(target, start=options.start, end=options.end, fps=options.fps, scale=options.scale)
+        info = reader.info
+        total = info.frame_count
+
+        def put(q: queue.Queue, item) -> bool:
+            while not stop.is_set():
+                try:
+                    q.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def decode() -> None:
+            try:
+                with reader:
+                    for frame in reader:
+                        if not put(frames_in, frame):
+                            return
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+                errors.append(exc)
+                stop.set()
+            finally:
+                put(frames_in, _END)
+
+        written = {"frames": 0}
+
+        def encode() -> None:
+            fps = Fraction(options.fps).limit_denominator(1001) if options.fps else None
+            try:
+                with VideoWriter(
+                    output,
+                    info=info,
+                    fps=fps,
+                    codec=options.codec,
+                    quality=options.crf,
+                    preset=options.preset,
+                    audio_from=str(target) if options.audio else None,
+                    audio_start=options.start,
+                    audio_end=options.end,
+                ) as writer:
+                    while True:
+                        try:
+                            item = frames_out.get(timeout=0.1)
+                        except queue.Empty:
+                            if stop.is_set():
+                                raise _Stop()
+                            continue
+                        if item is _END:
+                            if stop.is_set():
+                                raise _Stop()
+                            break
+                        pixels, t = item
+                        writer.write(pixels, t)
+                        written["frames"] += 1
+            except _Stop:
+                pass
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+                stop.set()
+
+        decoder = threading.Thread(target=decode, name="faceweave-decode", daemon=True)
+        encoder = threading.Thread(target=encode, name="faceweave-encode", daemon=True)
+        decoder.start()
+        encoder.start()
+        frames = with_swap = faces = 0
+        try:
+            while True:
+                try:
+                    item = frames_in.get(timeout=0.1)
+                except queue.Empty:
+                    if stop.is_set():
+                        break
+                    continue
+                if item is _END:
+                    break
+                pixels, count = self.swap_frame(item, tracker, prepared, ref, timings)
+                frames += 1
+                with_swap += count > 0
+                faces += count
+                if not put(frames_out, (pixels, item.time)):
+                    break
+                if progress is not None:
+                    progress(frames, total)
+        except BaseException:
+            stop.set()
+            raise
+        finally:
+            put(frames_out, _END) if not stop.is_set() else None
+            decoder.join()
+            encoder.join()
+        if errors:
+            exc = errors[0]
+            if isinstance(exc, FaceweaveError):
+                raise exc
+            raise exc
+        if stop.is_set():
+            raise KeyboardInterrupt("video swap stopped")
+        return VideoSwapReport(
+            output=output,
+            frames=frames,
+            frames_with_swap=with_swap,
+            faces_swapped=faces,
+            scene_cuts=tracker.scene_cuts,
+            seconds=time.perf_counter() - started,
+            broken_at=reader.broken_at,
+            timings_ms=timings,
+        )

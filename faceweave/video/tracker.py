@@ -1,0 +1,132 @@
+"""Following faces through a video: detect on a schedule (and at scene cuts
+or when a face is lost), in between follow each face by running the mesh on
+its previous box, and smooth every face's mesh over time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+from faceweave.analysis import FaceAnalyser, mesh_box
+from faceweave.analysis.pose import head_pose
+from faceweave.types import Face
+from faceweave.video.smoothing import OneEuroFilter
+
+
+def frame_signature(pixels: np.ndarray) -> np.ndarray:
+    """A tiny ``(18, 32, 3)`` float32 CIELAB thumbnail used to spot scene cuts."""
+    small = cv2.resize(pixels, (32, 18), interpolation=cv2.INTER_AREA)
+    return cv2.cvtColor(small.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB)
+
+
+def is_scene_cut(previous: np.ndarray | None, current: np.ndarray, *, threshold: float = 22.0) -> bool:
+    """Whether two frame signatures differ like two different shots: mean
+    CIELAB distance of the thumbnails above ``threshold``."""
+    if previous is None:
+        return False
+    return float(np.linalg.norm(previous - current, axis=2).mean()) > threshold
+
+
+@dataclass
+class Track:
+    """One face followed over time (mutable, owned by :class:`FaceTracker`)."""
+
+    id: int
+    face: Face
+    filter: OneEuroFilter
+    embedding: np.ndarray | None = None
+    age: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class FaceTracker:
+    """Faces of consecutive frames with stable ids and smoothed meshes.
+
+    ``detect_every``: run the detector at least every that many frames (the
+    mesh alone follows faces in between); a face whose mesh is lost, a scene
+    cut, or the first frame triggers detection at once.  ``min_cutoff`` and
+    ``beta`` tune the One Euro smoothing of the mesh (pixels)."""
+
+    def __init__(
+        self,
+        analyser: FaceAnalyser,
+        *,
+        detect_every: int = 8,
+        small_faces: bool = False,
+        min_cutoff: float = 1.5,
+        beta: float = 0.02,
+    ) -> None:
+        self.analyser = analyser
+        self.detect_every = max(1, detect_every)
+        self.small_faces = small_faces
+        self.min_cutoff = min_cutoff
+        self.beta = beta
+        self.tracks: list[Track] = []
+        self._next_id = 0
+        self._since_detect = 0
+        self._signature: np.ndarray | None = None
+        self.scene_cuts = 0
+
+    def reset(self) -> None:
+        self.tracks = []
+        self._since_detect = 0
+        self._signature = None
+
+    def _new_track(self, face: Face, t: float) -> Track:
+        flt = OneEuroFilter(min_cutoff=self.min_cutoff, beta=self.beta)
+        flt(face.mesh, t)
+        track = Track(id=self._next_id, face=face, filter=flt)
+        self._next_id += 1
+        return track
+
+    def _smoothed(self, track: Track, mesh: np.ndarray, score: float, t: float) -> Face:
+        smooth = track.filter(mesh, t)
+        return Face(bbox=mesh_box(smooth), score=score, mesh=smooth, pose=head_pose(smooth))
+
+    def _detect(self, pixels: np.ndarray, t: float) -> None:
+        found = self.analyser.analyse(pixels, small_faces=self.small_faces)
+        kept: list[Track] = []
+        free = list(self.tracks)
+        for face in sorted(found, key=lambda f: -f.bbox.area):
+            best = max(free, key=lambda tr: tr.face.bbox.iou(face.bbox), default=None)
+            if best is not None and best.face.bbox.iou(face.bbox) > 0.3:
+                free.remove(best)
+                best.face = self._smoothed(best, face.mesh, face.score, t)
+                best.age += 1
+                kept.append(best)
+            else:
+                kept.append(self._new_track(face, t))
+        self.tracks = kept
+        self._since_detect = 0
+
+    def _follow(self, pixels: np.ndarray, t: float) -> bool:
+        """Move every track by running the mesh on its last box; False when
+        one was lost (so the caller detects instead)."""
+        moved = []
+        for track in self.tracks:
+            mesh = self.analyser.mesher.landmarks(pixels, track.face.bbox)
+            if mesh is None:
+                return False
+            box = mesh_box(mesh)
+            if box.iou(track.face.bbox) < 0.3:
+                return False
+            moved.append((track, mesh))
+        for track, mesh in moved:
+            track.face = self._smoothed(track, mesh, track.face.score, t)
+            track.age += 1
+        self._since_detect += 1
+        return True
+
+    def update(self, pixels: np.ndarray, t: float) -> list[Track]:
+        """The tracks after frame ``pixels`` at time ``t`` (seconds)."""
+        signature = frame_signature(pixels)
+        cut = is_scene_cut(self._signature, signature)
+        self._signature = signature
+        if cut:
+            self.scene_cuts += 1
+            self.tracks = []
+        if not self.tracks or self._since_detect + 1 >= self.detect_every or not self._follow(pixels, t):
+            self._detect(pixels, t)
+        return list(self.tracks)

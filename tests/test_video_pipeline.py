@@ -1,0 +1,116 @@
+"""The video swap end to end on the real clips (short trims)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from faceweave.errors import FaceweaveError, InvalidOptionError
+from faceweave.options import SelectionOptions, SwapOptions
+from faceweave.pipeline import FaceSwapper
+
+pytestmark = pytest.mark.slow
+
+TALK = "video/lp_d18_talking_face.mp4"
+SOURCE = "single/biden2.jpg"
+
+
+@pytest.fixture(scope="module")
+def video_swapper():
+    from faceweave.video.pipeline import VideoSwapper
+
+    with FaceSwapper(SwapOptions(selection=SelectionOptions(mode="many"))) as swapper:
+        yield VideoSwapper(swapper)
+
+
+def frames_of(path):
+    from faceweave.video.io import VideoReader
+
+    with VideoReader(path) as reader:
+        return [f.pixels for f in reader], reader.info
+
+
+def test_swap_a_trimmed_clip_with_audio(tmp_path, faces_dir, video_swapper):
+    from faceweave.video.io import probe_video
+    from faceweave.video.pipeline import VideoOptions
+
+    out = tmp_path / "out.mp4"
+    report = video_swapper.swap_video(
+        [faces_dir / SOURCE], faces_dir / TALK, out, options=VideoOptions(start=1.0, end=2.0)
+    )
+    assert out.is_file() and report.output == out
+    info = probe_video(out)
+    assert info.has_audio
+    assert abs(report.frames - 30) <= 1 and abs((info.frame_count or 0) - report.frames) <= 1
+    assert report.frames_with_swap >= report.frames - 1  # the face is in every frame
+    original, _ = frames_of(faces_dir / TALK)
+    swapped, _ = frames_of(out)
+    # the face region changed, the corners did not (beyond compression)
+    diff = np.abs(swapped[5].astype(int) - original[30 + 5].astype(int))
+    h, w = diff.shape[:2]
+    assert diff[h // 4 : 3 * h // 4, w // 4 : 3 * w // 4].mean() > 8
+    assert diff[: h // 10, : w // 10].mean() < 6
+    assert [p.name for p in tmp_path.iterdir()] == ["out.mp4"]
+
+
+def test_preview_writes_one_swapped_frame(tmp_path, faces_dir, video_swapper):
+    from faceweave.io import read_image
+
+    out = tmp_path / "preview.png"
+    index = video_swapper.preview([faces_dir / SOURCE], faces_dir / TALK, out)
+    assert index == 0 and read_image(out).pixels.shape == (480, 480, 3)
+
+
+def test_stop_leaves_nothing_behind(tmp_path, faces_dir, video_swapper):
+    out = tmp_path / "out.mp4"
+    stop = threading.Event()
+
+    def progress(done, total):
+        if done >= 5:
+            stop.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        video_swapper.swap_video([faces_dir / SOURCE], faces_dir / TALK, out, progress=progress, stop=stop)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_frames_without_faces_pass_through(tmp_path, faces_dir, video_swapper):
+    from faceweave.io import read_image
+    from faceweave.video.io import VideoWriter, probe_video
+
+    dogs = read_image(faces_dir / "hard/neg_dogs.jpg").pixels[:480, :480]
+    clip = tmp_path / "dogs.mp4"
+    with VideoWriter(clip, info=probe_video(faces_dir / TALK), quality=10) as writer:
+        for _ in range(8):
+            writer.write(np.ascontiguousarray(dogs))
+    out = tmp_path / "out.mp4"
+    report = video_swapper.swap_video([faces_dir / SOURCE], clip, out)
+    assert report.frames == 8 and report.frames_with_swap == 0
+    a, _ = frames_of(clip)
+    b, _ = frames_of(out)
+    assert len(a) == len(b) and np.abs(a[3].astype(int) - b[3].astype(int)).mean() < 3
+
+
+def test_trim_outside_the_video_is_refused(tmp_path, faces_dir, video_swapper):
+    from faceweave.video.pipeline import VideoOptions
+
+    with pytest.raises(InvalidOptionError):
+        video_swapper.swap_video(
+            [faces_dir / SOURCE], faces_dir / TALK, tmp_path / "out.mp4", options=VideoOptions(start=60.0, end=70.0)
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_truncated_video_is_processed_as_far_as_it_decodes(tmp_path, faces_dir, video_swapper):
+    data = (faces_dir / TALK).read_bytes()
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(data[: int(len(data) * 0.6)])
+    out = tmp_path / "out.mp4"
+    try:
+        report = video_swapper.swap_video([faces_dir / SOURCE], cut, out)
+    except FaceweaveError:
+        assert not out.exists()  # refused with a clear error: fine too
+        return
+    assert out.is_file() and 0 < report.frames < 216

@@ -1,0 +1,74 @@
+"""Temporal smoothing, scene cuts and the face tracker."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from faceweave.video.smoothing import OneEuroFilter
+from faceweave.video.tracker import FaceTracker, frame_signature, is_scene_cut
+
+
+def test_one_euro_filter_removes_jitter_of_a_still_value():
+    rng = np.random.default_rng(0)
+    flt = OneEuroFilter(min_cutoff=1.0, beta=0.0)
+    truth = np.full((10, 2), 100.0)
+    raw = [truth + rng.normal(0, 1.0, truth.shape) for _ in range(120)]
+    out = [flt(x, t / 30.0) for t, x in enumerate(raw)]
+    jitter_raw = np.mean([np.abs(b - a).mean() for a, b in zip(raw[60:], raw[61:])])
+    jitter_out = np.mean([np.abs(b - a).mean() for a, b in zip(out[60:], out[61:])])
+    assert jitter_out < 0.3 * jitter_raw
+    assert np.abs(out[-1] - truth).max() < 1.5
+
+
+def test_one_euro_filter_follows_fast_motion_with_little_lag():
+    flt = OneEuroFilter(min_cutoff=1.0, beta=0.5)
+    out = None
+    for t in range(60):
+        x = np.array([10.0 * t])  # 300 px/s
+        out = flt(x, t / 30.0)
+    assert abs(float(out[0]) - 590.0) < 15.0
+
+
+def test_one_euro_filter_reset_and_first_value():
+    flt = OneEuroFilter()
+    first = flt(np.array([5.0, 6.0]), 0.0)
+    np.testing.assert_allclose(first, [5.0, 6.0])
+    flt(np.array([50.0, 60.0]), 0.1)
+    flt.reset()
+    np.testing.assert_allclose(flt(np.array([1.0, 2.0]), 0.2), [1.0, 2.0])
+    # a time that does not move forward restarts the filter instead of dividing by zero
+    np.testing.assert_allclose(flt(np.array([3.0, 3.0]), 0.2), [3.0, 3.0])
+
+
+def test_scene_cut_detection():
+    rng = np.random.default_rng(1)
+    a = np.full((360, 640, 3), 120, np.uint8)
+    a_noisy = np.clip(a + rng.normal(0, 3, a.shape), 0, 255).astype(np.uint8)
+    b = np.zeros_like(a)
+    b[:, :, 2] = 220
+    assert not is_scene_cut(None, frame_signature(a))
+    assert not is_scene_cut(frame_signature(a), frame_signature(a_noisy))
+    assert is_scene_cut(frame_signature(a), frame_signature(b))
+
+
+@pytest.mark.slow
+def test_tracker_keeps_ids_and_detects_on_schedule(faces_dir):
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.io import read_image
+
+    pixels = read_image(faces_dir / "group/fr_two_people.jpg").pixels
+    with FaceAnalyser() as analyser:
+        tracker = FaceTracker(analyser, detect_every=3)
+        ids = []
+        for i in range(7):
+            shifted = np.roll(pixels, 2 * i, axis=1)  # a slow pan
+            tracks = tracker.update(np.ascontiguousarray(shifted), i / 25.0)
+            ids.append(sorted(t.id for t in tracks))
+        assert all(len(frame_ids) == 2 for frame_ids in ids)
+        assert all(frame_ids == ids[0] for frame_ids in ids)  # the same two faces all along
+        # a cut to another picture: tracks restart with new ids
+        other = read_image(faces_dir / "single/biden2.jpg").pixels
+        tracks = tracker.update(other, 8 / 25.0)
+        assert tracker.scene_cuts == 1
+        assert len(tracks) == 1 and tracks[0].id not in ids[0]
