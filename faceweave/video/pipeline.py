@@ -176,7 +176,7 @@ class VideoSwapper:
 
         reader = VideoReader(target, start=options.start, end=options.end, fps=options.fps, scale=options.scale)
         info = reader.info
-        total = info.frame_count
+        total = reader.expected_frames
 
         def put(q: queue.Queue, item) -> bool:
             while not stop.is_set():
