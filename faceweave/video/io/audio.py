@@ -1,0 +1,212 @@
+"""Audio from another file into the output: packets copied untouched, or decoded, cut and re-encoded."""
+
+from __future__ import annotations
+
+import math
+import os
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import av
+import av.error
+import numpy as np
+
+from faceweave.video.io.formats import _AUDIO_BITRATE, _AUDIO_COPY, _AUDIO_ENCODERS
+from faceweave.video.io.probe import _check_file, _open_error, _url
+from faceweave.video.io.reader import _EPS
+
+if TYPE_CHECKING:
+    from faceweave.video.io.writer import VideoWriter
+
+#: seconds of audio decoded (and dropped) before the window, so that it starts clean
+_AUDIO_WARM_UP = 0.2
+
+
+class _AudioSource:
+    """The first audio stream of ``audio_from``, open for reading."""
+
+    def __init__(self, container, stream, origin: float) -> None:
+        self.container, self.stream, self.origin = container, stream, origin
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> _AudioSource | None:
+        """``None`` when the file has no audio stream."""
+        label = os.fsdecode(os.fspath(path))
+        what = f"audio source '{label}'"
+        _check_file(Path(label), what, allow_gif=False)
+        try:
+            container = av.open(_url(label), metadata_errors="replace")
+        except av.error.FFmpegError as exc:
+            raise _open_error(Path(label), what, exc) from None
+        if not container.streams.audio:
+            container.close()
+            return None
+        video = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
+        # source times are measured from the first video frame, like VideoFrame.time
+        origin = float(video[0].start_time * video[0].time_base) if video and video[0].start_time is not None else 0.0
+        return cls(container, container.streams.audio[0], origin)
+
+    def attach(self, out, writer: VideoWriter):
+        """Add the audio stream to ``out``: a copy when the container takes the codec, else an encoder."""
+        start, end = writer._audio_window
+        t0 = writer._first_time if writer._first_time is not None else start
+        low = max(start, t0)
+        if low > _AUDIO_WARM_UP:  # seek a little before: a decoder starting cold glitches
+            ticks = int((low - _AUDIO_WARM_UP + self.origin) / self.stream.time_base)
+            try:
+                self.container.seek(ticks, stream=self.stream, backward=True)
+            except av.error.FFmpegError:
+                pass  # read from the start; packets before the window are skipped
+        if self.stream.codec_context.name in _AUDIO_COPY[writer.kind]:
+            return _AudioCopy(self, out, t0, low, end)
+        return _AudioEncode(self, out, _AUDIO_ENCODERS[writer.kind], t0, low, end)
+
+    def close(self) -> None:
+        self.container.close()
+
+
+class _AudioCopy:
+    """Audio packets copied untouched, shifted so that source time ``t0`` is 0."""
+
+    def __init__(self, source: _AudioSource, out, t0: float, low: float, end: float | None) -> None:
+        self.source, self.out_container = source, out
+        self.stream = out.add_stream_from_template(source.stream)
+        self.t0, self.low, self.end = t0, low, end
+        self.tb = source.stream.time_base
+        self.shift = round((t0 + source.origin) / self.tb)
+        self.packets = source.container.demux(source.stream)
+        self.pending = None
+        self.done = False
+
+    def feed(self, until: float) -> None:
+        """Copy the packets that start before output time ``until``."""
+        while not self.done:
+            packet = self.pending if self.pending is not None else self._next()
+            if packet is None:
+                return
+            start = float((packet.pts - self.shift) * self.tb)
+            if start >= until - _EPS:
+                self.pending = packet
+                return
+            self.pending = None
+            if self.end is not None and start + self.t0 >= self.end - _EPS:
+                self.done = True
+                return
+            if start < -_EPS or start + self.t0 < self.low - _EPS:
+                continue  # before the first frame or the window: audio starts at most one packet late
+            packet.pts -= self.shift
+            packet.dts = packet.pts if packet.dts is None else packet.dts - self.shift
+            packet.stream = self.stream
+            self.out_container.mux(packet)
+
+    def _next(self):
+        try:
+            for packet in self.packets:
+                if packet.pts is not None and packet.size:
+                    return packet
+        except av.error.FFmpegError:
+            pass  # damaged audio ends the audio
+        self.done = True
+        return None
+
+    def finish(self, end: float) -> None:
+        self.feed(end)
+
+    def close(self) -> None:
+        self.source.close()
+
+
+class _AudioEncode:
+    """Audio decoded, cut to the window, resampled and encoded (AAC or Opus)."""
+
+    def __init__(self, source: _AudioSource, out, codec: str, t0: float, low: float, end: float | None) -> None:
+        self.source, self.out_container = source, out
+        src = source.stream.codec_context
+        rates = av.codec.Codec(codec, "w").audio_rates or ()
+        rate = src.sample_rate if src.sample_rate in rates else 48_000
+        layout = "stereo" if src.channels >= 2 else "mono"
+        formats = [f.name for f in av.codec.Codec(codec, "w").audio_formats]
+        fmt = next((f for f in ("fltp", "flt") if f in formats), formats[0])
+        self.stream = out.add_stream(codec, rate=rate, layout=layout, format=fmt)
+        self.stream.bit_rate = _AUDIO_BITRATE[codec]
+        self.stream.time_base = Fraction(1, rate)
+        self.resampler = av.AudioResampler(
+            format=fmt, layout=layout, rate=rate, frame_size=1024 if codec == "aac" else 960
+        )
+        self.rate, self.t0, self.low, self.end = rate, t0, low, end
+        self.frames = source.container.decode(source.stream)
+        self.pending = None
+        self.next_pts: int | None = None
+        self.done = False
+
+    def feed(self, until: float, *, final: bool = False) -> None:
+        """Encode the audio that ends before output time ``until`` (all up to it when ``final``)."""
+        while not self.done:
+            frame = self.pending if self.pending is not None else self._next()
+            if frame is None:
+                return
+            start = float(frame.pts * frame.time_base) - self.source.origin - self.t0
+            stop = start + frame.samples / frame.sample_rate
+            if (stop if not final else start) > until + _EPS:
+                self.pending = frame
+                return
+            self.pending = None
+            hi = until if final else math.inf
+            if self.end is not None:
+                hi = min(hi, self.end - self.t0)
+            if start >= hi - _EPS:
+                self.done = True
+                return
+            self._encode(self._cut(frame, start, max(self.low - self.t0, 0.0), hi), start)
+
+    def _next(self):
+        try:
+            for frame in self.frames:
+                if frame.pts is not None:
+                    return frame
+        except av.error.FFmpegError:
+            pass  # damaged audio ends the audio
+        self.done = True
+        return None
+
+    @staticmethod
+    def _cut(frame, start: float, lo: float, hi: float):
+        """The part of ``frame`` (starting at output time ``start``) inside ``[lo, hi)``, or ``None``."""
+        rate, n = frame.sample_rate, frame.samples
+        first = max(0, math.ceil((lo - start) * rate - _EPS))
+        last = n if hi == math.inf else min(n, math.floor((hi - start) * rate + _EPS))
+        if first >= last:
+            return None
+        if (first, last) == (0, n):
+            return frame
+        array = frame.to_ndarray()
+        channels = len(frame.layout.channels)
+        part = array[:, first:last] if frame.format.is_planar else array[:, first * channels : last * channels]
+        cut = av.AudioFrame.from_ndarray(np.ascontiguousarray(part), format=frame.format.name, layout=frame.layout.name)
+        cut.sample_rate = rate
+        cut.pts = None
+        return cut
+
+    def _encode(self, frame, start: float) -> None:
+        if frame is None:
+            return
+        if self.next_pts is None:
+            self.next_pts = max(0, round(max(start, self.low - self.t0) * self.rate))
+        frame.pts = None
+        self._emit(self.resampler.resample(frame))
+
+    def _emit(self, frames) -> None:
+        for out in frames:
+            out.pts, out.time_base = self.next_pts, Fraction(1, self.rate)
+            self.next_pts += out.samples
+            self.out_container.mux(self.stream.encode(out))
+
+    def finish(self, end: float) -> None:
+        self.feed(end, final=True)
+        if self.next_pts is not None:
+            self._emit(self.resampler.resample(None))
+        self.out_container.mux(self.stream.encode(None))
+
+    def close(self) -> None:
+        self.source.close()

@@ -1,0 +1,189 @@
+"""Where the writer's frames go: an FFmpeg container (:class:`_AvSink`) or PNG files (:class:`_PngSink`).
+
+Also the pure helpers that build encoder options and colour tags.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import zipfile
+from contextlib import suppress
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import av
+import av.error
+import cv2
+import numpy as np
+from PIL import Image as PILImage
+
+from faceweave.errors import OutputError
+from faceweave.io.atomic import atomic_output
+from faceweave.video.io.formats import _MUXERS, _VP9_SPEED
+from faceweave.video.io.probe import _url
+
+if TYPE_CHECKING:
+    from faceweave.video.io.audio import _AudioCopy, _AudioEncode, _AudioSource
+    from faceweave.video.io.writer import VideoWriter
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or " ".join(str(exc).split()) or type(exc).__name__
+
+
+class _AvSink:
+    """Frames -> an FFmpeg container (video, and audio from another file)."""
+
+    def __init__(self, writer: VideoWriter, audio: _AudioSource | None) -> None:
+        self.writer = writer
+        self.audio_source = audio
+        self.audio: _AudioCopy | _AudioEncode | None = None
+        self.stream = None
+        suffix = ".tmp" + writer.path.suffix.lower()
+        try:
+            writer.path.parent.mkdir(parents=True, exist_ok=True)
+            self._atomic = atomic_output(writer.path, suffix)
+            temp = self._atomic.__enter__()
+        except OSError as exc:
+            raise OutputError(f"cannot write video '{writer.path}': {_reason(exc)}") from exc
+        options = {"movflags": "+faststart"} if writer.kind in ("mp4", "mov") else {}
+        try:
+            self.container = av.open(_url(temp), "w", format=_MUXERS[writer.kind], options=options)
+        except av.error.FFmpegError as exc:
+            self._atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise OutputError(f"cannot write video '{writer.path}': {_reason(exc)}") from exc
+
+    def _open(self, width: int, height: int) -> None:
+        w = self.writer
+        if w.kind == "gif":
+            stream = self.container.add_stream("gif", rate=w._rate)
+            stream.pix_fmt = "pal8"
+        else:
+            name = {"h264": "libx264", "h265": "libx265"}[w._codec] if w.kind != "webm" else "libvpx-vp9"
+            options = _encoder_options(name, w._quality, w._preset)
+            stream = self.container.add_stream(name, rate=w._rate, options=options)
+            stream.pix_fmt = "yuv420p"
+            if name == "libx265" and w.kind in ("mp4", "mov"):
+                stream.codec_tag = "hvc1"  # plays in QuickTime and browsers
+            if w.info.pixel_aspect != 1:
+                stream.codec_context.sample_aspect_ratio = w.info.pixel_aspect
+            for key, value in _color_tags(height).items():
+                setattr(stream.codec_context, key, value)
+        stream.width, stream.height = width, height
+        stream.time_base = w._time_base
+        stream.codec_context.time_base = w._time_base
+        self.stream = stream
+        if self.audio_source is not None:
+            self.audio = self.audio_source.attach(self.container, w)
+            self.audio_source = None
+
+    def add(self, pixels: np.ndarray, pts: int, index: int) -> None:
+        if self.stream is None:
+            self._open(pixels.shape[1], pixels.shape[0])
+        if self.writer.kind == "gif":
+            frame = _palette_frame(pixels)
+        else:
+            frame = av.VideoFrame.from_ndarray(pixels, format="rgb24").reformat(
+                format="yuv420p", dst_colorspace=_sws_colorspace(pixels.shape[0]), dst_color_range="MPEG"
+            )
+        frame.pts, frame.time_base = pts, self.writer._time_base
+        frame.duration = self.writer.frame_duration
+        self.container.mux(self.stream.encode(frame))
+        if self.audio is not None:
+            self.audio.feed(float((pts + frame.duration) * self.writer._time_base))
+
+    def finish(self, end: float) -> None:
+        self.container.mux(self.stream.encode(None))
+        if self.audio is not None:
+            self.audio.finish(end)
+            self.audio.close()
+            self.audio = None
+        self.container.close()
+        self._atomic.__exit__(None, None, None)
+
+    def abort(self, exc: BaseException | None) -> None:
+        exc = exc if exc is not None else OutputError(f"video '{self.writer.path}' was abandoned")
+        for resource in (self.audio, self.audio_source):
+            if resource is not None:
+                resource.close()
+        with suppress(Exception):  # the file is being thrown away
+            self.container.close()
+        self._atomic.__exit__(type(exc), exc, exc.__traceback__)
+
+
+def _encoder_options(name: str, quality: int, preset: str) -> dict[str, str]:
+    if name == "libvpx-vp9":
+        deadline, cpu_used = _VP9_SPEED[preset]
+        crf = min(63, round(1.4 * quality))
+        return {"crf": str(crf), "b": "0", "deadline": deadline, "cpu-used": str(cpu_used), "row-mt": "1"}
+    options = {"crf": str(quality), "preset": preset}
+    if name == "libx265":
+        options["x265-params"] = "log-level=error"
+    return options
+
+
+def _color_tags(height: int) -> dict[str, int]:
+    """BT.709 for HD (720 lines and more), BT.601 (SMPTE 170M) below, as players assume when untagged;
+    limited range.  (FFmpeg's AVColorSpace / AVColorPrimaries / AVColorTransferCharacteristic codes.)"""
+    code = 1 if height >= 720 else 6
+    return {"colorspace": code, "color_primaries": code, "color_trc": code, "color_range": 1}
+
+
+def _sws_colorspace(height: int) -> str:
+    """The matrix that goes with :func:`_color_tags`, by swscale's name."""
+    return "ITU709" if height >= 720 else "ITU601"
+
+
+def _palette_frame(pixels: np.ndarray):
+    """RGB -> a pal8 frame with its own 256-colour palette (median cut, no dithering)."""
+    image = PILImage.fromarray(np.ascontiguousarray(pixels)).quantize(256, method=PILImage.Quantize.MEDIANCUT)
+    palette = np.zeros((256, 4), np.uint8)
+    rgb = np.frombuffer(bytes(image.getpalette()[: 256 * 3]), np.uint8).reshape(-1, 3)
+    palette[: len(rgb), 1:] = rgb
+    palette[: len(rgb), 0] = 255  # ARGB, opaque
+    return av.VideoFrame.from_ndarray((np.asarray(image, np.uint8), palette), format="pal8")
+
+
+class _PngSink:
+    """Frames -> PNG files in a folder, or in a ZIP (stored: PNG is compressed already)."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        self.path, self.kind = path, kind
+        self._zip = self._atomic = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if kind == "png_zip":
+                self._atomic = atomic_output(path, ".tmp.zip")
+                self._zip = zipfile.ZipFile(self._atomic.__enter__(), "w", zipfile.ZIP_STORED)
+            else:
+                self._dir = Path(tempfile.mkdtemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=path.parent))
+        except OSError as exc:
+            raise OutputError(f"cannot write PNG frames to '{path}': {_reason(exc)}") from exc
+
+    def add(self, pixels: np.ndarray, pts: int, index: int) -> None:
+        ok, data = cv2.imencode(".png", np.ascontiguousarray(pixels[..., ::-1]), [cv2.IMWRITE_PNG_COMPRESSION, 3])
+        if not ok:
+            raise OSError(f"PNG encoding failed for frame {index}")
+        name = f"frame_{index:06d}.png"
+        if self._zip is not None:
+            self._zip.writestr(name, data.tobytes())
+        else:
+            (self._dir / name).write_bytes(data.tobytes())
+
+    def finish(self, end: float) -> None:
+        if self._zip is not None:
+            self._zip.close()
+            self._atomic.__exit__(None, None, None)
+        else:
+            os.replace(self._dir, self.path)  # an empty folder under the name is replaced
+
+    def abort(self, exc: BaseException | None) -> None:
+        if self._zip is not None:
+            exc = exc if exc is not None else OutputError(f"'{self.path}' was abandoned")
+            with suppress(Exception):  # the file is being thrown away
+                self._zip.close()
+            self._atomic.__exit__(type(exc), exc, exc.__traceback__)
+        else:
+            shutil.rmtree(self._dir, ignore_errors=True)
