@@ -120,7 +120,7 @@ class VideoSwapper:
         face to swap.  Returns the index of the frame written."""
         prepared = self.swapper.load_sources(sources)
         ref = self._reference(reference)
-        tracker = FaceTracker(self.swapper.analyser, detect_every=1)
+        tracker = FaceTracker(self.swapper.analyser, detect_every=1, small_faces=self._small_faces())
         last = None
         with VideoReader(target, start=options.start, end=options.end, fps=options.fps, scale=options.scale) as reader:
             for frame in reader:
@@ -134,6 +134,13 @@ class VideoSwapper:
         if frame_index is not None:
             raise NoMatchingFaceError(f"the video has no frame {frame_index} (it has {0 if last is None else last.index + 1})")
         raise NoFaceError(f"no face to swap found in any frame of {target}", role="target", path=str(target))
+
+    def _small_faces(self) -> bool:
+        """Whether detection needs the tiled small-face pass: not when only
+        the largest face is swapped."""
+        sel = self.swapper.options.selection
+        only_largest = sel.mode == "one" and sel.order == "large-small"
+        return self.swapper.options.analysis.small_faces and not only_largest
 
     def _reference(self, reference: ImageInput | None) -> np.ndarray | None:
         if self.swapper.options.selection.mode != "reference":
@@ -167,7 +174,7 @@ class VideoSwapper:
         output = Path(output)
         prepared = self.swapper.load_sources(sources)
         ref = self._reference(reference)
-        tracker = FaceTracker(self.swapper.analyser, detect_every=options.detect_every)
+        tracker = FaceTracker(self.swapper.analyser, detect_every=options.detect_every, small_faces=self._small_faces())
         stop = stop or threading.Event()
         timings: dict[str, float] = {}
         frames_in: queue.Queue = queue.Queue(maxsize=options.queue_size)
