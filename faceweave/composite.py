@@ -212,8 +212,8 @@ def composite(
     Masks are smooth, so they are built at half resolution and resized;
     colour and the multi-band blend run at full resolution."""
     full = target.size
-    face_lab = color.to_lab(out.face)
-    bg_lab = color.to_lab(out.background)
+    face_lab_h = color.to_lab(_half(out.face))
+    bg_lab_h = color.to_lab(_half(out.background))
 
     # -- masks at half resolution -------------------------------------------------
     size = (full[0] // 2, full[1] // 2)
@@ -235,7 +235,6 @@ def composite(
     if mask_options.occlusion:
         # the target's own hair, hands or glasses in front of its face stay in
         # front; its brows, eyes, lips and beard are not occluders
-        bg_lab_h = _half(bg_lab)
         rim = face_rim(size, mesh, fs, inner_scale=TARGET_HAIR_RIM)
         # in the middle of the face only colours far from skin count (a
         # shadow beside the nose is not an occluder, a microphone is)
@@ -278,18 +277,30 @@ def composite(
     paste = np.maximum(cv2.resize(paste_h, full, interpolation=cv2.INTER_LINEAR), out.changed)
 
     # -- colour: statistics on skin both sides can see, then low-frequency shading --
-    s_mu, s_sd = color.masked_stats(_half(face_lab), stat_mask)
-    t_mu, t_sd = color.masked_stats(_half(bg_lab), stat_mask)
-    matched = color.apply_statistics(face_lab, (s_mu, s_sd), (t_mu, t_sd), max_gain=MAX_CONTRAST_GAIN)
+    s_stats = color.masked_stats(face_lab_h, stat_mask)
+    t_stats = color.masked_stats(bg_lab_h, stat_mask)
     # a light from one side on the source but not on the target (or the other
     # way round) is lighting, not identity: then take more of the target's shading
-    gap = abs(side_lighting(_half(face_lab), mesh, stat_mask) - side_lighting(_half(bg_lab), mesh, stat_mask))
+    gap = abs(side_lighting(face_lab_h, mesh, stat_mask) - side_lighting(bg_lab_h, mesh, stat_mask))
     amount = float(np.clip(shading + gap / SIDE_LIGHT_SPAN, shading, 1.0))
-    shaded = color.transfer_shading(
-        matched, shade_region, bg_lab, shade_region, sigma=SHADING_SIGMA * target.face_size, amount=amount
-    )
-    face_rgb = color.to_rgb(shaded)
-    front = np.where(out.coverage[..., None] > 0.5, face_rgb, out.background).astype(np.float32)
-    blended = laplacian_blend(front, out.background.astype(np.float32), mask, levels=BLEND_LEVELS)
-    pixels = np.clip(blended + 0.5, 0, 255).astype(np.uint8)
+
+    # -- full resolution, only around the face: the blend's support is the mask
+    # grown by the coarsest pyramid level --
+    x, y, w, h = cv2.boundingRect((mask > 0.002).astype(np.uint8))
+    pixels = out.background.copy()
+    if w > 0 and h > 0:
+        margin = 2 ** BLEND_LEVELS
+        x0, y0 = max(x - margin, 0), max(y - margin, 0)
+        x1, y1 = min(x + w + margin, full[0]), min(y + h + margin, full[1])
+        roi = (slice(y0, y1), slice(x0, x1))
+        face_lab = color.to_lab(out.face[roi])
+        bg_lab = color.to_lab(out.background[roi])
+        matched = color.apply_statistics(face_lab, s_stats, t_stats, max_gain=MAX_CONTRAST_GAIN)
+        shaded = color.transfer_shading(
+            matched, shade_region[roi], bg_lab, shade_region[roi], sigma=SHADING_SIGMA * target.face_size, amount=amount
+        )
+        background = out.background[roi].astype(np.float32)
+        front = np.where(out.coverage[roi][..., None] > 0.5, color.to_rgb(shaded), background).astype(np.float32)
+        blended = laplacian_blend(front, background, mask[roi], levels=BLEND_LEVELS)
+        pixels[roi] = np.clip(blended + 0.5, 0, 255).astype(np.uint8)
     return Composite(pixels=pixels, mask=mask, paste=np.clip(paste, 0.0, 1.0), detail=detail)
