@@ -114,3 +114,8 @@ def test_truncated_video_is_processed_as_far_as_it_decodes(tmp_path, faces_dir, 
         assert not out.exists()  # refused with a clear error: fine too
         return
     assert out.is_file() and 0 < report.frames < 216
+
+
+def test_prepared_sources_are_reused(faces_dir, video_swapper):
+    prepared = video_swapper.prepare_sources([faces_dir / SOURCE])
+    assert video_swapper.prepare_sources(prepared) == prepared

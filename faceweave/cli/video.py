@@ -45,8 +45,9 @@ def swap_video(
     )
     with FaceSwapper(options) as swapper:
         video = VideoSwapper(swapper)
+        prepared = video.prepare_sources(sources)
         if preview is not None:
-            index = video.preview(sources, target, preview, reference=reference_face, frame_index=preview_frame, options=video_options)
+            index = video.preview(prepared, target, preview, reference=reference_face, frame_index=preview_frame, options=video_options)
             if not json_output:
                 term.line(f"preview: frame {index} -> {preview}")
         columns = (
@@ -65,7 +66,7 @@ def swap_video(
                 rate = f"{done / (now - first):.1f}" if now > first else "-"
                 bar.update(task, completed=done, total=total, fps=rate)
 
-            report = video.swap_video(sources, target, output, reference=reference_face, options=video_options, progress=progress)
+            report = video.swap_video(prepared, target, output, reference=reference_face, options=video_options, progress=progress)
     if json_output:
         term.json({
             "output": str(report.output),

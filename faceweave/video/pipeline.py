@@ -108,7 +108,7 @@ class VideoSwapper:
     # -- preview --------------------------------------------------------------
     def preview(
         self,
-        sources: Sequence[ImageInput],
+        sources: Sequence[ImageInput] | Sequence[SourceFace],
         target: str | Path,
         output: str | Path,
         *,
@@ -118,7 +118,7 @@ class VideoSwapper:
     ) -> int:
         """Write one swapped frame: ``frame_index`` or the first frame with a
         face to swap.  Returns the index of the frame written."""
-        prepared = self.swapper.load_sources(sources)
+        prepared = self.prepare_sources(sources)
         ref = self._reference(reference)
         tracker = FaceTracker(self.swapper.analyser, detect_every=1, small_faces=self._small_faces())
         last = None
@@ -134,6 +134,13 @@ class VideoSwapper:
         if frame_index is not None:
             raise NoMatchingFaceError(f"the video has no frame {frame_index} (it has {0 if last is None else last.index + 1})")
         raise NoFaceError(f"no face to swap found in any frame of {target}", role="target", path=str(target))
+
+    def prepare_sources(self, sources: Sequence[ImageInput] | Sequence[SourceFace]) -> list[SourceFace]:
+        """Source photos prepared once (already prepared ones pass through),
+        so a preview and the whole run share them."""
+        if sources and all(isinstance(s, SourceFace) for s in sources):
+            return list(sources)
+        return self.swapper.load_sources(sources)
 
     def _small_faces(self) -> bool:
         """Whether detection needs the tiled small-face pass: not when only
@@ -154,7 +161,7 @@ class VideoSwapper:
     # -- whole video ----------------------------------------------------------
     def swap_video(
         self,
-        sources: Sequence[ImageInput],
+        sources: Sequence[ImageInput] | Sequence[SourceFace],
         target: str | Path,
         output: str | Path,
         *,
@@ -172,7 +179,7 @@ class VideoSwapper:
         name."""
         started = time.perf_counter()
         output = Path(output)
-        prepared = self.swapper.load_sources(sources)
+        prepared = self.prepare_sources(sources)
         ref = self._reference(reference)
         tracker = FaceTracker(self.swapper.analyser, detect_every=options.detect_every, small_faces=self._small_faces())
         stop = stop or threading.Event()
