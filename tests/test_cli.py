@@ -182,3 +182,11 @@ def test_faces_lists_faces_and_writes_debug_image(tmp_path, faces_dir):
     assert set(faces[0]) >= {"box", "size", "score", "yaw", "pitch", "roll"}
     with Image.open(debug) as drawn:
         assert drawn.size == (listing["width"], listing["height"])
+
+
+@pytest.mark.slow
+def test_video_output_for_a_target_without_video_says_what_it_is(tmp_path, faces_dir):
+    out = tmp_path / "out.mp4"
+    proc = faceweave("swap", "-s", faces_dir / "single/biden2.jpg", "-t", faces_dir / "single/biden2.jpg", "-o", out)
+    assert_clean_error(proc, 2, "is an image")
+    assert list(tmp_path.iterdir()) == []

@@ -41,6 +41,19 @@ def target_is_video(path: Path) -> bool:
     return path.is_file() and probe_kind(path) == "video"
 
 
+def wants_video_output(path: Path) -> bool:
+    """Whether ``path`` names a video output rather than an image."""
+    from faceweave.video.io import check_video_output
+
+    if path.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff"):
+        return False
+    try:
+        check_video_output(path)
+    except InvalidOptionError:
+        return False
+    return True
+
+
 def check_video_output_path(path: Path, *, flag: str) -> None:
     """Raise :class:`InvalidOptionError` unless ``path`` is a video output the
     writer supports; called before any work."""

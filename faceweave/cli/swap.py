@@ -15,6 +15,7 @@ from faceweave.cli.common import (
     refuse_video,
     swap_options,
     target_is_video,
+    wants_video_output,
 )
 from faceweave.errors import InvalidOptionError
 from faceweave.options import FACE_ORDERS, SELECTION_MODES, SwapOptions
@@ -55,6 +56,13 @@ def swap_command(
 
     def body(term: console.Terminal) -> int:
         is_video = target_is_video(target)
+        if not is_video and target.is_file() and wants_video_output(output):
+            # a video output for a target that does not look like a video:
+            # probing says exactly what it is (audio only, an image, corrupt)
+            from faceweave.video.io import probe_video
+
+            probe_video(target)
+            is_video = True
         if is_video:
             check_video_output_path(output, flag="--output")
             if preview is not None:
