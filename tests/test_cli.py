@@ -185,8 +185,25 @@ def test_faces_lists_faces_and_writes_debug_image(tmp_path, faces_dir):
 
 
 @pytest.mark.slow
-def test_video_output_for_a_target_without_video_says_what_it_is(tmp_path, faces_dir):
+def test_video_output_for_a_photo_target_is_refused(tmp_path, faces_dir):
     out = tmp_path / "out.mp4"
     proc = faceweave("swap", "-s", faces_dir / "single/biden2.jpg", "-t", faces_dir / "single/biden2.jpg", "-o", out)
-    assert_clean_error(proc, 2, "is an image")
+    assert_clean_error(proc, 2, "out.mp4", "target is a photo")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_video_output_for_an_audio_only_target_says_what_it_is(tmp_path, faces_dir):
+    import av
+
+    audio = tmp_path / "audio.m4a"
+    with av.open(str(faces_dir / "video/lp_d18_talking_face.mp4")) as src, av.open(str(audio), "w") as dst:
+        stream = dst.add_stream_from_template(src.streams.audio[0])
+        for packet in src.demux(src.streams.audio[0]):
+            if packet.dts is not None:
+                packet.stream = stream
+                dst.mux(packet)
+    out = tmp_path / "out.mp4"
+    proc = faceweave("swap", "-s", faces_dir / "single/biden2.jpg", "-t", audio, "-o", out)
+    assert_clean_error(proc, 2, "no video stream")
+    assert not out.exists()

@@ -57,8 +57,15 @@ def swap_command(
     def body(term: console.Terminal) -> int:
         is_video = target_is_video(target)
         if not is_video and target.is_file() and wants_video_output(output):
-            # a video output for a target that does not look like a video:
-            # probing says exactly what it is (audio only, an image, corrupt)
+            from faceweave.io import WRITE_FORMATS, probe_kind
+
+            if probe_kind(target) == "image":
+                raise InvalidOptionError(
+                    f"--output {output}: '{output.suffix or output.name}' is a video output but the target is a photo;"
+                    f" use one of {' '.join(WRITE_FORMATS)}"
+                )
+            # not an image and not recognised as a video: probing says exactly
+            # what it is (audio only, corrupt, ...)
             from faceweave.video.io import probe_video
 
             probe_video(target)
