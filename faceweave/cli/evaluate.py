@@ -15,10 +15,11 @@ _DEFAULTS = SwapOptions()
 
 
 def evaluate_command(
-    data_dir: Annotated[Path, typer.Argument(metavar="DATA_DIR", help="Folder of test photos (e.g. ../shared/data/faces).")],
+    data_dir: Annotated[Path, typer.Argument(metavar="DATA_DIR|VIDEO", help="Folder of test photos (e.g. ../shared/data/faces), or a video to measure temporal stability on (with --source).")],
     out_dir: Annotated[Path, typer.Option("--out", metavar="DIR", help="Folder for the swapped images and the report.")],
     pairs: Annotated[int, typer.Option("--pairs", min=1, metavar="N", help="How many source/target pairs to swap.")] = 30,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the pair sampling.")] = 0,
+    source: Annotated[Optional[Path], typer.Option("--source", "-s", metavar="PHOTO", help="Video mode: the source photo to swap in.")] = None,
     working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); larger is slower.")] = None,
     max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).")] = None,
     no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.")] = False,
@@ -32,6 +33,16 @@ def evaluate_command(
             working_size=working_size, max_pixels=max_pixels,
             occlusion=not no_occlusion, mouth_mask=not no_mouth_mask,
         )
+        if data_dir.is_file():
+            from faceweave.cli.common import refuse_video, target_is_video
+            from faceweave.errors import InvalidOptionError, UnsupportedFormatError
+
+            if not target_is_video(data_dir):
+                raise UnsupportedFormatError(f"{data_dir} is neither a folder of test photos nor a video")
+            if source is None:
+                raise InvalidOptionError("evaluating a video needs --source PHOTO")
+            refuse_video(source, role="source")
+            return _evaluate_video(term, options, data_dir, source, out_dir)
         if not data_dir.is_dir():
             from faceweave.errors import UnreadableFileError
 
@@ -39,6 +50,16 @@ def evaluate_command(
         return _evaluate(term, options, data_dir, out_dir, pairs=pairs, seed=seed)
 
     raise typer.Exit(console.run(verbose, body))
+
+
+def _evaluate_video(term: console.Terminal, options, video: Path, source: Path, out_dir: Path) -> int:
+    from faceweave.evaluate.video import evaluate_video, format_video_summary
+    from faceweave.pipeline import FaceSwapper
+
+    with FaceSwapper(options) as swapper:
+        evaluation = evaluate_video(video, source, out_dir, swapper=swapper)
+    term.line(format_video_summary(evaluation, video))
+    return console.EXIT_OK
 
 
 def _evaluate(term: console.Terminal, options, data_dir: Path, out_dir: Path, *, pairs: int, seed: int) -> int:
