@@ -1,4 +1,4 @@
-"""The ``faceweave`` command line: ``swap``, ``faces`` and ``evaluate``.
+"""The ``faceweave`` command line: ``swap``, ``batch``, ``faces`` and ``evaluate``.
 
 Each command lives in its own module as a plain function with typer
 annotations; this module builds the typer app from them.  Heavy modules
@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from faceweave.cli.batch import batch_command
 from faceweave.cli.evaluate import evaluate_command
 from faceweave.cli.faces import faces_command
 from faceweave.cli.swap import swap_command
@@ -49,6 +50,7 @@ def build_app() -> typer.Typer:
     )
     app.callback()(_root)
     app.command("swap", no_args_is_help=True)(swap_command)
+    app.command("batch", no_args_is_help=True)(batch_command)
     app.command("faces", no_args_is_help=True)(faces_command)
     app.command("evaluate", no_args_is_help=True)(evaluate_command)
     return app

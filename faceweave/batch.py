@@ -1,0 +1,119 @@
+"""Batch jobs: many targets (photos or videos, from glob patterns) swapped
+with one set of models and one prepared source, each written to a name made
+from a template.  A bad file does not stop the batch; the report says which
+failed and why."""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from faceweave.errors import FaceweaveError, InvalidOptionError, NoFaceError, NoMatchingFaceError
+from faceweave.io import probe_kind, read_image, write_image
+from faceweave.pipeline import FaceSwapper, ImageInput
+from faceweave.selection import select_faces
+
+PLACEHOLDERS = ("{name}", "{index}", "{source_name}")
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One target of a batch and where its result goes."""
+
+    index: int
+    target: Path
+    output: Path
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    item: BatchItem
+    ok: bool
+    message: str
+
+
+def expand_targets(patterns: Sequence[str]) -> list[Path]:
+    """Files matched by the glob patterns (``**`` recursive), sorted, each
+    once; a pattern that matches nothing is an error naming it."""
+    found: list[Path] = []
+    for pattern in patterns:
+        matches = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True) if Path(p).is_file())
+        if not matches:
+            raise InvalidOptionError(f"--target {pattern!r} matches no file")
+        found += [m for m in matches if m not in found]
+    return found
+
+
+def plan_batch(targets: Sequence[Path], template: str, *, source_name: str) -> list[BatchItem]:
+    """The output path of every target from ``template`` with ``{name}``
+    (target file name without extension), ``{index}`` (position, from 0) and
+    ``{source_name}``; two targets may not map to the same output."""
+    if "{name}" not in template and "{index}" not in template and len(targets) > 1:
+        raise InvalidOptionError(
+            f"--output {template!r} would give every target the same name; use {{name}} or {{index}} in it"
+        )
+    items, seen = [], {}
+    for index, target in enumerate(targets):
+        try:
+            rendered = template.format(name=target.stem, index=index, source_name=source_name)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise InvalidOptionError(
+                f"--output {template!r}: unknown placeholder {exc}; use {', '.join(PLACEHOLDERS)}"
+            ) from None
+        output = Path(rendered)
+        if output in seen:
+            raise InvalidOptionError(f"{seen[output]} and {target} would both be written to {output}")
+        seen[output] = target
+        items.append(BatchItem(index=index, target=target, output=output))
+    return items
+
+
+def _swap_image(swapper: FaceSwapper, sources, item: BatchItem, reference, quality: int) -> str:
+    image = read_image(item.target, max_pixels=swapper.options.max_pixels, role="target image")
+    faces = swapper.find_faces(image.pixels)
+    if not faces:
+        raise NoFaceError(f"no face found in target image {item.target}", role="target", path=str(item.target))
+    if reference is not None:
+        faces = [swapper.analyser.embed(image.pixels, f) for f in faces]
+    indices = select_faces(faces, swapper.options.selection, reference=reference)
+    pixels, swapped = swapper.swap_faces(image.pixels, faces, indices, sources)
+    write_image(item.output, pixels, alpha=image.alpha, quality=quality)
+    return f"{len(swapped)} of {len(faces)} face(s) swapped"
+
+
+def run_batch(
+    swapper: FaceSwapper,
+    sources: Sequence[ImageInput],
+    items: Sequence[BatchItem],
+    *,
+    reference: ImageInput | None = None,
+    image_quality: int = 95,
+    video_options=None,
+    on_item: Callable[[BatchOutcome], None] | None = None,
+) -> list[BatchOutcome]:
+    """Swap every item; a :class:`FaceweaveError` fails that item only."""
+    from faceweave.video.pipeline import VideoOptions, VideoSwapper
+
+    prepared = swapper.load_sources(sources)
+    ref = swapper.reference_embedding(reference) if swapper.options.selection.mode == "reference" else None
+    video = VideoSwapper(swapper)
+    outcomes = []
+    for item in items:
+        try:
+            item.output.parent.mkdir(parents=True, exist_ok=True)
+            if probe_kind(item.target) == "video":
+                report = video.swap_video(prepared, item.target, item.output, reference=reference, options=video_options or VideoOptions())
+                message = f"{report.frames} frames, faces swapped in {report.frames_with_swap}"
+            else:
+                message = _swap_image(swapper, prepared, item, ref, image_quality)
+            outcome = BatchOutcome(item=item, ok=True, message=message)
+        except (FaceweaveError, NoMatchingFaceError) as exc:
+            outcome = BatchOutcome(item=item, ok=False, message=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        except OSError as exc:
+            outcome = BatchOutcome(item=item, ok=False, message=f"cannot write {item.output}: {exc.strerror or exc}")
+        outcomes.append(outcome)
+        if on_item is not None:
+            on_item(outcome)
+    return outcomes
