@@ -1,4 +1,4 @@
-"""The ``faceweave`` command line: ``swap``, ``batch``, ``faces`` and ``evaluate``.
+"""The ``faceweave`` command line: ``swap``, ``batch``, ``faces``, ``people`` and ``evaluate``.
 
 Each command lives in its own module as a plain function with typer
 annotations; this module builds the typer app from them.  Heavy modules
@@ -15,6 +15,7 @@ import typer
 from faceweave.cli.batch import batch_command
 from faceweave.cli.evaluate import evaluate_command
 from faceweave.cli.faces import faces_command
+from faceweave.cli.people import people_command
 from faceweave.cli.swap import swap_command
 
 
@@ -52,6 +53,7 @@ def build_app() -> typer.Typer:
     app.command("swap", no_args_is_help=True)(swap_command)
     app.command("batch", no_args_is_help=True)(batch_command)
     app.command("faces", no_args_is_help=True)(faces_command)
+    app.command("people", no_args_is_help=True)(people_command)
     app.command("evaluate", no_args_is_help=True)(evaluate_command)
     return app
 

@@ -27,9 +27,9 @@ _VIDEO = "Video"
 
 
 def swap_command(
-    sources: Annotated[list[Path], typer.Option("--source", "-s", metavar="PHOTO", help="Source photo; repeat for several photos of the same person.")],
     target: Annotated[Path, typer.Option("--target", "-t", metavar="FILE", help="Photo or video whose face(s) are replaced.")],
     output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="Where to write the result: an image (.png .jpg .jpeg .webp .bmp .tif .tiff), or for a video target .mp4 .mov .mkv .webm .gif, a folder or .zip of PNG frames.")],
+    sources: Annotated[Optional[list[Path]], typer.Option("--source", "-s", metavar="PHOTO", help="Source photo; repeat for several photos of the same person.")] = None,
     faces: Annotated[Optional[str], typer.Option("--faces", metavar="MODE", help=f"Which target faces: {'|'.join(SELECTION_MODES)} (default one, or reference / index when --reference-face / --face-index is given).", rich_help_panel=_SELECT)] = None,
     reference_face: Annotated[Optional[Path], typer.Option("--reference-face", metavar="PHOTO", help="Photo of the person to replace (--faces reference).", rich_help_panel=_SELECT)] = None,
     face_index: Annotated[Optional[list[int]], typer.Option("--face-index", metavar="N", help="Position of a target face after ordering, from 0; repeatable (--faces index).", rich_help_panel=_SELECT)] = None,
@@ -41,6 +41,7 @@ def swap_command(
     working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); larger is slower.", rich_help_panel=_QUALITY)] = None,
     no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.", rich_help_panel=_QUALITY)] = False,
     no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.", rich_help_panel=_QUALITY)] = False,
+    map_: Annotated[Optional[list[str]], typer.Option("--map", metavar="INDEX=PHOTO", help="Video: swap person INDEX (see 'faceweave people') with this photo; repeatable, replaces --source.", rich_help_panel=_VIDEO)] = None,
     trim: Annotated[Optional[str], typer.Option("--trim", metavar="START-END", help="Video: only this part, e.g. 00:00:05-00:00:20 or 5-20 (seconds).", rich_help_panel=_VIDEO)] = None,
     fps: Annotated[Optional[float], typer.Option("--fps", metavar="N", min=0.1, help="Video: drop frames down to at most N per second.", rich_help_panel=_VIDEO)] = None,
     scale: Annotated[float, typer.Option("--scale", metavar="F", min=0.05, max=1.0, help="Video: resize frames by F (at most 1).", rich_help_panel=_VIDEO)] = 1.0,
@@ -90,7 +91,15 @@ def swap_command(
                 "min_face_size": min_face_size,
             },
         )
-        for path in sources:
+        sources_ = list(sources or [])
+        mapping = parse_map(map_ or [])
+        if not sources_ and not mapping:
+            raise InvalidOptionError("give a source photo with --source PHOTO (or, for a video, --map INDEX=PHOTO)")
+        if sources_ and mapping:
+            raise InvalidOptionError("give either --source or --map, not both")
+        if mapping and not is_video:
+            raise InvalidOptionError("--map is for video targets; for a photo use --source with --faces")
+        for path in [*sources_, *(p for paths in mapping.values() for p in paths)]:
             refuse_video(path, role="source")
         if reference_face is not None:
             refuse_video(reference_face, role="reference face")
@@ -98,13 +107,25 @@ def swap_command(
             from faceweave.cli.video import swap_video
 
             return swap_video(
-                term, options, sources, target, output, reference_face, trim=trim, fps=fps, scale=scale,
+                term, options, sources_, target, output, reference_face, mapping=mapping, trim=trim, fps=fps, scale=scale,
                 audio=not no_audio, codec=codec, preset=preset, quality=quality or 80, preview=preview,
                 preview_frame=preview_frame, json_output=json_output,
             )
-        return _swap(term, options, sources, target, output, reference_face, quality=quality or 95, json_output=json_output)
+        return _swap(term, options, sources_, target, output, reference_face, quality=quality or 95, json_output=json_output)
 
     raise typer.Exit(console.run(verbose, body))
+
+
+def parse_map(items: list[str]) -> dict[int, list[Path]]:
+    """``--map INDEX=PHOTO`` values as ``{index: [photos]}`` (an index may be
+    given several photos of the same person)."""
+    mapping: dict[int, list[Path]] = {}
+    for item in items:
+        index, sep, photo = item.partition("=")
+        if not sep or not index.strip().isdigit() or not photo.strip():
+            raise InvalidOptionError(f"--map {item!r}: use INDEX=PHOTO, e.g. --map 0=alice.jpg")
+        mapping.setdefault(int(index), []).append(Path(photo.strip()))
+    return mapping
 
 
 def _selection_mode(faces: str | None, reference_face: Path | None, face_index: list[int] | None) -> str:

@@ -22,6 +22,7 @@ def swap_video(
     output: Path,
     reference_face: Path | None,
     *,
+    mapping: dict[int, list[Path]] | None = None,
     trim: str | None,
     fps: float | None,
     scale: float,
@@ -45,7 +46,12 @@ def swap_video(
     )
     with FaceSwapper(options) as swapper:
         video = VideoSwapper(swapper)
-        prepared = video.prepare_sources(sources)
+        people = video.people_map(target, mapping) if mapping else None
+        prepared = video.prepare_sources(sources) if people is None else []
+        if people is not None and preview is not None:
+            from faceweave.errors import InvalidOptionError
+
+            raise InvalidOptionError("--preview is not available with --map yet")
         if preview is not None:
             index = video.preview(prepared, target, preview, reference=reference_face, frame_index=preview_frame, options=video_options)
             if not json_output:
@@ -66,7 +72,9 @@ def swap_video(
                 rate = f"{done / (now - first):.1f}" if now > first else "-"
                 bar.update(task, completed=done, total=total, fps=rate)
 
-            report = video.swap_video(prepared, target, output, reference=reference_face, options=video_options, progress=progress)
+            report = video.swap_video(
+                prepared, target, output, reference=reference_face, options=video_options, progress=progress, mapping=people
+            )
     if json_output:
         term.json({
             "output": str(report.output),

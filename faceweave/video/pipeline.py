@@ -61,6 +61,25 @@ class VideoOptions:
     queue_size: int = 8
 
 
+@dataclass(frozen=True, eq=False)
+class PeopleMap:
+    """A source per person of the video (``faceweave people`` indices):
+    ``centres`` ``(P, 128)`` the people's mean embeddings, ``sources`` the
+    prepared sources of the mapped people."""
+
+    centres: np.ndarray
+    sources: dict[int, list[SourceFace]]
+    threshold: float = 0.65
+
+    def person_of(self, embedding: np.ndarray) -> int | None:
+        """The index of the nearest person within the threshold, or None."""
+        if len(self.centres) == 0:
+            return None
+        distances = np.linalg.norm(self.centres - embedding[None, :], axis=1)
+        best = int(np.argmin(distances))
+        return best if distances[best] < self.threshold else None
+
+
 class _Stop(Exception):
     """Raised inside the encoder to abandon the output."""
 
@@ -86,6 +105,23 @@ class VideoSwapper:
         except NoMatchingFaceError:
             return faces, []
 
+    def _swap_mapped(
+        self, frame: VideoFrame, tracks: Sequence[Track], mapping: "PeopleMap", timings: dict[str, float]
+    ) -> tuple[np.ndarray, int]:
+        """Each tracked face that belongs to a mapped person gets that
+        person's source (the track's identity is found once)."""
+        out, count = frame.pixels, 0
+        for track in sorted(tracks, key=lambda t: t.face.bbox.area):
+            if "person" not in track.extra:
+                with timed(timings, "embed"):
+                    embedding = self.swapper.analyser.embed(frame.pixels, track.face).embedding
+                track.extra["person"] = mapping.person_of(embedding)
+            sources = mapping.sources.get(track.extra["person"])
+            if sources:
+                out = self.swapper.swap_face(out, track.face, self.swapper.choose_source(sources, track.face), timings)
+                count += 1
+        return out, count
+
     def swap_frame(
         self,
         frame: VideoFrame,
@@ -93,12 +129,15 @@ class VideoSwapper:
         sources: Sequence[SourceFace],
         reference: np.ndarray | None,
         timings: dict[str, float],
+        mapping: "PeopleMap | None" = None,
     ) -> tuple[np.ndarray, int]:
         """The swapped pixels of one frame and how many faces were swapped."""
         with timed(timings, "track"):
             tracks = tracker.update(frame.pixels, frame.time)
         if not tracks:
             return frame.pixels, 0
+        if mapping is not None:
+            return self._swap_mapped(frame, tracks, mapping, timings)
         faces, indices = self._selected(tracks, frame.pixels, reference)
         if not indices:
             return frame.pixels, 0
@@ -135,6 +174,23 @@ class VideoSwapper:
             raise NoMatchingFaceError(f"the video has no frame {frame_index} (it has {0 if last is None else last.index + 1})")
         raise NoFaceError(f"no face to swap found in any frame of {target}", role="target", path=str(target))
 
+    def people_map(self, video: str | Path, assignments: dict[int, Sequence[ImageInput]]) -> PeopleMap:
+        """Find the people of ``video`` and prepare a source for each person
+        index in ``assignments``; an index the video does not have is an error
+        that lists the people found."""
+        from faceweave.errors import InvalidOptionError
+        from faceweave.video.people import find_people
+
+        people = find_people(video, self.swapper.analyser)
+        for index in assignments:
+            if not 0 <= index < len(people):
+                found = f"people 0-{len(people) - 1}" if people else "no people"
+                raise InvalidOptionError(f"--map {index}: the video has {found} (see 'faceweave people {video}')")
+        centres = np.array([p.centre for p in people], np.float32).reshape(len(people), -1)
+        return PeopleMap(
+            centres=centres, sources={i: self.prepare_sources(list(srcs)) for i, srcs in assignments.items()}
+        )
+
     def prepare_sources(self, sources: Sequence[ImageInput] | Sequence[SourceFace]) -> list[SourceFace]:
         """Source photos prepared once (already prepared ones pass through),
         so a preview and the whole run share them."""
@@ -169,6 +225,7 @@ class VideoSwapper:
         options: VideoOptions = VideoOptions(),
         progress: Callable[[int, int | None], None] | None = None,
         stop: threading.Event | None = None,
+        mapping: PeopleMap | None = None,
     ) -> VideoSwapReport:
         """Swap the selected faces in every frame of ``target`` into ``output``.
 
@@ -179,9 +236,11 @@ class VideoSwapper:
         name."""
         started = time.perf_counter()
         output = Path(output)
-        prepared = self.prepare_sources(sources)
-        ref = self._reference(reference)
-        tracker = FaceTracker(self.swapper.analyser, detect_every=options.detect_every, small_faces=self._small_faces())
+        prepared = self.prepare_sources(sources) if mapping is None else []
+        ref = self._reference(reference) if mapping is None else None
+        # with a map any person may be wanted: look for every face
+        small = self._small_faces() or mapping is not None
+        tracker = FaceTracker(self.swapper.analyser, detect_every=options.detect_every, small_faces=small)
         stop = stop or threading.Event()
         timings: dict[str, float] = {}
         frames_in: queue.Queue = queue.Queue(maxsize=options.queue_size)
@@ -264,7 +323,7 @@ class VideoSwapper:
                     continue
                 if item is _END:
                     break
-                pixels, count = self.swap_frame(item, tracker, prepared, ref, timings)
+                pixels, count = self.swap_frame(item, tracker, prepared, ref, timings, mapping)
                 frames += 1
                 with_swap += count > 0
                 faces += count
