@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from faceweave.errors import FaceweaveError, InvalidOptionError, NoFaceError, NoMatchingFaceError
+from faceweave.errors import FaceweaveError, InvalidOptionError, NoFaceError
 from faceweave.io import probe_kind, read_image, write_image
 from faceweave.pipeline import FaceSwapper, ImageInput
 from faceweave.selection import select_faces
@@ -109,7 +109,7 @@ def run_batch(
             else:
                 message = _swap_image(swapper, prepared, item, ref, image_quality)
             outcome = BatchOutcome(item=item, ok=True, message=message)
-        except (FaceweaveError, NoMatchingFaceError) as exc:
+        except FaceweaveError as exc:
             outcome = BatchOutcome(item=item, ok=False, message=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         except OSError as exc:
             outcome = BatchOutcome(item=item, ok=False, message=f"cannot write {item.output}: {exc.strerror or exc}")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from faceweave.errors import FaceweaveError, NoFaceError, NoMatchingFaceError
+from faceweave.errors import NoFaceError, NoMatchingFaceError
 from faceweave.io import write_image
 from faceweave.pipeline import FaceSwapper, ImageInput
 from faceweave.selection import order_faces, select_faces
@@ -335,14 +335,12 @@ class VideoSwapper:
             stop.set()
             raise
         finally:
-            put(frames_out, _END) if not stop.is_set() else None
+            if not stop.is_set():
+                put(frames_out, _END)
             decoder.join()
             encoder.join()
         if errors:
-            exc = errors[0]
-            if isinstance(exc, FaceweaveError):
-                raise exc
-            raise exc
+            raise errors[0]
         if stop.is_set():
             raise KeyboardInterrupt("video swap stopped")
         return VideoSwapReport(
