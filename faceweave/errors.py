@@ -74,3 +74,51 @@ class OutputError(FaceweaveError):
     """The result could not be written."""
 
     code = "output_error"
+
+
+class ModelNotFoundError(ModelError):
+    """A model name is unknown, or its file is not present (and may not be downloaded)."""
+
+    code = "model_not_found"
+
+
+class ModelFormatError(ModelError):
+    """A model file is not a readable ONNX graph."""
+
+    code = "model_format"
+
+
+class ModelSignatureError(ModelError):
+    """A model's inputs/outputs do not match the spec it is used or imported as."""
+
+    code = "model_signature"
+
+
+class DownloadError(ModelError):
+    """A download failed, was cut short, or its checksum did not match."""
+
+    code = "download_failed"
+
+
+class ChecksumError(DownloadError):
+    """A file's sha256 differs from the one its spec pins (the file is deleted)."""
+
+    code = "checksum_mismatch"
+
+
+class ProviderError(ModelError):
+    """An execution provider is unknown, not installed, or failed to start."""
+
+    code = "provider_unavailable"
+
+
+class ExportError(ModelError):
+    """A model cannot be exported as asked (shape, precision, target)."""
+
+    code = "export_failed"
+
+
+class ContentRefusedError(InputError):
+    """Content screening refused an input under the configured policy."""
+
+    code = "content_refused"
