@@ -8,6 +8,8 @@ Video (later) reuses :meth:`FaceSwapper.load_sources` and
 
 from __future__ import annotations
 
+import threading
+
 import os
 import time
 from collections.abc import Sequence
@@ -91,6 +93,7 @@ class FaceSwapper:
         self.analyser = analyser if analyser is not None else FaceAnalyser(options.analysis)
         self.swapper = create_swapper(options.swapper, shape_transfer=options.shape_transfer)
         self.segmenter = SelfieSegmenter() if options.masks.segmentation else None
+        self._segment_lock = threading.Lock()
 
     # -- life cycle -------------------------------------------------------
     def prepare(self) -> float:
@@ -198,7 +201,8 @@ class FaceSwapper:
             out = self.swapper.swap(source, crop)
         person = None
         if self.segmenter is not None:
-            with timed(timings, "segment"):
+            # a mediapipe graph runs one image at a time; video renders frames on several threads
+            with timed(timings, "segment"), self._segment_lock:
                 person = self.segmenter.person_mask(crop.pixels)
         with timed(timings, "blend"):
             comp = composite(

@@ -119,3 +119,39 @@ def test_truncated_video_is_processed_as_far_as_it_decodes(tmp_path, faces_dir, 
 def test_prepared_sources_are_reused(faces_dir, video_swapper):
     prepared = video_swapper.prepare_sources([faces_dir / SOURCE])
     assert video_swapper.prepare_sources(prepared) == prepared
+
+
+def test_render_threads_give_the_same_frames_as_one(tmp_path, faces_dir, video_swapper):
+    """Frames rendered on several threads come out in order and equal to a
+    single-thread run (PNG frames: no encoder in the comparison)."""
+    from faceweave.video.pipeline import VideoOptions
+
+    outs = []
+    for workers in (1, 3):
+        out = tmp_path / f"frames_{workers}"
+        video_swapper.swap_video(
+            [faces_dir / SOURCE], faces_dir / TALK, out, options=VideoOptions(start=1.0, end=1.4, workers=workers, audio=False)
+        )
+        outs.append(sorted(out.iterdir()))
+    assert len(outs[0]) == len(outs[1]) >= 10
+    for a, b in zip(*outs):
+        assert a.name == b.name and a.read_bytes() == b.read_bytes()
+
+
+def test_a_render_error_stops_the_run_and_leaves_nothing(tmp_path, faces_dir, video_swapper, monkeypatch):
+    from faceweave.video.pipeline import VideoOptions
+
+    calls = {"n": 0}
+    real = video_swapper.render
+
+    def failing(pixels, plan, timings):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise FaceweaveError("render broke")
+        return real(pixels, plan, timings)
+
+    monkeypatch.setattr(video_swapper, "render", failing)
+    out = tmp_path / "out.mp4"
+    with pytest.raises(FaceweaveError, match="render broke"):
+        video_swapper.swap_video([faces_dir / SOURCE], faces_dir / TALK, out, options=VideoOptions(start=1.0, end=2.0))
+    assert list(tmp_path.iterdir()) == []

@@ -72,3 +72,28 @@ def test_tracker_keeps_ids_and_detects_on_schedule(faces_dir):
         tracks = tracker.update(other, 8 / 25.0)
         assert tracker.scene_cuts == 1
         assert len(tracks) == 1 and tracks[0].id not in ids[0]
+
+
+@pytest.mark.slow
+def test_a_face_that_jumps_is_found_again_near_its_last_place(faces_dir):
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.io import read_image
+
+    pixels = read_image(faces_dir / "single/biden2.jpg").pixels
+    h, w = pixels.shape[:2]
+    canvas = np.zeros((h, w * 2, 3), np.uint8)
+    canvas[:, :w] = pixels
+    with FaceAnalyser() as analyser:
+        tracker = FaceTracker(analyser, detect_every=100)
+        first = tracker.update(canvas, 0.0)
+        assert len(first) == 1
+        box = first[0].face.bbox
+        jump = int(box.width * 0.9)  # too far for the mesh on the old box
+        moved = np.roll(canvas, jump, axis=1)
+        tracks = tracker.update(np.ascontiguousarray(moved), 1.0)
+        assert tracker.redetections >= 1
+        assert len(tracks) == 1 and tracks[0].id == first[0].id
+        assert abs(tracks[0].face.bbox.center[0] - (box.center[0] + jump)) < box.width * 0.25
+        # nothing there any more: the track is dropped, not kept at a stale place
+        empty = np.zeros_like(canvas)
+        assert tracker.update(empty, 2.0) == [] or tracker.update(empty, 3.0) == []

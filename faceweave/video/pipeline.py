@@ -1,11 +1,12 @@
-"""Video face swap as a stream: a decoder thread, the swap in the calling
-thread, and an encoder thread, joined by bounded queues so that memory does
-not grow with the length of the video."""
+"""Video face swap as a stream: a decoder thread, tracking in the calling
+thread, a small pool of render threads, and an encoder thread, joined by
+bounded queues so that memory does not grow with the length of the video."""
 
 from __future__ import annotations
 
 import queue
 import threading
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from faceweave.pipeline import FaceSwapper, ImageInput
 from faceweave.selection import order_faces, select_faces
 from faceweave.swappers import SourceFace
 from faceweave.timing import timed
+from faceweave.types import Face
 from faceweave.video.io import VideoFrame, VideoReader, VideoWriter
 from faceweave.video.tracker import FaceTracker, Track
 
@@ -59,6 +61,9 @@ class VideoOptions:
     preset: str = "veryfast"
     detect_every: int = 8
     queue_size: int = 8
+    #: threads that render planned frames while the next ones are tracked
+    #: (OpenCV and NumPy release the GIL for most of the work)
+    workers: int = 2
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,22 +110,53 @@ class VideoSwapper:
         except NoMatchingFaceError:
             return faces, []
 
-    def _swap_mapped(
-        self, frame: VideoFrame, tracks: Sequence[Track], mapping: "PeopleMap", timings: dict[str, float]
-    ) -> tuple[np.ndarray, int]:
+    def _plan_mapped(
+        self, pixels: np.ndarray, tracks: Sequence[Track], mapping: "PeopleMap", timings: dict[str, float]
+    ) -> list[tuple[Face, SourceFace]]:
         """Each tracked face that belongs to a mapped person gets that
         person's source (the track's identity is found once)."""
-        out, count = frame.pixels, 0
+        plan = []
         for track in sorted(tracks, key=lambda t: t.face.bbox.area):
             if "person" not in track.extra:
                 with timed(timings, "embed"):
-                    embedding = self.swapper.analyser.embed(frame.pixels, track.face).embedding
+                    embedding = self.swapper.analyser.embed(pixels, track.face).embedding
                 track.extra["person"] = mapping.person_of(embedding)
             sources = mapping.sources.get(track.extra["person"])
             if sources:
-                out = self.swapper.swap_face(out, track.face, self.swapper.choose_source(sources, track.face), timings)
-                count += 1
-        return out, count
+                plan.append((track.face, self.swapper.choose_source(sources, track.face)))
+        return plan
+
+    def plan_frame(
+        self,
+        frame: VideoFrame,
+        tracker: FaceTracker,
+        sources: Sequence[SourceFace],
+        reference: np.ndarray | None,
+        timings: dict[str, float],
+        mapping: "PeopleMap | None" = None,
+    ) -> list[tuple[Face, SourceFace]]:
+        """Track the faces of ``frame`` (in frame order: the tracker holds
+        state) and decide which face gets which source, smaller faces first
+        so that a nearer, larger face ends on top."""
+        with timed(timings, "track"):
+            tracks = tracker.update(frame.pixels, frame.time)
+        if not tracks:
+            return []
+        if mapping is not None:
+            return self._plan_mapped(frame.pixels, tracks, mapping, timings)
+        faces, indices = self._selected(tracks, frame.pixels, reference)
+        chosen = sorted(indices, key=lambda k: faces[k].bbox.area)
+        return [(faces[i], self.swapper.choose_source(sources, faces[i])) for i in chosen]
+
+    def render(
+        self, pixels: np.ndarray, plan: Sequence[tuple[Face, SourceFace]], timings: dict[str, float]
+    ) -> np.ndarray:
+        """Apply a frame's plan; frames are independent here, so several
+        frames may be rendered at once on different threads."""
+        out = pixels
+        for face, source in plan:
+            out = self.swapper.swap_face(out, face, source, timings)
+        return out
 
     def swap_frame(
         self,
@@ -132,17 +168,8 @@ class VideoSwapper:
         mapping: "PeopleMap | None" = None,
     ) -> tuple[np.ndarray, int]:
         """The swapped pixels of one frame and how many faces were swapped."""
-        with timed(timings, "track"):
-            tracks = tracker.update(frame.pixels, frame.time)
-        if not tracks:
-            return frame.pixels, 0
-        if mapping is not None:
-            return self._swap_mapped(frame, tracks, mapping, timings)
-        faces, indices = self._selected(tracks, frame.pixels, reference)
-        if not indices:
-            return frame.pixels, 0
-        out, swapped = self.swapper.swap_faces(frame.pixels, faces, indices, sources, timings)
-        return out, len(swapped)
+        plan = self.plan_frame(frame, tracker, sources, reference, timings, mapping)
+        return self.render(frame.pixels, plan, timings), len(plan)
 
     # -- preview --------------------------------------------------------------
     def preview(
@@ -273,6 +300,11 @@ class VideoSwapper:
                 put(frames_in, _END)
 
         written = {"frames": 0}
+        render_timings: dict[str, float] = {}  # only the encoder thread writes it
+
+        def render(pixels: np.ndarray, plan: list) -> tuple[np.ndarray, dict[str, float]]:
+            frame_timings: dict[str, float] = {}
+            return self.render(pixels, plan, frame_timings), frame_timings
 
         def encode() -> None:
             fps = Fraction(options.fps).limit_denominator(1001) if options.fps else None
@@ -300,6 +332,13 @@ class VideoSwapper:
                                 raise _Stop()
                             break
                         pixels, t = item
+                        if isinstance(pixels, Future):
+                            try:
+                                pixels, frame_timings = pixels.result()
+                            except CancelledError:
+                                raise _Stop() from None
+                            for key, value in frame_timings.items():
+                                render_timings[key] = render_timings.get(key, 0.0) + value
                         writer.write(pixels, t)
                         written["frames"] += 1
             except _Stop:
@@ -310,6 +349,7 @@ class VideoSwapper:
 
         decoder = threading.Thread(target=decode, name="faceweave-decode", daemon=True)
         encoder = threading.Thread(target=encode, name="faceweave-encode", daemon=True)
+        pool = ThreadPoolExecutor(max_workers=max(1, options.workers), thread_name_prefix="faceweave-render")
         decoder.start()
         encoder.start()
         frames = with_swap = faces = 0
@@ -323,10 +363,11 @@ class VideoSwapper:
                     continue
                 if item is _END:
                     break
-                pixels, count = self.swap_frame(item, tracker, prepared, ref, timings, mapping)
+                plan = self.plan_frame(item, tracker, prepared, ref, timings, mapping)
                 frames += 1
-                with_swap += count > 0
-                faces += count
+                with_swap += bool(plan)
+                faces += len(plan)
+                pixels = pool.submit(render, item.pixels, plan) if plan else item.pixels
                 if not put(frames_out, (pixels, item.time)):
                     break
                 if progress is not None:
@@ -337,8 +378,13 @@ class VideoSwapper:
         finally:
             if not stop.is_set():
                 put(frames_out, _END)
+            else:
+                pool.shutdown(wait=False, cancel_futures=True)
             decoder.join()
             encoder.join()
+            pool.shutdown(wait=True)
+        for key, value in render_timings.items():
+            timings[key] = timings.get(key, 0.0) + value
         if errors:
             raise errors[0]
         if stop.is_set():
