@@ -65,3 +65,18 @@ def test_map_errors(tmp_path, faces_dir, args, fragments):
     proc = faceweave("swap", "-t", faces_dir / "video/short_hamilton_clip.mp4", "-o", out, *args)
     assert_clean_error(proc, 2, *fragments)
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_map_with_preview_and_a_short_run(tmp_path, faces_dir):
+    from faceweave.io import read_image
+    from tests.test_cli import faceweave
+
+    out, preview = tmp_path / "out.mp4", tmp_path / "preview.png"
+    proc = faceweave(
+        "swap", "-t", faces_dir / "video/short_hamilton_clip.mp4", "-o", out, "--trim", "0-1",
+        "--map", f"0={faces_dir / 'single/biden2.jpg'}", "--preview", preview, "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert out.is_file() and preview.is_file()
+    assert read_image(preview).pixels.shape[:2] == (360, 640)

@@ -48,12 +48,11 @@ def swap_video(
         video = VideoSwapper(swapper)
         people = video.people_map(target, mapping) if mapping else None
         prepared = video.prepare_sources(sources) if people is None else []
-        if people is not None and preview is not None:
-            from faceweave.errors import InvalidOptionError
-
-            raise InvalidOptionError("--preview is not available with --map yet")
         if preview is not None:
-            index = video.preview(prepared, target, preview, reference=reference_face, frame_index=preview_frame, options=video_options)
+            index = video.preview(
+                prepared, target, preview, reference=reference_face, frame_index=preview_frame, options=video_options,
+                mapping=people,
+            )
             if not json_output:
                 term.line(f"preview: frame {index} -> {preview}")
         columns = (

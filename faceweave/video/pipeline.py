@@ -18,6 +18,7 @@ import numpy as np
 from faceweave.errors import NoFaceError, NoMatchingFaceError
 from faceweave.io import write_image
 from faceweave.pipeline import FaceSwapper, ImageInput
+from faceweave.provenance.stamp import Provenance, image_metadata, stamp_image, writer_stamp
 from faceweave.selection import order_faces, select_faces
 from faceweave.swappers import SourceFace
 from faceweave.timing import timed
@@ -64,6 +65,8 @@ class VideoOptions:
     #: threads that render planned frames while the next ones are tracked
     #: (OpenCV and NumPy release the GIL for most of the work)
     workers: int = 2
+    #: how outputs are marked (watermark, label); ``None``: not marked
+    provenance: Provenance | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -181,21 +184,25 @@ class VideoSwapper:
         reference: ImageInput | None = None,
         frame_index: int | None = None,
         options: VideoOptions = VideoOptions(),
+        mapping: "PeopleMap | None" = None,
     ) -> int:
         """Write one swapped frame: ``frame_index`` or the first frame with a
-        face to swap.  Returns the index of the frame written."""
-        prepared = self.prepare_sources(sources)
-        ref = self._reference(reference)
-        tracker = FaceTracker(self.swapper.analyser, detect_every=1, small_faces=self._small_faces())
+        face to swap (with ``mapping``: a face of a mapped person).  Returns
+        the index of the frame written."""
+        prepared = self.prepare_sources(sources) if mapping is None else []
+        ref = self._reference(reference) if mapping is None else None
+        small = self._small_faces() or mapping is not None
+        tracker = FaceTracker(self.swapper.analyser, detect_every=1, small_faces=small)
         last = None
         with VideoReader(target, start=options.start, end=options.end, fps=options.fps, scale=options.scale) as reader:
             for frame in reader:
                 last = frame
                 if frame_index is not None and frame.index != frame_index:
                     continue
-                pixels, count = self.swap_frame(frame, tracker, prepared, ref, {})
+                pixels, count = self.swap_frame(frame, tracker, prepared, ref, {}, mapping)
                 if count or frame_index is not None:
-                    write_image(output, pixels)
+                    marked = stamp_image(pixels, options.provenance)
+                    write_image(output, marked, **image_metadata(options.provenance, output))
                     return frame.index
         if frame_index is not None:
             raise NoMatchingFaceError(f"the video has no frame {frame_index} (it has {0 if last is None else last.index + 1})")
@@ -319,6 +326,7 @@ class VideoSwapper:
                     audio_from=str(target) if options.audio else None,
                     audio_start=options.start,
                     audio_end=options.end,
+                    **writer_stamp(options.provenance),
                 ) as writer:
                     while True:
                         try:
