@@ -13,6 +13,7 @@ from pathlib import Path
 from faceweave.errors import FaceweaveError, InvalidOptionError, NoFaceError
 from faceweave.io import probe_kind, read_image, write_image
 from faceweave.pipeline import FaceSwapper, ImageInput
+from faceweave.provenance.stamp import Provenance, image_metadata, stamp_image
 from faceweave.selection import select_faces
 
 PLACEHOLDERS = ("{name}", "{index}", "{source_name}")
@@ -29,9 +30,12 @@ class BatchItem:
 
 @dataclass(frozen=True)
 class BatchOutcome:
+    """``code`` is the error's :attr:`FaceweaveError.code` when the item failed."""
+
     item: BatchItem
     ok: bool
     message: str
+    code: str | None = None
 
 
 def expand_targets(patterns: Sequence[str]) -> list[Path]:
@@ -70,8 +74,10 @@ def plan_batch(targets: Sequence[Path], template: str, *, source_name: str) -> l
     return items
 
 
-def _swap_image(swapper: FaceSwapper, sources, item: BatchItem, reference, quality: int) -> str:
+def _swap_image(swapper: FaceSwapper, sources, item: BatchItem, reference, quality: int, provenance, screener) -> str:
     image = read_image(item.target, max_pixels=swapper.options.max_pixels, role="target image")
+    if screener is not None:
+        image = screener.screen_image(image, role="target")
     faces = swapper.find_faces(image.pixels)
     if not faces:
         raise NoFaceError(f"no face found in target image {item.target}", role="target", path=str(item.target))
@@ -79,7 +85,8 @@ def _swap_image(swapper: FaceSwapper, sources, item: BatchItem, reference, quali
         faces = [swapper.analyser.embed(image.pixels, f) for f in faces]
     indices = select_faces(faces, swapper.options.selection, reference=reference)
     pixels, swapped = swapper.swap_faces(image.pixels, faces, indices, sources)
-    write_image(item.output, pixels, alpha=image.alpha, quality=quality)
+    pixels = stamp_image(pixels, provenance)
+    write_image(item.output, pixels, alpha=image.alpha, quality=quality, **image_metadata(provenance, item.output))
     return f"{len(swapped)} of {len(faces)} face(s) swapped"
 
 
@@ -92,8 +99,17 @@ def run_batch(
     image_quality: int = 95,
     video_options=None,
     on_item: Callable[[BatchOutcome], None] | None = None,
+    provenance: Provenance | None = None,
+    screener=None,
 ) -> list[BatchOutcome]:
-    """Swap every item; a :class:`FaceweaveError` fails that item only."""
+    """Swap every item; a :class:`FaceweaveError` fails that item only.
+
+    ``provenance`` marks every output (watermark and label); ``screener``
+    (``screen_image(image, role=...)`` and ``video(path)``, see
+    :class:`faceweave.cli.marking.Screener`) screens each target first.
+    """
+    from dataclasses import replace
+
     from faceweave.video.pipeline import VideoOptions, VideoSwapper
 
     prepared = swapper.load_sources(sources)
@@ -104,15 +120,20 @@ def run_batch(
         try:
             item.output.parent.mkdir(parents=True, exist_ok=True)
             if probe_kind(item.target) == "video":
-                report = video.swap_video(prepared, item.target, item.output, reference=reference, options=video_options or VideoOptions())
+                if screener is not None:
+                    screener.video(item.target)
+                options = replace(video_options or VideoOptions(), provenance=provenance)
+                report = video.swap_video(prepared, item.target, item.output, reference=reference, options=options)
                 message = f"{report.frames} frames, faces swapped in {report.frames_with_swap}"
             else:
-                message = _swap_image(swapper, prepared, item, ref, image_quality)
+                message = _swap_image(swapper, prepared, item, ref, image_quality, provenance, screener)
             outcome = BatchOutcome(item=item, ok=True, message=message)
         except FaceweaveError as exc:
-            outcome = BatchOutcome(item=item, ok=False, message=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            outcome = BatchOutcome(item=item, ok=False, message=message, code=exc.code)
         except OSError as exc:
-            outcome = BatchOutcome(item=item, ok=False, message=f"cannot write {item.output}: {exc.strerror or exc}")
+            message = f"cannot write {item.output}: {exc.strerror or exc}"
+            outcome = BatchOutcome(item=item, ok=False, message=message, code="output_error")
         outcomes.append(outcome)
         if on_item is not None:
             on_item(outcome)

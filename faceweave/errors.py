@@ -122,3 +122,61 @@ class ContentRefusedError(InputError):
     """Content screening refused an input under the configured policy."""
 
     code = "content_refused"
+
+
+class LimitExceededError(InputError):
+    """An upload, an image's pixels or a video's length is over a configured limit."""
+
+    code = "too_large"
+
+
+class JobStateError(InputError):
+    """A job is not in a state that allows the request (e.g. its result is not ready)."""
+
+    code = "job_not_ready"
+
+
+class RangeNotSatisfiableError(InputError):
+    """An HTTP ``Range`` lies outside the file."""
+
+    code = "range_not_satisfiable"
+
+
+class ServiceError(FaceweaveError):
+    """A request to the HTTP service was refused (authentication, access, rate, readiness)."""
+
+    code = "service_error"
+
+
+class AuthenticationError(ServiceError):
+    """No credentials, or credentials that are wrong, forged or expired."""
+
+    code = "unauthorized"
+
+
+class PermissionDeniedError(ServiceError):
+    """The caller is known but may not do this."""
+
+    code = "forbidden"
+
+
+class NotFoundError(ServiceError):
+    """No such job for this caller (unknown and foreign jobs look the same)."""
+
+    code = "not_found"
+
+
+class RateLimitedError(ServiceError):
+    """The caller sent more requests than the configured rate allows."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class NotReadyError(ServiceError):
+    """The service is starting (models not loaded) or has no capacity now."""
+
+    code = "not_ready"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SelectionMode = Literal["one", "many", "reference", "index"]
 FaceOrder = Literal["left-right", "right-left", "top-bottom", "bottom-top", "large-small", "small-large", "best-score"]
@@ -49,10 +49,52 @@ class MaskOptions(_Options):
     segmentation: bool = Field(False, description="also keep non-person objects in front of the face (selfie segmentation model)")
 
 
+class RuntimeOptions(_Options):
+    """Where neural models (ONNX) run and where their files are; the
+    classical default swapper needs none of it."""
+
+    execution_provider: str = Field("cpu", description="cpu, cuda, tensorrt, cann, openvino, coreml, directml, rocm or migraphx")
+    device_id: int = Field(0, ge=0, le=64, description="accelerator index")
+    provider_fallback: bool = Field(False, description="use the CPU, with a logged warning, when the provider is not available")
+    models_dir: str | None = Field(None, description="model folder (default $FACEWEAVE_MODELS or the XDG cache)")
+    tensorrt_cache: str | None = Field(None, description="TensorRT engine cache folder")
+    tensorrt_fp16: bool = Field(False, description="TensorRT: build fp16 engines")
+
+
+class EnhancerOptions(_Options):
+    """Optional restoration after the swap (neural models, see ``faceweave models list``)."""
+
+    face: str | None = Field(None, description="face enhancer: gfpgan_1.4, codeformer, gpen_bfr_512, restoreformer_plus_plus")
+    face_blend: float = Field(0.8, ge=0.0, le=1.0, description="how much of the enhanced face is kept")
+    face_weight: float = Field(0.5, ge=0.0, le=1.0, description="CodeFormer fidelity weight")
+    frame: str | None = Field(None, description="frame enhancer: real_esrgan_x2, real_esrgan_x4")
+    frame_blend: float = Field(1.0, ge=0.0, le=1.0, description="how much of the enhanced frame is kept")
+    frame_restore_size: bool = Field(False, description="resize the enhanced frame back to the input size")
+
+    @field_validator("face")
+    @classmethod
+    def _known_face(cls, value: str | None) -> str | None:
+        from faceweave.enhancers import available_face_enhancers
+
+        if value is not None and value not in available_face_enhancers():
+            raise ValueError(f"unknown face enhancer {value!r}; available: {', '.join(available_face_enhancers())}")
+        return value
+
+    @field_validator("frame")
+    @classmethod
+    def _known_frame(cls, value: str | None) -> str | None:
+        from faceweave.enhancers import available_frame_enhancers
+
+        if value is not None and value not in available_frame_enhancers():
+            raise ValueError(f"unknown frame enhancer {value!r}; available: {', '.join(available_frame_enhancers())}")
+        return value
+
+
 class SwapOptions(_Options):
     """Everything that decides how a swap is done."""
 
-    swapper: str = Field("mesh", description="registered swapper name")
+    swapper: str = Field("mesh", description="registered swapper name: 'mesh' (classical, offline) or a neural model")
+    pixel_boost: int | None = Field(None, ge=64, le=1024, description="neural swappers: run the model on tiles of a crop this large")
     working_size: int = Field(256, ge=96, le=1024, description="face size in pixels in the working crop")
     shape_transfer: float = Field(1.0, ge=0.0, le=1.0, description="how much of the source face shape is carried over")
     shading: float = Field(0.5, ge=0.0, le=1.0, description="how much of the target's low-frequency shading the result takes")
@@ -61,3 +103,14 @@ class SwapOptions(_Options):
     masks: MaskOptions = MaskOptions()
     analysis: AnalysisOptions = AnalysisOptions()
     max_pixels: int = Field(40_000_000, ge=1, description="refuse images with more pixels than this")
+    runtime: RuntimeOptions = RuntimeOptions()
+    enhance: EnhancerOptions = EnhancerOptions()
+
+    @field_validator("swapper")
+    @classmethod
+    def _known_swapper(cls, value: str) -> str:
+        from faceweave.swappers import available_swappers
+
+        if value not in available_swappers():
+            raise ValueError(f"unknown swapper {value!r}; available: {', '.join(available_swappers())}")
+        return value

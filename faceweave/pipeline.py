@@ -8,9 +8,8 @@ Video (later) reuses :meth:`FaceSwapper.load_sources` and
 
 from __future__ import annotations
 
-import threading
-
 import os
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -91,9 +90,49 @@ class FaceSwapper:
         self.options = options
         self._own_analyser = analyser is None
         self.analyser = analyser if analyser is not None else FaceAnalyser(options.analysis)
-        self.swapper = create_swapper(options.swapper, shape_transfer=options.shape_transfer)
+        #: ONNX sessions of the neural models (swapper, enhancers), when any is used
+        self.pool = None
+        self.face_enhancer = self.frame_enhancer = None
+        try:
+            if options.swapper == "mesh":
+                self.swapper = create_swapper("mesh", shape_transfer=options.shape_transfer)
+            else:
+                self.swapper = create_swapper(
+                    options.swapper, pool=self._pool(), provider=self.provider, pixel_boost=options.pixel_boost
+                )
+            if options.enhance.face is not None or options.enhance.frame is not None:
+                from faceweave.enhancers.factory import load_enhancers
+
+                self.face_enhancer, self.frame_enhancer = load_enhancers(
+                    options.enhance, pool=self._pool(), provider=self.provider
+                )
+        except BaseException:
+            self.close()
+            raise
         self.segmenter = SelfieSegmenter() if options.masks.segmentation else None
         self._segment_lock = threading.Lock()
+
+    @property
+    def provider(self):
+        """The :class:`~faceweave.runtime.ProviderConfig` of the runtime options."""
+        from faceweave.runtime import ProviderConfig
+
+        rt = self.options.runtime
+        return ProviderConfig(
+            name=rt.execution_provider.strip().lower(),
+            device_id=rt.device_id,
+            trt_engine_cache=rt.tensorrt_cache,
+            trt_fp16=rt.tensorrt_fp16,
+        )
+
+    def _pool(self):
+        if self.pool is None:
+            from faceweave.models import ModelStore
+            from faceweave.runtime import SessionPool
+
+            models_dir = Path(self.options.runtime.models_dir) if self.options.runtime.models_dir else None
+            self.pool = SessionPool(store=ModelStore(models_dir), fallback=self.options.runtime.provider_fallback)
+        return self.pool
 
     # -- life cycle -------------------------------------------------------
     def prepare(self) -> float:
@@ -109,9 +148,13 @@ class FaceSwapper:
     def close(self) -> None:
         if self._own_analyser:
             self.analyser.close()
-        self.swapper.close()
-        if self.segmenter is not None:
+        if getattr(self, "swapper", None) is not None:
+            self.swapper.close()
+        if getattr(self, "segmenter", None) is not None:
             self.segmenter.close()
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
 
     def __enter__(self) -> "FaceSwapper":
         return self
@@ -212,6 +255,19 @@ class FaceSwapper:
             out = paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
             return match_detail(pixels, out, comp.detail, crop.matrix)
 
+    def enhance(self, pixels: np.ndarray, faces: Sequence[Face], timings: dict[str, float] | None = None) -> np.ndarray:
+        """The optional face and frame enhancers on a swapped frame (a frame
+        enhancer may change its size)."""
+        if self.face_enhancer is None and self.frame_enhancer is None:
+            return pixels
+        from faceweave.enhancers import enhance_result
+
+        with timed({} if timings is None else timings, "enhance"):
+            return enhance_result(
+                pixels, list(faces), face_enhancer=self.face_enhancer, frame_enhancer=self.frame_enhancer,
+                face_blend=self.options.enhance.face_blend, frame_blend=self.options.enhance.frame_blend,
+            )
+
     def swap_faces(
         self,
         pixels: np.ndarray,
@@ -229,6 +285,7 @@ class FaceSwapper:
             out = self.swap_face(out, faces[i], source, timings)
             gap = float(np.hypot(source.face.pose.yaw - faces[i].pose.yaw, source.face.pose.pitch - faces[i].pose.pitch))
             swapped.append(SwappedFace(target_index=i, bbox=faces[i].bbox, source_index=source.index, source_path=source.path, pose_gap=gap))
+        out = self.enhance(out, [faces[i] for i in indices], timings)
         swapped.sort(key=lambda s: s.target_index)
         return out, swapped
 
@@ -266,4 +323,7 @@ class FaceSwapper:
                 faces = [self.analyser.embed(target_image.pixels, f) for f in faces]
         indices = select_faces(faces, self.options.selection, reference=ref)
         image, swapped = self.swap_faces(target_image.pixels, faces, indices, prepared, timings)
-        return SwapResult(image=image, alpha=target_image.alpha, faces=tuple(faces), swapped=tuple(swapped), timings_ms=timings)
+        alpha = target_image.alpha
+        if alpha is not None and alpha.shape[:2] != image.shape[:2]:  # a frame enhancer scaled the image
+            alpha = cv2.resize(alpha, (image.shape[1], image.shape[0]), interpolation=cv2.INTER_LINEAR)
+        return SwapResult(image=image, alpha=alpha, faces=tuple(faces), swapped=tuple(swapped), timings_ms=timings)

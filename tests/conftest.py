@@ -28,3 +28,21 @@ def astronaut() -> np.ndarray:
     pixels = load()
     pixels.setflags(write=False)
     return pixels
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_state_and_models(tmp_path_factory):
+    """Audit logs and model caches of the tests go to a temporary folder, not
+    to the user's home (the CLI subprocesses inherit the environment)."""
+    import os
+
+    root = tmp_path_factory.mktemp("xdg")
+    saved = {k: os.environ.get(k) for k in ("XDG_STATE_HOME", "FACEWEAVE_MODELS")}
+    os.environ["XDG_STATE_HOME"] = str(root / "state")
+    os.environ["FACEWEAVE_MODELS"] = str(root / "models")
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

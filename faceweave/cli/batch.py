@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from faceweave.cli import console
+from faceweave.cli.marking import AUDIT_HELP, NO_WATERMARK_HELP, SCREENING_HELP
 from faceweave.cli.common import refuse_video, swap_options
 from faceweave.options import FACE_ORDERS, SELECTION_MODES
 
@@ -22,15 +23,38 @@ def batch_command(
     order: Annotated[Optional[str], typer.Option("--order", metavar="ORDER", help=f"Face order: {'|'.join(FACE_ORDERS)}.")] = None,
     quality: Annotated[Optional[int], typer.Option("--quality", min=1, max=100, metavar="Q", help="Image quality (default 95) or video quality (default 80).")] = None,
     no_audio: Annotated[bool, typer.Option("--no-audio", help="Videos: leave the audio out.")] = False,
+    no_watermark: Annotated[bool, typer.Option("--no-watermark", help=NO_WATERMARK_HELP)] = False,
+    screening: Annotated[str, typer.Option("--screening", metavar="POLICY", help=SCREENING_HELP)] = "off",
+    audit_log: Annotated[Optional[Path], typer.Option("--audit-log", metavar="FILE", help=AUDIT_HELP)] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the outcome of every target as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
     """Swap the face from SOURCE photo(s) into every target matched by the patterns.
 
     A bad file does not stop the batch; at the end the failures are listed
-    with their reasons and the exit code is 1 if any target failed."""
+    with their reasons and the exit code is 1 if any target failed.  Every
+    output is watermarked and labelled; each target adds one audit line."""
 
     def body(term: console.Terminal) -> int:
+        from faceweave.cli.marking import Screener, make_provenance, open_audit, write_audit
+
+        log = open_audit(audit_log)
+        provenance = make_provenance(no_watermark=no_watermark)
+        screener = None
+        audit = dict(command="batch", provenance=provenance)
+        record: dict = {"no_watermark": no_watermark, "screening": screening, "targets": list(targets)}
+        try:
+            screener = Screener(screening)
+            return work(term, provenance, screener, log, record)
+        except BaseException as exc:  # the batch as a whole failed: one line says why
+            write_audit(log, **audit, inputs=[("source", p) for p in sources], options=record, output=output, screener=screener, error=exc)
+            raise
+        finally:
+            if screener is not None:
+                screener.close()
+
+    def work(term: console.Terminal, provenance, screener, log, record: dict) -> int:
+        from faceweave.cli.marking import hashed_inputs, write_audit
         from faceweave.batch import expand_targets, plan_batch, run_batch
         from faceweave.cli.video import video_crf
         from faceweave.errors import InvalidOptionError
@@ -43,16 +67,25 @@ def batch_command(
             refuse_video(path, role="source")
         options = swap_options(selection={"mode": faces, "order": order})
         items = plan_batch(expand_targets(targets), output, source_name=sources[0].stem)
+        record.update(swap=options.model_dump(mode="json"), quality=quality, audio=not no_audio)
+        screened = [screener.image(p, role="source", max_pixels=options.max_pixels) for p in sources]
+        source_inputs = hashed_inputs([("source", p) for p in sources])
 
         def report(outcome) -> None:
+            write_audit(
+                log, command="batch", inputs=[*source_inputs, ("target", outcome.item.target)], options=record,
+                provenance=provenance, output=outcome.item.output, screener=screener,
+                error=None, outcome={"outcome": "ok" if outcome.ok else "error", "code": outcome.code, "message": None if outcome.ok else outcome.message},
+            )
             if not json_output:
                 mark = "ok  " if outcome.ok else "FAIL"
                 term.line(f"{mark} {outcome.item.target} -> {outcome.item.output}: {outcome.message}")
 
         with FaceSwapper(options) as swapper:
             outcomes = run_batch(
-                swapper, sources, items, reference=reference_face, image_quality=quality or 95,
+                swapper, screened, items, reference=reference_face, image_quality=quality or 95,
                 video_options=VideoOptions(audio=not no_audio, crf=video_crf(quality or 80)), on_item=report,
+                provenance=provenance, screener=screener if screener.enabled else None,
             )
         failed = [o for o in outcomes if not o.ok]
         if json_output:

@@ -72,8 +72,10 @@ def swap_options(
     occlusion: bool = True,
     mouth_mask: bool = True,
     selection: dict[str, Any] | None = None,
+    **extra: Any,
 ) -> SwapOptions:
-    """:class:`SwapOptions` from CLI flags; ``None`` keeps the default.
+    """:class:`SwapOptions` from CLI flags; ``None`` keeps the default;
+    ``extra`` are further :class:`SwapOptions` fields (swapper, runtime, enhance).
 
     Raises pydantic's ``ValidationError`` for a value out of range.
     """
@@ -84,6 +86,7 @@ def swap_options(
         data["max_pixels"] = max_pixels
     if selection:
         data["selection"] = {k: v for k, v in selection.items() if v is not None}
+    data.update({k: v for k, v in extra.items() if v is not None})
     return SwapOptions.model_validate(data)
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, TextIO
 
 from rich.console import Console
+from rich.markup import escape
 
 from faceweave.errors import FaceweaveError, InputError, NoFaceError, NoMatchingFaceError
 
@@ -49,7 +50,7 @@ class Terminal:
     verbose: bool
 
     def error(self, message: str) -> None:
-        self.err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+        self.err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
 
     def note(self, message: str) -> None:
         self.err.print(message, highlight=False, markup=False, soft_wrap=True)

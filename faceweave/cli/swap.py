@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from faceweave.cli import console
+from faceweave.cli.marking import AUDIT_HELP, NO_WATERMARK_HELP, SCREENING_HELP
 from faceweave.cli.common import (
     check_output_path,
     check_video_output_path,
@@ -24,6 +25,8 @@ _DEFAULTS = SwapOptions()
 _SELECT = "Face selection"
 _QUALITY = "Quality and limits"
 _VIDEO = "Video"
+_MARKING = "Watermark, screening and audit"
+_MODELS = "Neural models (optional)"
 #: default face size in the working crop for video targets
 VIDEO_WORKING_SIZE = 192
 
@@ -52,12 +55,52 @@ def swap_command(
     preset: Annotated[str, typer.Option("--preset", metavar="NAME", help="Video: encoder speed preset (ultrafast ... veryslow).", rich_help_panel=_VIDEO)] = "veryfast",
     preview: Annotated[Optional[Path], typer.Option("--preview", metavar="PNG", help="Video: first write one swapped frame to this image.", rich_help_panel=_VIDEO)] = None,
     preview_frame: Annotated[Optional[int], typer.Option("--preview-frame", metavar="N", min=0, help="Video: the frame the preview shows (default: the first with a face).", rich_help_panel=_VIDEO)] = None,
+    swapper: Annotated[str, typer.Option("--swapper", metavar="NAME", help="'mesh' (classical, works offline) or a neural model such as inswapper_128, hyperswap_1a_256, simswap_256 (see 'faceweave models list'; the file must be downloaded or imported first).", rich_help_panel=_MODELS)] = "mesh",
+    pixel_boost: Annotated[Optional[int], typer.Option("--pixel-boost", metavar="PX", help="Neural swappers: run the model on tiles of a crop this large (e.g. 256 or 512 for a 128 px model).", rich_help_panel=_MODELS)] = None,
+    face_enhancer: Annotated[Optional[str], typer.Option("--face-enhancer", metavar="NAME", help="Restore the swapped faces: gfpgan_1.4, codeformer, gpen_bfr_512, restoreformer_plus_plus.", rich_help_panel=_MODELS)] = None,
+    face_enhancer_blend: Annotated[float, typer.Option("--face-enhancer-blend", metavar="F", min=0.0, max=1.0, help="How much of the restored face to keep.", rich_help_panel=_MODELS)] = 0.8,
+    face_enhancer_weight: Annotated[float, typer.Option("--face-enhancer-weight", metavar="F", min=0.0, max=1.0, help="CodeFormer fidelity weight (1 = closest to the input).", rich_help_panel=_MODELS)] = 0.5,
+    frame_enhancer: Annotated[Optional[str], typer.Option("--frame-enhancer", metavar="NAME", help="Upscale the whole result: real_esrgan_x2, real_esrgan_x4.", rich_help_panel=_MODELS)] = None,
+    frame_enhancer_blend: Annotated[float, typer.Option("--frame-enhancer-blend", metavar="F", min=0.0, max=1.0, help="How much of the upscaled frame to keep.", rich_help_panel=_MODELS)] = 1.0,
+    execution_provider: Annotated[str, typer.Option("--execution-provider", metavar="NAME", help="Where neural models run: cpu, cuda, tensorrt, cann, openvino, coreml, directml, rocm, migraphx.", rich_help_panel=_MODELS)] = "cpu",
+    device_id: Annotated[int, typer.Option("--device-id", metavar="N", min=0, help="Accelerator index for the execution provider.", rich_help_panel=_MODELS)] = 0,
+    provider_fallback: Annotated[bool, typer.Option("--provider-fallback", help="Use the CPU, with a warning, when the execution provider is not available.", rich_help_panel=_MODELS)] = False,
+    models_dir: Annotated[Optional[Path], typer.Option("--models-dir", metavar="DIR", help="Model folder (default $FACEWEAVE_MODELS or ~/.cache/faceweave/models).", rich_help_panel=_MODELS)] = None,
+    no_watermark: Annotated[bool, typer.Option("--no-watermark", help=NO_WATERMARK_HELP, rich_help_panel=_MARKING)] = False,
+    screening: Annotated[str, typer.Option("--screening", metavar="POLICY", help=SCREENING_HELP, rich_help_panel=_MARKING)] = "off",
+    audit_log: Annotated[Optional[Path], typer.Option("--audit-log", metavar="FILE", help=AUDIT_HELP, rich_help_panel=_MARKING)] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
-    """Swap the face from SOURCE photo(s) onto the face(s) in TARGET (a photo or a video)."""
+    """Swap the face from SOURCE photo(s) onto the face(s) in TARGET (a photo or a video).
+
+    Every output carries an invisible watermark and an AI-generated label;
+    each run appends one line to the audit log."""
 
     def body(term: console.Terminal) -> int:
+        from faceweave.cli.marking import Screener, make_provenance, open_audit, write_audit
+
+        log = open_audit(audit_log)
+        provenance = make_provenance(no_watermark=no_watermark)
+        record: dict = {"options": {"no_watermark": no_watermark, "screening": screening}}
+        inputs = [("source", p) for p in sources or []] + [("target", target)]
+        inputs += [("source", p) for item in map_ or [] for p in [Path(item.partition("=")[2].strip())]]
+        inputs += [("reference", reference_face)] if reference_face is not None else []
+        screener = None
+        audit = dict(command="swap", inputs=inputs, options=record["options"], provenance=provenance, output=output)
+        try:
+            screener = Screener(screening)
+            code = work(term, provenance, screener, record)
+        except BaseException as exc:
+            write_audit(log, **audit, screener=screener, error=exc)
+            raise
+        finally:
+            if screener is not None:
+                screener.close()
+        write_audit(log, **audit, screener=screener, error=None)
+        return code
+
+    def work(term: console.Terminal, provenance, screener, record: dict) -> int:
         is_video = target_is_video(target)
         if not is_video and target.is_file() and wants_video_output(output):
             from faceweave.io import WRITE_FORMATS, probe_kind
@@ -94,6 +137,21 @@ def swap_command(
                 "reference_distance": reference_distance,
                 "min_face_size": min_face_size,
             },
+            swapper=swapper,
+            pixel_boost=pixel_boost,
+            runtime={
+                "execution_provider": execution_provider,
+                "device_id": device_id,
+                "provider_fallback": provider_fallback,
+                "models_dir": str(models_dir) if models_dir is not None else None,
+            },
+            enhance={
+                "face": face_enhancer,
+                "face_blend": face_enhancer_blend,
+                "face_weight": face_enhancer_weight,
+                "frame": frame_enhancer,
+                "frame_blend": frame_enhancer_blend,
+            },
         )
         sources_ = list(sources or [])
         mapping = parse_map(map_ or [])
@@ -107,15 +165,27 @@ def swap_command(
             refuse_video(path, role="source")
         if reference_face is not None:
             refuse_video(reference_face, role="reference face")
+        record["options"].update(
+            swap=options.model_dump(mode="json"), video=is_video, quality=quality or (80 if is_video else 95),
+            **({"trim": trim, "fps": fps, "scale": scale, "audio": not no_audio, "codec": codec, "preset": preset} if is_video else {}),
+        )
+        # content screening, before any work
+        screened = [screener.image(p, role="source", max_pixels=options.max_pixels) for p in sources_]
+        mapping = {i: [screener.image(p, role="source", max_pixels=options.max_pixels) for p in ps] for i, ps in mapping.items()}
         if is_video:
             from faceweave.cli.video import swap_video
 
+            screener.video(target)
             return swap_video(
-                term, options, sources_, target, output, reference_face, mapping=mapping, trim=trim, fps=fps, scale=scale,
+                term, options, screened, target, output, reference_face, mapping=mapping, trim=trim, fps=fps, scale=scale,
                 audio=not no_audio, codec=codec, preset=preset, quality=quality or 80, preview=preview,
-                preview_frame=preview_frame, json_output=json_output,
+                preview_frame=preview_frame, json_output=json_output, provenance=provenance,
             )
-        return _swap(term, options, sources_, target, output, reference_face, quality=quality or 95, json_output=json_output)
+        target_ = screener.image(target, role="target", max_pixels=options.max_pixels)
+        return _swap(
+            term, options, screened, target_, output, reference_face, quality=quality or 95, json_output=json_output,
+            provenance=provenance,
+        )
 
     raise typer.Exit(console.run(verbose, body))
 
@@ -152,20 +222,23 @@ def _selection_mode(faces: str | None, reference_face: Path | None, face_index: 
 def _swap(
     term: console.Terminal,
     options: SwapOptions,
-    sources: list[Path],
-    target: Path,
+    sources: list,
+    target,
     output: Path,
     reference_face: Path | None,
     *,
     quality: int,
     json_output: bool,
+    provenance=None,
 ) -> int:
     from faceweave.io import write_image
     from faceweave.pipeline import FaceSwapper
+    from faceweave.provenance.stamp import image_metadata, stamp_image
 
     with FaceSwapper(options) as swapper:
         result = swapper.swap(list(sources), target, reference=reference_face)
-    written = write_image(output, result.image, alpha=result.alpha, quality=quality)
+    pixels = stamp_image(result.image, provenance)
+    written = write_image(output, pixels, alpha=result.alpha, quality=quality, **image_metadata(provenance, output))
     # result.faces is in the selection order, so target_index is what --face-index counts
     swapped = [
         {
@@ -185,6 +258,8 @@ def _swap(
             "height": int(result.image.shape[0]),
             "faces_found": len(result.faces),
             "swapped": swapped,
+            "run_id": provenance.run_hex if provenance is not None else None,
+            "watermark": bool(provenance is not None and provenance.watermark),
             "timings_ms": {k: round(float(v), 1) for k, v in result.timings_ms.items()},
         })
         return console.EXIT_OK

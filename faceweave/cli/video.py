@@ -33,6 +33,7 @@ def swap_video(
     preview: Path | None,
     preview_frame: int | None,
     json_output: bool,
+    provenance=None,
 ) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -42,7 +43,8 @@ def swap_video(
 
     start, end = parse_trim(trim) if trim else (0.0, None)
     video_options = VideoOptions(
-        start=start, end=end, fps=fps, scale=scale, audio=audio, codec=codec, crf=video_crf(quality), preset=preset
+        start=start, end=end, fps=fps, scale=scale, audio=audio, codec=codec, crf=video_crf(quality), preset=preset,
+        provenance=provenance,
     )
     with FaceSwapper(options) as swapper:
         video = VideoSwapper(swapper)
@@ -83,6 +85,8 @@ def swap_video(
             "scene_cuts": report.scene_cuts,
             "fps": round(report.fps, 2),
             "broken_at": report.broken_at,
+            "run_id": provenance.run_hex if provenance is not None else None,
+            "watermark": bool(provenance is not None and provenance.watermark),
             "timings_ms": {k: round(v, 1) for k, v in report.timings_ms.items()},
         })
         return console.EXIT_OK

@@ -47,6 +47,8 @@ WRITE_FORMATS = MappingProxyType(
     {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".bmp": "BMP", ".tif": "TIFF", ".tiff": "TIFF"}
 )
 _KEEPS_ALPHA = frozenset({"PNG", "WEBP", "TIFF"})
+#: output formats that can hold an XMP packet (``write_image(xmp=...)``)
+XMP_FORMATS = frozenset({"PNG", "JPEG", "WEBP", "TIFF"})
 _HAS_QUALITY = frozenset({"JPEG", "WEBP"})
 #: exceptions Pillow raises on broken data
 _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error)
@@ -314,20 +316,29 @@ def image_from_array(array: np.ndarray, *, path: str | None = None) -> Image:
 
 
 def write_image(
-    path: str | os.PathLike[str], pixels: np.ndarray, *, alpha: np.ndarray | None = None, quality: int = 95
+    path: str | os.PathLike[str],
+    pixels: np.ndarray,
+    *,
+    alpha: np.ndarray | None = None,
+    quality: int = 95,
+    xmp: bytes | None = None,
 ) -> Path:
     """Write ``(H, W, 3)`` uint8 RGB (and ``(H, W)`` uint8 alpha) atomically.
 
     The format comes from the extension: .png, .jpg/.jpeg, .webp, .bmp,
     .tif/.tiff.  Alpha is kept for PNG, WEBP and TIFF and dropped for JPEG and
-    BMP.  ``quality`` (1..100) applies to JPEG and WEBP.  The parent folder is
-    created.  The file appears under its name only once complete.
+    BMP.  ``quality`` (1..100) applies to JPEG and WEBP.  ``xmp`` (a complete
+    XMP packet) is stored as PNG ``iTXt XML:com.adobe.xmp``, JPEG APP1, the
+    WEBP ``XMP`` chunk or TIFF tag 700; BMP cannot hold it (see
+    :data:`XMP_FORMATS`).  The parent folder is created.  The file appears
+    under its name only once complete.
 
     Returns:
         the written path.
 
     Raises:
-        InvalidOptionError: unknown extension or bad ``quality`` (before any work).
+        InvalidOptionError: unknown extension, bad ``quality``, or ``xmp`` for a
+            format that cannot hold it (before any work).
         InputError: ``pixels`` or ``alpha`` of the wrong dtype or shape.
         OutputError: the file could not be written.
     """
@@ -335,8 +346,12 @@ def write_image(
     fmt = _output_format(target)
     if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
         raise InvalidOptionError(f"quality must be an integer from 1 to 100; got {quality!r}")
+    if xmp is not None and fmt not in XMP_FORMATS:
+        raise InvalidOptionError(f"cannot write '{target}' with XMP metadata: {fmt} cannot hold it")
     pil = _to_pil(pixels, alpha if fmt in _KEEPS_ALPHA else None)
-    options = {"quality": quality} if fmt in _HAS_QUALITY else {}
+    options: dict = {"quality": quality} if fmt in _HAS_QUALITY else {}
+    if xmp is not None:
+        options.update(_xmp_options(fmt, bytes(xmp)))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with atomic_output(target, ".tmp") as temp:
@@ -344,6 +359,47 @@ def write_image(
     except OSError as exc:
         raise OutputError(f"cannot write image '{target}': {exc.strerror or _one_line(exc)}") from exc
     return target
+
+
+def _xmp_options(fmt: str, xmp: bytes) -> dict:
+    """Pillow save arguments that store an XMP packet in ``fmt``."""
+    if fmt == "PNG":
+        from PIL.PngImagePlugin import PngInfo
+
+        info = PngInfo()
+        info.add_itxt("XML:com.adobe.xmp", xmp.decode("utf-8"), zip=False)
+        return {"pnginfo": info}
+    if fmt == "TIFF":
+        from PIL.TiffImagePlugin import ImageFileDirectory_v2
+
+        ifd = ImageFileDirectory_v2()
+        ifd[700] = xmp  # XMLPacket
+        ifd.tagtype[700] = 1  # BYTE
+        return {"tiffinfo": ifd}
+    return {"xmp": xmp}  # JPEG (APP1), WEBP (XMP chunk)
+
+
+def read_xmp(path: str | os.PathLike[str]) -> bytes | None:
+    """The XMP packet stored in an image file, or ``None`` when it has none.
+
+    Only the header is read (no pixel data is decoded).
+
+    Raises:
+        UnreadableFileError, UnsupportedFormatError: as :func:`read_image`.
+    """
+    label = os.fsdecode(os.fspath(path))
+    what = f"image '{label}'"
+    with _open_source(Path(path), what) as fh:
+        head = fh.read(_HEAD_BYTES)
+        fh.seek(0)
+        _check_head(head, what)
+        with _open_lazy(fh, head, what) as pil:
+            xmp = pil.info.get("xmp")
+            if xmp is None and pil.format == "TIFF":
+                xmp = getattr(pil, "tag_v2", {}).get(700)
+    if isinstance(xmp, str):
+        xmp = xmp.encode("utf-8")
+    return bytes(xmp) if xmp else None
 
 
 def _output_format(target: Path) -> str:

@@ -87,9 +87,19 @@ class Swapper(Protocol):
 
 
 def _registry() -> dict[str, Callable[..., Swapper]]:
-    from faceweave.swappers.mesh import MeshSwapper
+    """Swapper factories by name.  ``mesh`` takes ``shape_transfer``; the
+    neural ones take ``pool`` (a :class:`~faceweave.runtime.SessionPool`),
+    ``provider`` and ``pixel_boost`` (see
+    :func:`faceweave.swappers.neural.factory.load_neural_swapper`)."""
+    from functools import partial
 
-    return {"mesh": MeshSwapper}
+    from faceweave.swappers.mesh import MeshSwapper
+    from faceweave.swappers.neural import NEURAL_SWAPPERS
+    from faceweave.swappers.neural.factory import load_neural_swapper
+
+    factories: dict[str, Callable[..., Swapper]] = {"mesh": MeshSwapper}
+    factories.update({name: partial(load_neural_swapper, name) for name in NEURAL_SWAPPERS})
+    return factories
 
 
 def available_swappers() -> list[str]:

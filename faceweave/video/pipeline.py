@@ -159,7 +159,7 @@ class VideoSwapper:
         out = pixels
         for face, source in plan:
             out = self.swapper.swap_face(out, face, source, timings)
-        return out
+        return self.swapper.enhance(out, [face for face, _ in plan], timings)
 
     def swap_frame(
         self,
@@ -375,7 +375,9 @@ class VideoSwapper:
                 frames += 1
                 with_swap += bool(plan)
                 faces += len(plan)
-                pixels = pool.submit(render, item.pixels, plan) if plan else item.pixels
+                # a frame enhancer changes every frame (and its size), faces or not
+                busy = plan or self.swapper.frame_enhancer is not None
+                pixels = pool.submit(render, item.pixels, plan) if busy else item.pixels
                 if not put(frames_out, (pixels, item.time)):
                     break
                 if progress is not None:

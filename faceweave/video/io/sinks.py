@@ -48,9 +48,11 @@ class _AvSink:
             temp = self._atomic.__enter__()
         except OSError as exc:
             raise OutputError(f"cannot write video '{writer.path}': {_reason(exc)}") from exc
-        options = {"movflags": "+faststart"} if writer.kind in ("mp4", "mov") else {}
+        tags = writer.metadata if writer.kind != "gif" else {}
+        options = _muxer_options(writer.kind, bool(tags))
         try:
             self.container = av.open(_url(temp), "w", format=_MUXERS[writer.kind], options=options)
+            self.container.metadata.update(tags)
         except av.error.FFmpegError as exc:
             self._atomic.__exit__(type(exc), exc, exc.__traceback__)
             raise OutputError(f"cannot write video '{writer.path}': {_reason(exc)}") from exc
@@ -111,6 +113,13 @@ class _AvSink:
         with suppress(Exception):  # the file is being thrown away
             self.container.close()
         self._atomic.__exit__(type(exc), exc, exc.__traceback__)
+
+
+def _muxer_options(kind: str, tags: bool) -> dict[str, str]:
+    """MP4/MOV: moov first; with tags, keep custom keys (``use_metadata_tags``)."""
+    if kind not in ("mp4", "mov"):
+        return {}
+    return {"movflags": "+faststart+use_metadata_tags" if tags else "+faststart"}
 
 
 def _encoder_options(name: str, quality: int, preset: str) -> dict[str, str]:

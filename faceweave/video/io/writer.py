@@ -6,7 +6,7 @@ import math
 import os
 from fractions import Fraction
 from pathlib import Path
-from typing import Self
+from typing import Mapping, Protocol, Self
 
 import av
 import av.error
@@ -26,6 +26,12 @@ from faceweave.video.io.formats import (
 from faceweave.video.io.probe import VideoInfo
 from faceweave.video.io.reader import _EPS, _is_count, _is_number
 from faceweave.video.io.sinks import _AvSink, _PngSink, _reason
+
+
+class FrameMarker(Protocol):
+    """Changes each ``(H, W, 3)`` uint8 RGB frame just before it is encoded."""
+
+    def mark(self, pixels: np.ndarray) -> np.ndarray: ...
 
 
 class VideoWriter:
@@ -49,6 +55,12 @@ class VideoWriter:
         size: output ``(width, height)``; frames of another size are resized.
             Default: the first frame's size.
         gif_max_side: GIF frames are shrunk so that their longest side is at most this.
+        frame_marker: an object whose ``mark(pixels) -> pixels`` is applied to
+            every frame as it will be encoded (after resizing and padding), e.g.
+            an invisible watermark (:func:`faceweave.provenance.stamp.writer_stamp`).
+        metadata: container tags (``{key: text}``) for MP4/MOV (custom keys kept
+            with ``movflags=use_metadata_tags``), MKV and WebM; GIF and PNG outputs
+            have no container tags and ignore them.
 
     Frame times given to :meth:`write` become the timestamps (so a variable
     frame rate is kept); without them frames are ``1 / fps`` apart.  GIFs keep
@@ -79,6 +91,8 @@ class VideoWriter:
         audio_end: float | None = None,
         size: tuple[int, int] | None = None,
         gif_max_side: int = 480,
+        frame_marker: FrameMarker | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> None:
         self.kind = check_video_output(path)
         self.path = Path(path)
@@ -98,6 +112,8 @@ class VideoWriter:
             self._time_base = 1 / self._rate
         self._codec, self._quality, self._preset = codec, quality, preset
         self._size, self._gif_max_side = size, gif_max_side
+        self._marker = frame_marker
+        self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
         self._out_size: tuple[int, int] | None = None  # (width, height), set by the first frame
         self._audio_window = (float(audio_start), audio_end)
         self.frames_written = 0
@@ -143,6 +159,8 @@ class VideoWriter:
                 return
             self._last_slot = slot
         px = self._prepared(px)
+        if self._marker is not None:
+            px = self._marker.mark(px)
         pts = max(round(elapsed / self._time_base), self._last_pts + 1)
         try:
             self._sink.add(px, pts, self.frames_written)

@@ -1,0 +1,59 @@
+"""Options that choose where models run, shared by the commands that run them.
+
+Use the ``Annotated`` aliases as parameter types of a command, then build the
+:class:`ProviderConfig` with :func:`provider_config`::
+
+    def swap_command(..., execution_provider: ExecutionProviderOption = "cpu",
+                     device_id: DeviceIdOption = 0, provider_fallback: ProviderFallbackOption = False):
+        config = provider_config(execution_provider, device_id)
+        with SessionPool(fallback=provider_fallback) as pool: ...
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from faceweave.runtime.providers import PROVIDERS, ProviderConfig
+
+ExecutionProviderOption = Annotated[
+    str,
+    typer.Option("--execution-provider", metavar="NAME",
+                 help=f"Where neural models run: {'|'.join(PROVIDERS)}."),
+]
+DeviceIdOption = Annotated[int, typer.Option("--device-id", metavar="N", help="Accelerator index for the execution provider.")]
+ProviderFallbackOption = Annotated[
+    bool,
+    typer.Option("--provider-fallback", help="Use the CPU (with a warning) when the execution provider is not available."),
+]
+TensorrtCacheOption = Annotated[
+    Optional[Path],
+    typer.Option("--tensorrt-cache", metavar="DIR", help="TensorRT: keep built engines in DIR (much faster next start)."),
+]
+TensorrtFp16Option = Annotated[bool, typer.Option("--tensorrt-fp16", help="TensorRT: build fp16 engines.")]
+
+
+def provider_config(
+    execution_provider: str = "cpu",
+    device_id: int = 0,
+    *,
+    tensorrt_cache: Path | None = None,
+    tensorrt_fp16: bool = False,
+    **options,
+) -> ProviderConfig:
+    """The :class:`ProviderConfig` for the flags; ``options`` are further
+    :class:`ProviderConfig` fields (CANN, OpenVINO).
+
+    Raises:
+        ProviderError: unknown provider name.
+        InvalidOptionError: a value out of range.
+    """
+    return ProviderConfig(
+        name=execution_provider.strip().lower(),
+        device_id=device_id,
+        trt_engine_cache=str(tensorrt_cache) if tensorrt_cache is not None else None,
+        trt_fp16=tensorrt_fp16,
+        **options,
+    )

@@ -1,0 +1,42 @@
+"""Enhancers: face restoration (GFPGAN, CodeFormer, GPEN, RestoreFormer++)
+and tiled frame super-resolution (Real-ESRGAN), built by name around a
+model object the caller owns."""
+
+from faceweave.enhancers.apply import enhance_result
+from faceweave.enhancers.base import (
+    FACE_ENHANCERS,
+    FRAME_ENHANCERS,
+    FaceEnhancer,
+    FaceEnhancerSpec,
+    FrameEnhancer,
+    FrameEnhancerSpec,
+    InferenceModel,
+    available_face_enhancers,
+    available_frame_enhancers,
+    create_face_enhancer,
+    create_frame_enhancer,
+    face_enhancer_spec,
+    frame_enhancer_spec,
+)
+from faceweave.enhancers.face import CodeFormerEnhancer, RestorationEnhancer
+from faceweave.enhancers.frame import TiledFrameEnhancer
+
+__all__ = [
+    "FACE_ENHANCERS",
+    "FRAME_ENHANCERS",
+    "CodeFormerEnhancer",
+    "FaceEnhancer",
+    "FaceEnhancerSpec",
+    "FrameEnhancer",
+    "FrameEnhancerSpec",
+    "InferenceModel",
+    "RestorationEnhancer",
+    "TiledFrameEnhancer",
+    "available_face_enhancers",
+    "available_frame_enhancers",
+    "create_face_enhancer",
+    "create_frame_enhancer",
+    "enhance_result",
+    "face_enhancer_spec",
+    "frame_enhancer_spec",
+]

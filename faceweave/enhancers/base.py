@@ -1,0 +1,198 @@
+"""Enhancer protocols, the model protocol they run on, and the registry.
+
+A face enhancer restores the faces of a frame (GFPGAN, CodeFormer, GPEN,
+RestoreFormer++); a frame enhancer upscales the whole frame (Real-ESRGAN).
+Each is a small class that receives an already loaded model object: the
+caller owns the model (its session, provider and cache) and closes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from faceweave.errors import InvalidOptionError, ModelSignatureError
+from faceweave.types import Face
+
+
+# -- the model an enhancer runs ------------------------------------------------
+class TensorInfo(Protocol):
+    """One model input or output: ``name`` and ``shape`` (ints for fixed
+    dimensions; a string, ``None`` or a negative int for dynamic ones).
+    The element type is read when present: ``dtype`` (a numpy name such as
+    ``"float64"``, as :mod:`faceweave.runtime` gives it) or ``type``
+    (``"tensor(double)"``, as onnxruntime's ``NodeArg`` gives it)."""
+
+    name: str
+    shape: Sequence[Any]
+
+
+@runtime_checkable
+class InferenceModel(Protocol):
+    """A loaded model: its inputs and outputs and a run by name."""
+
+    inputs: Sequence[TensorInfo]
+    outputs: Sequence[TensorInfo]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Outputs by name for ``feeds`` (arrays by input name)."""
+
+
+_DTYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
+
+
+def is_dynamic(dim: Any) -> bool:
+    """Whether a shape entry is a dynamic dimension."""
+    return not isinstance(dim, (int, np.integer)) or int(dim) < 0
+
+
+def tensor_dtype(info: TensorInfo) -> np.dtype:
+    """numpy dtype a float model input expects (float32 unless it says otherwise)."""
+    name = getattr(info, "dtype", None)
+    if isinstance(name, str) and name in ("float16", "float32", "float64"):
+        return np.dtype(name)
+    return np.dtype(_DTYPES.get(str(getattr(info, "type", "tensor(float)")), np.float32))
+
+
+def find_input(model: InferenceModel, name: str, *, model_name: str) -> TensorInfo:
+    """The input called ``name``; raises :class:`ModelSignatureError` naming
+    the inputs the model has."""
+    for info in model.inputs:
+        if info.name == name:
+            return info
+    have = ", ".join(f"{i.name}{list(i.shape)}" for i in model.inputs) or "none"
+    raise ModelSignatureError(f"{model_name}: the model has no input {name!r} (it has: {have})")
+
+
+def check_image_input(info: TensorInfo, *, model_name: str, size: tuple[int, int] | None) -> None:
+    """Raise :class:`ModelSignatureError` unless ``info`` is ``[N, 3, H, W]``
+    with ``(H, W) == size`` where both are fixed (``size`` ``None``: any)."""
+    shape = list(info.shape)
+    want = ["N", 3, "H" if size is None else size[0], "W" if size is None else size[1]]
+    bad = len(shape) != 4 or (not is_dynamic(shape[1]) and int(shape[1]) != 3)
+    if not bad and size is not None:
+        bad = any(not is_dynamic(d) and int(d) != s for d, s in zip(shape[2:], size))
+    if bad:
+        raise ModelSignatureError(f"{model_name}: input {info.name!r} expected shape {want}, got {shape}")
+
+
+def first_output(model: InferenceModel, outputs: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The model's first declared output from a run's result."""
+    return np.asarray(outputs[model.outputs[0].name])
+
+
+# -- enhancers -----------------------------------------------------------------
+#: a face to enhance: a :class:`Face`, or its ``(5, 2)`` key points (eye image
+#: left, eye image right, nose tip, mouth corner image left, image right)
+FaceLike = Face | np.ndarray
+
+
+@runtime_checkable
+class FaceEnhancer(Protocol):
+    name: str
+
+    def enhance(self, frame: np.ndarray, faces: Sequence[FaceLike], *, blend: float = 0.8) -> np.ndarray:
+        """A new ``(H, W, 3)`` uint8 RGB frame with ``faces`` restored;
+        ``blend`` in ``[0, 1]`` (0: the frame unchanged)."""
+
+
+@runtime_checkable
+class FrameEnhancer(Protocol):
+    name: str
+    scale: int
+
+    def enhance(self, frame: np.ndarray, *, blend: float = 1.0) -> np.ndarray:
+        """``(H * scale, W * scale, 3)`` uint8 RGB (``(H, W, 3)`` with
+        ``restore_size``); ``blend`` 0 gives the plainly resized frame."""
+
+
+@dataclass(frozen=True)
+class FaceEnhancerSpec:
+    """What a face-enhancer model needs: 5-point ``template`` name, square
+    crop ``size`` in pixels, and whether it takes a fidelity ``weight``."""
+
+    name: str
+    template: str
+    size: int
+    weight_input: bool = False
+
+
+@dataclass(frozen=True)
+class FrameEnhancerSpec:
+    """A frame enhancer: upscale factor and default tiling (pixels of input)."""
+
+    name: str
+    scale: int
+    tile_size: int = 256
+    tile_overlap: int = 32
+    tile_pad: int = 16
+
+
+def _face(name: str, template: str = "ffhq_512", size: int = 512, weight: bool = False) -> FaceEnhancerSpec:
+    return FaceEnhancerSpec(name=name, template=template, size=size, weight_input=weight)
+
+
+FACE_ENHANCERS: Mapping[str, FaceEnhancerSpec] = MappingProxyType({
+    s.name: s
+    for s in (
+        _face("gfpgan_1.2"), _face("gfpgan_1.3"), _face("gfpgan_1.4"),
+        _face("codeformer", weight=True),
+        _face("gpen_bfr_256", template="arcface_128", size=256), _face("gpen_bfr_512"),
+        _face("gpen_bfr_1024", size=1024), _face("gpen_bfr_2048", size=2048),
+        _face("restoreformer_plus_plus"),
+    )
+})
+
+FRAME_ENHANCERS: Mapping[str, FrameEnhancerSpec] = MappingProxyType({
+    s.name: s
+    for s in (
+        FrameEnhancerSpec("real_esrgan_x2", scale=2), FrameEnhancerSpec("real_esrgan_x2_fp16", scale=2),
+        FrameEnhancerSpec("real_esrgan_x4", scale=4), FrameEnhancerSpec("real_esrgan_x4_fp16", scale=4),
+        FrameEnhancerSpec("real_esrgan_x8", scale=8), FrameEnhancerSpec("real_esrgan_x8_fp16", scale=8),
+    )
+})
+
+
+def _face_factories() -> dict[str, Callable[..., FaceEnhancer]]:
+    from faceweave.enhancers.face import CodeFormerEnhancer, RestorationEnhancer
+
+    return {name: CodeFormerEnhancer if spec.weight_input else RestorationEnhancer for name, spec in FACE_ENHANCERS.items()}
+
+
+def available_face_enhancers() -> list[str]:
+    return sorted(FACE_ENHANCERS)
+
+
+def available_frame_enhancers() -> list[str]:
+    return sorted(FRAME_ENHANCERS)
+
+
+def face_enhancer_spec(name: str) -> FaceEnhancerSpec:
+    if name not in FACE_ENHANCERS:
+        raise InvalidOptionError(f"unknown face enhancer {name!r}; available: {', '.join(available_face_enhancers())}")
+    return FACE_ENHANCERS[name]
+
+
+def frame_enhancer_spec(name: str) -> FrameEnhancerSpec:
+    if name not in FRAME_ENHANCERS:
+        raise InvalidOptionError(f"unknown frame enhancer {name!r}; available: {', '.join(available_frame_enhancers())}")
+    return FRAME_ENHANCERS[name]
+
+
+def create_face_enhancer(name: str, model: InferenceModel, **options: Any) -> FaceEnhancer:
+    """Build a registered face enhancer by name around a loaded ``model``
+    (``options``: e.g. ``weight=`` for CodeFormer, ``mask_blur=``)."""
+    spec = face_enhancer_spec(name)
+    return _face_factories()[name](model, spec=spec, **options)
+
+
+def create_frame_enhancer(name: str, model: InferenceModel, **options: Any) -> FrameEnhancer:
+    """Build a registered frame enhancer by name around a loaded ``model``
+    (``options``: ``tile_size``, ``tile_overlap``, ``tile_pad``, ``restore_size``)."""
+    from faceweave.enhancers.frame import TiledFrameEnhancer
+
+    return TiledFrameEnhancer(model, spec=frame_enhancer_spec(name), **options)

@@ -1,0 +1,219 @@
+"""The models faceweave knows, as :class:`ModelSpec` values.
+
+Sources: FaceFusion's model sets (``facefusion/processors/modules/*/core.py``,
+``facefusion/face_recognizer.py``) for the download locations, licences,
+templates, crop sizes and mean/std, and its pre/post-processing for the
+input/output names and shapes.  FaceFusion hosts the files as GitHub release
+assets ``facefusion/facefusion-assets`` (tag ``models-3.x.0``) and mirrors them
+on Hugging Face (``facefusion/models-3.x.0``).
+
+What is pinned and what is not:
+
+* ``sha256`` is set only where the file's hash is known here: NudeNet's
+  ``320n.onnx`` (hashed from the ``nudenet`` 3.4.2 wheel).  FaceFusion
+  publishes CRC32 ``.hash`` files, not sha256, so its models are not pinned;
+  a download records the hash it got, and ``models import`` pins the user's.
+* Tensor names are left ``None`` (matched by position) where FaceFusion
+  reads the graph's outputs by position (``run(None, ...)[0]``) and the name
+  is not known; batch dimensions are left open, since exports differ.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from faceweave.errors import ModelNotFoundError
+from faceweave.models.spec import ModelSpec, TensorSpec
+
+_GITHUB = "https://github.com/facefusion/facefusion-assets/releases/download/{tag}/{file}"
+_HUGGINGFACE = "https://huggingface.co/facefusion/{tag}/resolve/main/{file}"
+
+NON_COMMERCIAL = "Non-Commercial"
+
+_HALF = (0.5, 0.5, 0.5)
+_ZERO = (0.0, 0.0, 0.0)
+_ONE = (1.0, 1.0, 1.0)
+
+
+def facefusion_urls(tag: str, file: str) -> tuple[str, ...]:
+    """FaceFusion's GitHub release asset, then its Hugging Face mirror."""
+    if tag == "models":  # the 2.x assets, which were never mirrored
+        return (_GITHUB.format(tag=tag, file=file),)
+    return (_GITHUB.format(tag=tag, file=file), _HUGGINGFACE.format(tag=tag, file=file))
+
+
+def _image(name: str | None, size: int | None, dtype: str | None = "float32") -> TensorSpec:
+    """``[batch, 3, size, size]`` (``size`` ``None``: height and width open)."""
+    if size is None:
+        return TensorSpec(name, (None, 3, "height", "width"), dtype)
+    return TensorSpec(name, (None, 3, size, size), dtype)
+
+
+def _embedding(name: str | None) -> TensorSpec:
+    return TensorSpec(name, (None, 512), "float32")
+
+
+def _swapper(
+    name: str,
+    *,
+    tag: str,
+    licence: str,
+    vendor: str,
+    template: str,
+    size: int,
+    mean: tuple[float, float, float],
+    std: tuple[float, float, float],
+    source: TensorSpec,
+    output: str | None = None,
+    notes: str = "",
+    sha256: str | None = None,
+    file_size: int | None = None,
+) -> ModelSpec:
+    return ModelSpec(
+        name=name, kind="swapper", file_name=f"{name}.onnx", licence=licence, vendor=vendor,
+        inputs=(_image("target", size), source), outputs=(_image(output, size),),
+        urls=facefusion_urls(tag, f"{name}.onnx"), template=template, crop_size=size,
+        mean=mean, std=std, notes=notes, sha256=sha256, size=file_size,
+    )
+
+
+def _swappers() -> list[ModelSpec]:
+    inswapper_note = (
+        "InsightFace's original inswapper_128.onnx has sha256 e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af"
+        " (554,253,681 bytes); FaceFusion's copy is not confirmed to be byte-identical, so it is not pinned."
+        " The source input takes the ArcFace embedding projected through the graph's last initializer (emap)."
+    )
+    ghost_note = "source: ArcFace embedding converted by arcface_converter_ghost (or crossface_ghost)"
+    simswap_note = "source: ArcFace embedding converted by arcface_converter_simswap (or crossface_simswap)"
+    specs = [
+        _swapper("inswapper_128", tag="models-3.0.0", licence=NON_COMMERCIAL, vendor="InsightFace",
+                 template="arcface_128", size=128, mean=_ZERO, std=_ONE, source=_embedding("source"),
+                 output="output", notes=inswapper_note),
+        _swapper("inswapper_128_fp16", tag="models-3.0.0", licence=NON_COMMERCIAL, vendor="InsightFace",
+                 template="arcface_128", size=128, mean=_ZERO, std=_ONE, source=_embedding("source"),
+                 output="output", notes="float16 weights, float32 inputs/outputs"),
+        _swapper("simswap_256", tag="models-3.0.0", licence=NON_COMMERCIAL, vendor="neuralchen",
+                 template="arcface_112_v1", size=256, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+                 source=_embedding("source"), notes=simswap_note),
+        _swapper("simswap_unofficial_512", tag="models-3.0.0", licence=NON_COMMERCIAL, vendor="neuralchen",
+                 template="arcface_112_v1", size=512, mean=_ZERO, std=_ONE, source=_embedding("source"),
+                 notes=simswap_note),
+        _swapper("blendswap_256", tag="models-3.0.0", licence=NON_COMMERCIAL, vendor="mapooon",
+                 template="ffhq_512", size=256, mean=_ZERO, std=_ONE, source=_image("source", 112),
+                 notes="source: the source face aligned to arcface_112_v2 at 112 px, RGB in [0, 1]"),
+        _swapper("uniface_256", tag="models-3.0.0", licence="Unknown", vendor="xc-csc101",
+                 template="ffhq_512", size=256, mean=_HALF, std=_HALF, source=_image("source", 256),
+                 notes="source: the source face aligned to ffhq_512 at 256 px, RGB in [0, 1]"),
+    ]
+    for variant in ("1a", "1b", "1c"):
+        specs.append(_swapper(
+            f"hyperswap_{variant}_256", tag="models-3.3.0", licence="ResearchRAIL", vendor="FaceFusion",
+            template="arcface_128", size=256, mean=_HALF, std=_HALF, source=_embedding("source"),
+            notes="source: the normalised ArcFace (w600k_r50) embedding",
+        ))
+    for version in (1, 2, 3):
+        specs.append(_swapper(
+            f"ghost_{version}_256", tag="models-3.0.0", licence="Apache-2.0", vendor="ai-forever",
+            template="arcface_112_v1", size=256, mean=_HALF, std=_HALF, source=_embedding("source"),
+            notes=ghost_note,
+        ))
+    return specs
+
+
+def _embedders() -> list[ModelSpec]:
+    def arcface(name: str, tag: str, template: str, input_name: str | None, notes: str, *,
+                licence: str = NON_COMMERCIAL, vendor: str = "InsightFace") -> ModelSpec:
+        return ModelSpec(
+            name=name, kind="embedder", file_name=f"{name}.onnx", licence=licence, vendor=vendor,
+            inputs=(_image(input_name, 112),), outputs=(_embedding(None),), urls=facefusion_urls(tag, f"{name}.onnx"),
+            template=template, crop_size=112, mean=_HALF, std=_HALF, notes=notes,
+        )
+
+    def converter(name: str, tag: str, vendor: str) -> ModelSpec:
+        return ModelSpec(
+            name=name, kind="embedder", file_name=f"{name}.onnx", licence="Unknown",
+            vendor=vendor, inputs=(_embedding("input"),), outputs=(_embedding(None),),
+            urls=facefusion_urls(tag, f"{name}.onnx"),
+            notes="embedding converter: maps a w600k_r50 ArcFace embedding to the swapper's own embedding space",
+        )
+
+    return [
+        arcface("arcface_w600k_r50", "models-3.0.0", "arcface_112_v2", None,
+                "the ArcFace used by inswapper and hyperswap; embeddings of RGB crops scaled to [-1, 1]"),
+        arcface("arcface_simswap", "models", "arcface_112_v1", None, "FaceFusion 2.x asset: SimSwap's own ArcFace",
+                vendor="neuralchen"),
+        arcface("arcface_ghost", "models", "arcface_112_v1", None, "FaceFusion 2.x asset: Ghost's own ArcFace",
+                licence="Apache-2.0", vendor="ai-forever"),
+        converter("arcface_converter_simswap", "models-3.0.0", "FaceFusion"),
+        converter("arcface_converter_ghost", "models-3.0.0", "FaceFusion"),
+        converter("crossface_simswap", "models-3.4.0", "FaceFusion"),
+        converter("crossface_ghost", "models-3.4.0", "FaceFusion"),
+    ]
+
+
+def _enhancers() -> list[ModelSpec]:
+    def face(name: str, licence: str, vendor: str, *, size: int = 512, template: str = "ffhq_512",
+             weight: bool = False) -> ModelSpec:
+        inputs = (_image("input", size),)
+        if weight:
+            inputs += (TensorSpec("weight", (1,), "float64"),)
+        return ModelSpec(
+            name=name, kind="face_enhancer", file_name=f"{name}.onnx", licence=licence, vendor=vendor,
+            inputs=inputs, outputs=(_image(None, size),), urls=facefusion_urls("models-3.0.0", f"{name}.onnx"),
+            template=template, crop_size=size, mean=_HALF, std=_HALF,
+            notes="fidelity weight input (float64, [1])" if weight else "",
+        )
+
+    def frame(name: str, scale: int) -> ModelSpec:
+        return ModelSpec(
+            name=name, kind="frame_enhancer", file_name=f"{name}.onnx", licence="BSD-3-Clause", vendor="xinntao",
+            inputs=(_image("input", None),), outputs=(TensorSpec(None, (None, 3, None, None), "float32"),),
+            urls=facefusion_urls("models-3.0.0", f"{name}.onnx"), mean=_ZERO, std=_ONE,
+            warmup_dims=(("height", 256), ("width", 256)),
+            notes=f"x{scale} upscale of RGB tiles in [0, 1]; FaceFusion tiles at 256 px with 16 px padding, 8 px overlap",
+        )
+
+    return [
+        face("gfpgan_1.4", "Apache-2.0", "TencentARC"),
+        face("codeformer", "S-Lab-1.0", "sczhou", weight=True),
+        face("gpen_bfr_512", NON_COMMERCIAL, "yangxy"),
+        face("restoreformer_plus_plus", "Apache-2.0", "wzhouxiff"),
+        frame("real_esrgan_x2", 2),
+        frame("real_esrgan_x4", 4),
+    ]
+
+
+def _classifiers() -> list[ModelSpec]:
+    return [
+        ModelSpec(
+            name="nudenet_320n", kind="content_classifier", file_name="320n.onnx", licence="MIT",
+            vendor="notAI-tech", bundled=("nudenet", "320n.onnx"),
+            sha256="c15d8273adad2d0a92f014cc69ab2d6c311a06777a55545f2c4eb46f51911f0f", size=12_150_158,
+            inputs=(TensorSpec("images", ("batch", 3, "height", "width"), "float32"),),
+            outputs=(TensorSpec("output0", ("batch", 22, None), "float32"),),
+            crop_size=320, mean=_ZERO, std=_ONE, warmup_dims=(("height", 320), ("width", 320)),
+            notes="YOLOv8n detector shipped inside the nudenet wheel (3.4.2 hashed); 18 classes + 4 box values",
+        ),
+    ]
+
+
+def builtin_specs() -> dict[str, ModelSpec]:
+    """A new dict of every built-in spec by name (the caller may add its own)."""
+    specs = _swappers() + _embedders() + _enhancers() + _classifiers()
+    return {spec.name: spec for spec in specs}
+
+
+def find_spec(name: str, catalog: Mapping[str, ModelSpec] | None = None) -> ModelSpec:
+    """The spec called ``name`` (in ``catalog``, default the built-in one).
+
+    Raises:
+        ModelNotFoundError: no such model; the message lists close names.
+    """
+    specs = builtin_specs() if catalog is None else catalog
+    if name in specs:
+        return specs[name]
+    import difflib
+
+    close = difflib.get_close_matches(name, list(specs), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; run `faceweave models list` to see them"
+    raise ModelNotFoundError(f"unknown model {name!r}{hint}")

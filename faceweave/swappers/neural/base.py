@@ -1,0 +1,313 @@
+"""Shared machinery of the neural swappers (FaceFusion-compatible).
+
+Each model family is one small subclass of :class:`NeuralSwapper` that says
+how the source is given to the model (:meth:`NeuralSwapper.source_tensor`);
+everything else is common and follows FaceFusion's ``face_swapper``:
+
+1. the five points of the target crop (from its mesh) are fitted onto the
+   model's template at the model size (or the pixel-boost size), and the crop
+   is warped there;
+2. pixels ``/ 255``, ``(x - mean) / std`` per RGB channel, NCHW float32
+   (FaceFusion reads BGR frames and flips them to RGB first; our pixels are
+   RGB already);
+3. the model runs on all faces (and pixel-boost tiles) of one call in one
+   batch when its batch dimension is dynamic, else one by one;
+4. the output, NCHW RGB, is de-normalised (``* std + mean``) only for the
+   families FaceFusion does it for, clipped to ``[0, 1]``, scaled to 255;
+5. it is warped back into the target crop's pixels, with FaceFusion's static
+   box mask (feathered edges) as the coverage.
+
+The model objects are owned by the caller (e.g. a session pool); the
+swapper never loads or closes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import cv2
+import numpy as np
+
+from faceweave.errors import InvalidOptionError, ModelSignatureError
+from faceweave.geometry.templates import points5, warp_to_template
+from faceweave.swappers.base import AlignedCrop, SourceFace, SwapOutput
+from faceweave.swappers.neural.pixel_boost import boost_factor, tile, untile
+
+
+class TensorInfo(Protocol):
+    """One declared model input or output: ``name`` and ``shape`` (ints for
+    fixed dimensions, a string / ``None`` / negative for dynamic ones)."""
+
+    name: str
+    shape: Sequence[Any]
+
+
+@runtime_checkable
+class InferenceModel(Protocol):
+    """What a swapper needs from a loaded model (a runtime session wrapper)."""
+
+    inputs: Sequence[TensorInfo]
+    outputs: Sequence[TensorInfo]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+class Embedder(Protocol):
+    """An identity embedder (see :mod:`faceweave.embedders.arcface`)."""
+
+    def embed_raw(self, items: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class NeuralSpec:
+    """Per-model constants (data, as in FaceFusion's model set).
+
+    ``template``/``size``: alignment template and model side; ``mean``/``std``
+    RGB normalisation of the target crop; ``denormalize``: whether the output
+    is ``* std + mean`` before clipping; ``source``: ``"embedding"`` or
+    ``"image"``; ``embedder``/``converter``: names of the models that make the
+    source embedding; ``source_template``/``source_size``: the alignment of a
+    source image crop."""
+
+    name: str
+    family: str
+    template: str
+    size: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    denormalize: bool
+    source: Literal["embedding", "image"]
+    embedder: str | None = None
+    converter: str | None = None
+    source_template: str | None = None
+    source_size: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedSource:
+    """``tensor``: what the model's ``source`` input gets for one face,
+    ``(1, 512)`` float32 or ``(1, 3, h, w)`` float32."""
+
+    tensor: np.ndarray
+
+
+def is_dynamic(dim: Any) -> bool:
+    return not isinstance(dim, (int, np.integer)) or int(dim) < 0
+
+
+def find_tensor(items: Sequence[TensorInfo], name: str, *, model: str, what: str) -> TensorInfo:
+    for item in items:
+        if item.name == name:
+            return item
+    names = ", ".join(repr(i.name) for i in items)
+    raise ModelSignatureError(f"{model}: expected an {what} named {name!r}; the model has {names}")
+
+
+def check_shape(info: TensorInfo, expected: Sequence[int | None], *, model: str) -> None:
+    """Raise :class:`ModelSignatureError` unless every fixed dimension of
+    ``info`` equals ``expected`` (``None`` there matches anything)."""
+    shape = list(info.shape)
+    ok = len(shape) == len(expected) and all(
+        e is None or is_dynamic(d) or int(d) == e for d, e in zip(shape, expected)
+    )
+    if not ok:
+        raise ModelSignatureError(
+            f"{model}: input {info.name!r} should have shape {_shape_text(expected)}; the model has {_shape_text(shape)}"
+        )
+
+
+def _shape_text(shape: Sequence[Any]) -> str:
+    return "[" + ", ".join("N" if d is None else str(d) for d in shape) + "]"
+
+
+def normalize_crops(crops: np.ndarray, mean: Sequence[float], std: Sequence[float]) -> np.ndarray:
+    """``(N, S, S, 3)`` uint8 RGB -> ``(N, 3, S, S)`` float32 ``(x / 255 - mean) / std``."""
+    x = crops.astype(np.float32) / 255.0
+    x = (x - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+    return np.ascontiguousarray(x.transpose(0, 3, 1, 2), dtype=np.float32)
+
+
+def denormalize_outputs(
+    out: np.ndarray, mean: Sequence[float], std: Sequence[float], *, denormalize: bool
+) -> np.ndarray:
+    """``(N, 3, S, S)`` model output -> ``(N, S, S, 3)`` float32 RGB in ``[0, 255]``."""
+    x = np.asarray(out, np.float32).transpose(0, 2, 3, 1)
+    if denormalize:
+        x = x * np.asarray(std, np.float32) + np.asarray(mean, np.float32)
+    return np.clip(x, 0.0, 1.0) * 255.0
+
+
+def image_tensor(crop: np.ndarray) -> np.ndarray:
+    """``(h, w, 3)`` uint8 RGB source crop -> ``(1, 3, h, w)`` float32 in ``[0, 1]``."""
+    return np.ascontiguousarray((crop.astype(np.float32) / 255.0).transpose(2, 0, 1)[None])
+
+
+def box_mask(size: int, *, blur: float = 0.3, padding: tuple[float, float, float, float] = (0, 0, 0, 0)) -> np.ndarray:
+    """FaceFusion's static box mask, ``(size, size)`` float32 in ``[0, 1]``:
+    1 inside, a border of at least ``size * blur / 4`` pixels (or ``padding``
+    percent: top, right, bottom, left) set to 0, Gaussian-feathered with
+    sigma ``size * blur / 8``."""
+    amount = int(size * 0.5 * blur)
+    area = max(amount // 2, 1)
+    top, right, bottom, left = (int(size * p / 100) for p in padding)
+    mask = np.ones((size, size), np.float32)
+    mask[: max(area, top), :] = 0
+    mask[-max(area, bottom):, :] = 0
+    mask[:, : max(area, left)] = 0
+    mask[:, -max(area, right):] = 0
+    if amount > 0:
+        mask = cv2.GaussianBlur(mask, (0, 0), amount * 0.25)
+    return mask
+
+
+def blend_factor(weight: float) -> float:
+    """FaceFusion's ``face_swapper_weight`` in ``[0, 1]`` -> the share of the
+    target's embedding mixed into the source's: 0.35 at 0, 0 at 0.5, -0.35 at 1."""
+    return float(np.interp(weight, [0.0, 1.0], [0.35, -0.35]))
+
+
+class NeuralSwapper:
+    """Base of the neural swappers: a :class:`~faceweave.swappers.base.Swapper`.
+
+    ``model``: the swapper model; ``embedder``/``converter``: models for the
+    source identity (families that need them); ``pixel_boost``: side of the
+    crop the model runs on in interleaved tiles (a multiple of the model
+    size; ``None``: the model size); ``mask_blur``/``mask_padding``: the box
+    mask; ``weight``: FaceFusion's swapper weight (0.5: the source identity
+    only; other values mix in the target's embedding, which needs the
+    embedder); ``max_batch``: most images per inference."""
+
+    #: mix the target embedding in after L2-normalising it (FaceFusion does for most families)
+    normalize_target_embedding = True
+
+    def __init__(
+        self,
+        model: InferenceModel,
+        *,
+        spec: NeuralSpec,
+        embedder: Embedder | None = None,
+        converter: Any = None,
+        pixel_boost: int | None = None,
+        mask_blur: float = 0.3,
+        mask_padding: tuple[float, float, float, float] = (0, 0, 0, 0),
+        weight: float = 0.5,
+        max_batch: int = 16,
+    ) -> None:
+        if not 0.0 <= weight <= 1.0:
+            raise InvalidOptionError(f"swapper weight must be in [0, 1]; got {weight}")
+        if max_batch < 1:
+            raise InvalidOptionError(f"max_batch must be at least 1; got {max_batch}")
+        self.name = spec.name
+        self.spec = spec
+        self.model = model
+        self.embedder = embedder
+        self.converter = converter
+        self.boost = boost_factor(spec.size, pixel_boost)
+        self.mask_blur = mask_blur
+        self.mask_padding = tuple(mask_padding)
+        self.weight = weight
+        self.max_batch = max_batch
+        if spec.source == "embedding" and embedder is None:
+            raise InvalidOptionError(f"{spec.name} needs an identity embedder ({spec.embedder})")
+        if weight != 0.5 and embedder is None:
+            raise InvalidOptionError(f"{spec.name}: a swapper weight other than 0.5 needs an embedder")
+        self._target_info = find_tensor(model.inputs, "target", model=spec.name, what="input")
+        self._source_info = find_tensor(model.inputs, "source", model=spec.name, what="input")
+        check_shape(self._target_info, [None, 3, spec.size, spec.size], model=spec.name)
+        if spec.source == "embedding":
+            check_shape(self._source_info, [None, 512], model=spec.name)
+        else:
+            check_shape(self._source_info, [None, 3, spec.source_size, spec.source_size], model=spec.name)
+        names = [o.name for o in model.outputs]
+        self._output = "output" if "output" in names else names[0]
+
+    # -- Swapper protocol -------------------------------------------------
+    def prepare(self) -> None:
+        """Nothing to load: the models are given loaded (and warmed) by the caller."""
+
+    def close(self) -> None:
+        """Nothing to release: the caller owns the models (and their sessions)."""
+
+    def prepare_source(self, source: SourceFace) -> SourceFace:
+        return dataclasses.replace(source, prepared=PreparedSource(tensor=self.source_tensor(source)))
+
+    def swap(self, source: SourceFace, target: AlignedCrop) -> SwapOutput:
+        return self.swap_batch(source, [target])[0]
+
+    def swap_batch(self, source: SourceFace, targets: Sequence[AlignedCrop]) -> list[SwapOutput]:
+        """Swap several faces of one frame; one inference when the model allows."""
+        if not targets:
+            return []
+        prepared = source.prepared if isinstance(source.prepared, PreparedSource) else None
+        src = prepared.tensor if prepared is not None else self.source_tensor(source)
+        side = self.spec.size * self.boost
+        crops, matrices = zip(*(warp_to_template(t.pixels, points5(t), self.spec.template, side) for t in targets))
+        tiles = np.concatenate([tile(c, self.boost) for c in crops])  # (len * k*k, S, S, 3)
+        per_target = self.boost * self.boost
+        sources = self._sources_for(src, targets, crops, matrices)
+        source_rows = np.repeat(sources, per_target, axis=0)
+        out = self.run(normalize_crops(tiles, self.spec.mean, self.spec.std), source_rows)
+        faces = denormalize_outputs(out, self.spec.mean, self.spec.std, denormalize=self.spec.denormalize)
+        mask = box_mask(side, blur=self.mask_blur, padding=self.mask_padding)
+        results = []
+        for n, (target, m) in enumerate(zip(targets, matrices)):
+            swapped = untile(faces[n * per_target : (n + 1) * per_target], self.boost)
+            results.append(self._paste(target, swapped, mask, m))
+        return results
+
+    # -- family hooks -----------------------------------------------------
+    def source_tensor(self, source: SourceFace) -> np.ndarray:
+        """What the model's ``source`` input gets for this face: ``(1, D)`` or ``(1, 3, h, w)``."""
+        raise NotImplementedError
+
+    def source_embedding(self, source: SourceFace) -> np.ndarray:
+        """``(512,)`` raw (not normalised) embedding of the source crop's face."""
+        return self.embedder.embed_raw([(source.crop.pixels, points5(source.crop))])[0]
+
+    def source_image(self, source: SourceFace) -> np.ndarray:
+        """``(1, 3, h, w)`` float32 RGB ``[0, 1]`` source crop on the spec's source template."""
+        crop, _ = warp_to_template(source.crop.pixels, points5(source.crop), self.spec.source_template, self.spec.source_size)
+        return image_tensor(crop)
+
+    # -- helpers ----------------------------------------------------------
+    def run(self, target: np.ndarray, source: np.ndarray) -> np.ndarray:
+        """Run on ``target`` ``(N, 3, S, S)`` with ``source`` ``(N, ...)``: in
+        chunks of ``max_batch`` when the batch dimension is dynamic, else one
+        image at a time.  Returns the ``(N, 3, S, S)`` output."""
+        dynamic = is_dynamic(self._target_info.shape[0]) and is_dynamic(self._source_info.shape[0])
+        step = self.max_batch if dynamic else 1
+        parts = []
+        for i in range(0, len(target), step):
+            feeds = {"target": target[i : i + step], "source": np.ascontiguousarray(source[i : i + step], np.float32)}
+            parts.append(np.asarray(self.model.run(feeds)[self._output]))
+        return np.concatenate(parts)
+
+    def _sources_for(self, src: np.ndarray, targets, crops, matrices) -> np.ndarray:
+        """``(len(targets), ...)`` source rows, with the target embedding mixed
+        in (FaceFusion's ``balance_source_embedding``) when ``weight != 0.5``."""
+        if self.weight == 0.5 or self.spec.source != "embedding":
+            return np.repeat(src, len(targets), axis=0)
+        items = [(t.pixels, points5(t)) for t in targets]
+        target_embeddings = self.embedder.embed_raw(items)
+        if self.normalize_target_embedding:
+            target_embeddings = target_embeddings / np.linalg.norm(target_embeddings, axis=1, keepdims=True)
+        b = blend_factor(self.weight)
+        return (src.reshape(1, -1) * (1.0 - b) + target_embeddings * b).astype(np.float32)
+
+    def _paste(self, target: AlignedCrop, swapped: np.ndarray, mask: np.ndarray, m: np.ndarray) -> SwapOutput:
+        """Warp the model-space result ``(B, B, 3)`` float and the box mask
+        back into the target crop's pixels."""
+        w, h = target.size
+        inv = cv2.invertAffineTransform(m)
+        face = cv2.warpAffine(swapped, inv, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        coverage = cv2.warpAffine(mask, inv, (w, h), flags=cv2.INTER_LINEAR, borderValue=0.0)
+        return SwapOutput(
+            face=np.clip(np.rint(face), 0, 255).astype(np.uint8),
+            background=target.pixels,
+            coverage=np.clip(coverage, 0.0, 1.0).astype(np.float32),
+            mesh=target.mesh,
+            changed=np.zeros((h, w), np.float32),
+        )

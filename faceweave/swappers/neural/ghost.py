@@ -1,0 +1,32 @@
+"""GHOST (``ghost_1/2/3_256``): the target crop (``arcface_112_v1``,
+``[-1, 1]``; the output is de-normalised) and the source's ArcFace w600k
+embedding mapped by ``crossface_ghost``, not normalised.  A mixed-in target
+embedding is taken raw, as FaceFusion does."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from faceweave.swappers.base import SourceFace
+from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
+
+
+def _ghost(n: int) -> NeuralSpec:
+    return NeuralSpec(
+        name=f"ghost_{n}_256", family="ghost", template="arcface_112_v1", size=256,
+        mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), denormalize=True,
+        source="embedding", embedder="arcface_w600k_r50", converter="crossface_ghost",
+    )
+
+
+GHOST_1_256, GHOST_2_256, GHOST_3_256 = _ghost(1), _ghost(2), _ghost(3)
+
+
+class Ghost(NeuralSwapper):
+    normalize_target_embedding = False
+
+    def source_tensor(self, source: SourceFace) -> np.ndarray:
+        e = self.source_embedding(source).reshape(1, -1)
+        if self.converter is not None:
+            e = self.converter.convert(e)
+        return e.astype(np.float32)

@@ -1,0 +1,134 @@
+"""Tiny ONNX models with the input/output names and shapes of the real
+enhancer models, each computing something a test can work out by hand, and
+an adapter that gives an onnxruntime session the enhancers' model protocol."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+IR_VERSION = 9
+
+
+@dataclass(frozen=True)
+class Info:
+    """A tensor described as ``faceweave.runtime`` does: numpy ``dtype`` name,
+    ``None`` for dynamic dimensions."""
+
+    name: str
+    shape: tuple
+    dtype: str
+
+
+_NUMPY = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16", "tensor(int64)": "int64"}
+
+
+def runtime_style(args) -> tuple[Info, ...]:
+    return tuple(
+        Info(a.name, tuple(d if isinstance(d, int) else None for d in a.shape), _NUMPY[a.type]) for a in args
+    )
+
+
+class OrtModel:
+    """``inputs`` / ``outputs`` / ``run(feeds) -> dict`` over an in-memory ONNX
+    graph.  ``runtime=True``: tensors described as :class:`Info`, and feeds
+    checked for the exact dtype (as ``faceweave.runtime`` does), instead of
+    onnxruntime's own ``NodeArg``."""
+
+    def __init__(self, graph: onnx.ModelProto, *, runtime: bool = False) -> None:
+        onnx.checker.check_model(graph)
+        self.proto = graph
+        self.session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+        self.inputs = runtime_style(self.session.get_inputs()) if runtime else self.session.get_inputs()
+        self.outputs = runtime_style(self.session.get_outputs()) if runtime else self.session.get_outputs()
+        self.runtime = runtime
+        self.calls: list[dict[str, tuple[int, ...]]] = []
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.calls.append({k: tuple(v.shape) for k, v in feeds.items()})
+        if self.runtime:
+            for info in self.inputs:
+                assert feeds[info.name].dtype.name == info.dtype, (info.name, feeds[info.name].dtype)
+        names = [o.name for o in self.outputs]
+        return dict(zip(names, self.session.run(names, feeds)))
+
+
+def _model(nodes, inputs, outputs, initializers=()) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "tiny", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
+
+
+def _const(name: str, value: Any, dtype=np.float32) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+
+def face_model(*, size: int = 512, batch: int | str = 1, op: str = "identity", value: float = 0.0,
+               input_name: str = "input", out_size: int | None = None) -> OrtModel:
+    """GFPGAN-like ``input [batch, 3, size, size] -> output [batch, 3, size, size]``.
+
+    ``op``: ``identity``; ``add`` (``input + value``); ``red`` (every channel
+    becomes channel 0, to see which colour order the model gets); ``resize``
+    (output of side ``out_size``, to provoke a shape error)."""
+    o = out_size or size
+    x = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [batch, 3, size, size])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, 3, o, o])
+    inits = []
+    if op == "identity":
+        nodes = [helper.make_node("Identity", [input_name], ["output"])]
+    elif op == "add":
+        nodes = [helper.make_node("Add", [input_name, "c"], ["output"])]
+        inits = [_const("c", [value])]
+    elif op == "red":
+        nodes = [helper.make_node("Gather", [input_name, "idx"], ["output"], axis=1)]
+        inits = [_const("idx", [0, 0, 0], np.int64)]
+    elif op == "resize":
+        nodes = [helper.make_node("Resize", [input_name, "", "", "sizes"], ["output"], mode="nearest")]
+        inits = [_const("sizes", [1, 3, o, o], np.int64)]
+    else:
+        raise ValueError(op)
+    return OrtModel(_model(nodes, [x], [y], inits))
+
+
+def codeformer_model(*, size: int = 512, runtime: bool = False) -> OrtModel:
+    """CodeFormer-like: ``input [1, 3, S, S]`` float and ``weight [1]`` double;
+    ``output = input * weight``."""
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])
+    w = helper.make_tensor_value_info("weight", TensorProto.DOUBLE, [1])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size])
+    nodes = [
+        helper.make_node("Cast", ["weight"], ["wf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["input", "wf"], ["output"]),
+    ]
+    return OrtModel(_model(nodes, [x, w], [y]), runtime=runtime)
+
+
+def frame_model(*, op: str = "nearest", scale: int = 2, batch: int | str = 1, tile: int | None = None) -> OrtModel:
+    """Real-ESRGAN-like ``input [batch, 3, H, W] -> output [batch, 3, H*s, W*s]``
+    (``tile``: fixed ``H = W = tile``; otherwise dynamic).
+
+    ``op``: ``nearest`` (each pixel repeated ``scale`` x ``scale`` times),
+    ``square`` (``input * input``, scale 1: no rounding ties), ``blur`` (3x3 mean with zero padding,
+    scale 1: wrong at a tile's edge, as a real network is)."""
+    h, w = (tile, tile) if tile else ("height", "width")
+    oh, ow = (tile * scale, tile * scale) if tile else ("out_height", "out_width")
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, h, w])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, 3, oh, ow])
+    if op == "nearest":
+        nodes = [helper.make_node("Resize", ["input", "", "scales"], ["output"], mode="nearest",
+                                  coordinate_transformation_mode="asymmetric", nearest_mode="floor")]
+        inits = [_const("scales", [1, 1, scale, scale])]
+    elif op == "square":
+        nodes = [helper.make_node("Mul", ["input", "input"], ["output"])]
+        inits = []
+    elif op == "blur":
+        nodes = [helper.make_node("Conv", ["input", "k"], ["output"], group=3, pads=[1, 1, 1, 1])]
+        inits = [_const("k", np.full((3, 1, 3, 3), 1.0 / 9.0))]
+    else:
+        raise ValueError(op)
+    return OrtModel(_model(nodes, [x], [y], inits))

@@ -1,0 +1,94 @@
+"""Neural swappers and enhancers wired into the whole pipeline: model files
+imported into a model folder (tiny stand-ins with the real signatures), the
+CLI's --swapper / --face-enhancer / --frame-enhancer, and the errors a user
+meets when a model is missing."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from faceweave.errors import ModelNotFoundError
+from faceweave.options import SwapOptions
+from faceweave.pipeline import FaceSwapper
+from tests.neural_fixtures import arcface_model, swapper_model
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory):
+    """A model folder with inswapper_128 (output = 1 - target: an obvious
+    change), its ArcFace, and a gfpgan-like face enhancer, all imported
+    through the CLI's own import path (signature checked, sha256 pinned)."""
+    from faceweave.models import ModelStore, import_model
+    from tests.enhancer_fixtures import face_model
+
+    folder = tmp_path_factory.mktemp("models")
+    files = tmp_path_factory.mktemp("files")
+    rng = np.random.default_rng(0)
+    onnx.save(swapper_model(128, [512], gain=-1.0, offset=1.0, emap=np.eye(512)), files / "inswapper.onnx")
+    onnx.save(arcface_model(rng.normal(size=(3, 512)), input_name="input"), files / "arcface.onnx")
+    onnx.save(face_model(size=512, batch=1, op="add", value=0.2).proto, files / "gfpgan.onnx")
+    store = ModelStore(folder)
+    import_model(store, "inswapper_128", files / "inswapper.onnx")
+    import_model(store, "arcface_w600k_r50", files / "arcface.onnx")
+    import_model(store, "gfpgan_1.4", files / "gfpgan.onnx")
+    return folder
+
+
+def test_a_neural_swapper_through_the_python_api(models_dir, faces_dir):
+    options = SwapOptions.model_validate({"swapper": "inswapper_128", "runtime": {"models_dir": str(models_dir)}})
+    target = faces_dir / "single/astronaut_eileen_collins.png"
+    with FaceSwapper(options) as swapper:
+        assert swapper.pool is not None and len(swapper.pool) == 2  # swapper + embedder, warmed up
+        result = swapper.swap([faces_dir / "single/biden2.jpg"], target)
+        original = swapper.read(target, role="target").pixels
+    face = result.faces[result.swapped[0].target_index].bbox
+    x1, y1, x2, y2 = (int(v) for v in (face.x1, face.y1, face.x2, face.y2))
+    changed = np.abs(result.image.astype(int) - original.astype(int))
+    assert changed[y1:y2, x1:x2].mean() > 20  # the inverting stand-in shows inside the face
+    assert changed[:20, :20].max() == 0  # and nowhere far from it
+
+
+def test_a_face_enhancer_after_the_classical_swap(models_dir, faces_dir):
+    target = faces_dir / "single/astronaut_eileen_collins.png"
+    plain = FaceSwapper(SwapOptions()).swap([faces_dir / "single/biden2.jpg"], target)
+    options = SwapOptions.model_validate({"enhance": {"face": "gfpgan_1.4", "face_blend": 1.0}, "runtime": {"models_dir": str(models_dir)}})
+    with FaceSwapper(options) as swapper:
+        enhanced = swapper.swap([faces_dir / "single/biden2.jpg"], target)
+    assert "enhance" in enhanced.timings_ms
+    face = enhanced.faces[0].bbox
+    cx, cy = (int(v) for v in face.center)
+    # the stand-in adds 0.2 in [-1, 1] units: about +25 levels at the face centre
+    gain = enhanced.image[cy - 5 : cy + 5, cx - 5 : cx + 5].astype(int) - plain.image[cy - 5 : cy + 5, cx - 5 : cx + 5].astype(int)
+    assert 15 < gain.mean() < 30
+    assert np.array_equal(enhanced.image[:20, :20], plain.image[:20, :20])
+
+
+def test_missing_model_is_a_clear_error(tmp_path):
+    options = SwapOptions.model_validate({"swapper": "hyperswap_1a_256", "runtime": {"models_dir": str(tmp_path)}})
+    with pytest.raises(ModelNotFoundError, match="faceweave models download"):
+        FaceSwapper(options)
+
+
+def test_cli_neural_swap_and_errors(models_dir, faces_dir, tmp_path):
+    from tests.test_cli import assert_clean_error, faceweave
+
+    src, tgt = faces_dir / "single/biden2.jpg", faces_dir / "single/astronaut_eileen_collins.png"
+    out = tmp_path / "out.png"
+    proc = faceweave("swap", "-s", src, "-t", tgt, "-o", out, "--swapper", "inswapper_128", "--models-dir", models_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert out.is_file()
+    missing = tmp_path / "missing.png"
+    proc = faceweave("swap", "-s", src, "-t", tgt, "-o", missing, "--swapper", "ghost_1_256", "--models-dir", tmp_path)
+    assert_clean_error(proc, 1, "not present", "faceweave models download")
+    proc = faceweave("swap", "-s", src, "-t", tgt, "-o", missing, "--swapper", "nope")
+    assert_clean_error(proc, 2, "unknown swapper", "inswapper_128")
+    proc = faceweave(
+        "swap", "-s", src, "-t", tgt, "-o", missing, "--swapper", "inswapper_128", "--models-dir", models_dir,
+        "--execution-provider", "cuda",
+    )
+    assert_clean_error(proc, 1, "cuda", "available")
+    assert not missing.exists()
