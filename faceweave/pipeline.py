@@ -27,7 +27,7 @@ from faceweave.io import image_from_array, read_image
 from faceweave.masks import SelfieSegmenter
 from faceweave.options import SwapOptions
 from faceweave.selection import order_faces, select_faces
-from faceweave.swappers import AlignedCrop, SourceFace, create_swapper
+from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, create_swapper
 from faceweave.timing import timed
 from faceweave.types import Face, Image, SwappedFace, SwapResult
 
@@ -242,6 +242,10 @@ class FaceSwapper:
             crop = cut_crop(pixels, face, face_size=self.working_size(face))
         with timed(timings, "swap"):
             out = self.swapper.swap(source, crop)
+        return self.finish_face(pixels, crop, out, timings)
+
+    def finish_face(self, pixels: np.ndarray, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float]) -> np.ndarray:
+        """Masks, colour and blending of a swapper's output, pasted into the frame."""
         person = None
         if self.segmenter is not None:
             # a mediapipe graph runs one image at a time; video renders frames on several threads
@@ -254,6 +258,28 @@ class FaceSwapper:
         with timed(timings, "paste"):
             out = paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
             return match_detail(pixels, out, comp.detail, crop.matrix)
+
+    def _swap_batched(
+        self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float]
+    ) -> np.ndarray:
+        """Several faces through a swapper that takes a batch: one inference
+        per source for all its faces (crops are cut from the frame before any
+        face is pasted), then each face is finished in order."""
+        with timed(timings, "crop"):
+            crops = [cut_crop(pixels, face, face_size=self.working_size(face)) for face, _ in chosen]
+        outputs: list[SwapOutput | None] = [None] * len(chosen)
+        groups: dict[int, list[int]] = {}
+        for k, (_, source) in enumerate(chosen):
+            groups.setdefault(id(source), []).append(k)
+        with timed(timings, "swap"):
+            for members in groups.values():
+                results = self.swapper.swap_batch(chosen[members[0]][1], [crops[k] for k in members])
+                for k, result in zip(members, results):
+                    outputs[k] = result
+        out = pixels
+        for crop, result in zip(crops, outputs):
+            out = self.finish_face(out, crop, result, timings)
+        return out
 
     def enhance(self, pixels: np.ndarray, faces: Sequence[Face], timings: dict[str, float] | None = None) -> np.ndarray:
         """The optional face and frame enhancers on a swapped frame (a frame
@@ -268,6 +294,20 @@ class FaceSwapper:
                 face_blend=self.options.enhance.face_blend, frame_blend=self.options.enhance.frame_blend,
             )
 
+    def swap_many(
+        self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float] | None = None
+    ) -> np.ndarray:
+        """Swap each ``(face, source)`` in order (later ones end on top), in
+        one batch when the swapper takes batches, then run the enhancers."""
+        timings = {} if timings is None else timings
+        if len(chosen) > 1 and hasattr(self.swapper, "swap_batch"):
+            out = self._swap_batched(pixels, chosen, timings)
+        else:
+            out = pixels
+            for face, source in chosen:
+                out = self.swap_face(out, face, source, timings)
+        return self.enhance(out, [face for face, _ in chosen], timings)
+
     def swap_faces(
         self,
         pixels: np.ndarray,
@@ -278,14 +318,14 @@ class FaceSwapper:
     ) -> tuple[np.ndarray, list[SwappedFace]]:
         """Swap the faces ``faces[i]`` for ``i`` in ``indices``; smaller faces
         first so that a nearer, larger face ends on top."""
-        out = pixels
+        timings = {} if timings is None else timings
+        order = sorted(indices, key=lambda k: faces[k].bbox.area)
+        chosen = [(faces[i], self.choose_source(sources, faces[i])) for i in order]
+        out = self.swap_many(pixels, chosen, timings)
         swapped = []
-        for i in sorted(indices, key=lambda k: faces[k].bbox.area):
-            source = self.choose_source(sources, faces[i])
-            out = self.swap_face(out, faces[i], source, timings)
-            gap = float(np.hypot(source.face.pose.yaw - faces[i].pose.yaw, source.face.pose.pitch - faces[i].pose.pitch))
-            swapped.append(SwappedFace(target_index=i, bbox=faces[i].bbox, source_index=source.index, source_path=source.path, pose_gap=gap))
-        out = self.enhance(out, [faces[i] for i in indices], timings)
+        for i, (face, source) in zip(order, chosen):
+            gap = float(np.hypot(source.face.pose.yaw - face.pose.yaw, source.face.pose.pitch - face.pose.pitch))
+            swapped.append(SwappedFace(target_index=i, bbox=face.bbox, source_index=source.index, source_path=source.path, pose_gap=gap))
         swapped.sort(key=lambda s: s.target_index)
         return out, swapped
 

@@ -92,3 +92,22 @@ def test_cli_neural_swap_and_errors(models_dir, faces_dir, tmp_path):
     )
     assert_clean_error(proc, 1, "cuda", "available")
     assert not missing.exists()
+
+
+def test_faces_of_one_frame_go_through_one_inference(models_dir, faces_dir):
+    options = SwapOptions.model_validate(
+        {"swapper": "inswapper_128", "selection": {"mode": "many"}, "runtime": {"models_dir": str(models_dir)}}
+    )
+    with FaceSwapper(options) as swapper:
+        model = swapper.swapper.model
+        batches = []
+        real = model.run
+
+        def counting(feeds):
+            batches.append(len(feeds["target"]))
+            return real(feeds)
+
+        model.run = counting
+        result = swapper.swap([faces_dir / "single/biden2.jpg"], faces_dir / "group/fr_two_people.jpg")
+    assert len(result.swapped) == 2
+    assert batches == [2]

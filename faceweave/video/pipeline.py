@@ -156,10 +156,7 @@ class VideoSwapper:
     ) -> np.ndarray:
         """Apply a frame's plan; frames are independent here, so several
         frames may be rendered at once on different threads."""
-        out = pixels
-        for face, source in plan:
-            out = self.swapper.swap_face(out, face, source, timings)
-        return self.swapper.enhance(out, [face for face, _ in plan], timings)
+        return self.swapper.swap_many(pixels, plan, timings)
 
     def swap_frame(
         self,
