@@ -125,6 +125,19 @@ class FaceSwapper:
             trt_fp16=rt.tensorrt_fp16,
         )
 
+    def model_loads(self) -> list[dict]:
+        """The neural models loaded for this swapper: provider, load and
+        warm-up milliseconds (empty for the classical swapper)."""
+        if self.pool is None:
+            return []
+        return [
+            {
+                "model": r.model, "provider": r.provider, "requested": r.requested, "fell_back": r.fell_back,
+                "load_ms": round(r.load_ms, 1), "warmup_ms": round(r.warmup_ms, 1),
+            }
+            for r in self.pool.records
+        ]
+
     def _pool(self):
         if self.pool is None:
             from faceweave.models import ModelStore

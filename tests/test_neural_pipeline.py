@@ -78,9 +78,14 @@ def test_cli_neural_swap_and_errors(models_dir, faces_dir, tmp_path):
 
     src, tgt = faces_dir / "single/biden2.jpg", faces_dir / "single/astronaut_eileen_collins.png"
     out = tmp_path / "out.png"
-    proc = faceweave("swap", "-s", src, "-t", tgt, "-o", out, "--swapper", "inswapper_128", "--models-dir", models_dir)
+    proc = faceweave("swap", "-s", src, "-t", tgt, "-o", out, "--swapper", "inswapper_128", "--models-dir", models_dir, "--json")
     assert proc.returncode == 0, proc.stderr
     assert out.is_file()
+    import json
+
+    loads = {m["model"]: m for m in json.loads(proc.stdout)["models"]}
+    assert set(loads) == {"inswapper_128", "arcface_w600k_r50"}  # cold start reported per model
+    assert all(m["provider"].startswith("cpu") and m["warmup_ms"] > 0 and not m["fell_back"] for m in loads.values())
     missing = tmp_path / "missing.png"
     proc = faceweave("swap", "-s", src, "-t", tgt, "-o", missing, "--swapper", "ghost_1_256", "--models-dir", tmp_path)
     assert_clean_error(proc, 1, "not present", "faceweave models download")

@@ -10,14 +10,7 @@ import typer
 
 from faceweave.cli import console
 from faceweave.errors import InvalidOptionError, ProviderError
-
-#: short provider names accepted by --execution-provider
-PROVIDERS = {
-    "cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider",
-    "cann": "CANNExecutionProvider", "openvino": "OpenVINOExecutionProvider", "coreml": "CoreMLExecutionProvider",
-    "dml": "DmlExecutionProvider", "rocm": "ROCMExecutionProvider", "migraphx": "MIGraphXExecutionProvider",
-}
-
+from faceweave.runtime.providers import PROVIDERS
 
 def export_command(
     model: Annotated[Path, typer.Argument(metavar="MODEL", help="ONNX model to export.")],
@@ -76,7 +69,7 @@ def benchmark_model_command(
     batch: Annotated[str, typer.Option("--batch", metavar="B1,B2,..", help="Batch sizes to time.")] = "1,2,4,8",
     repeat: Annotated[int, typer.Option("--repeat", metavar="N", help="Timed runs per batch size (median reported).")] = 10,
     warmup: Annotated[int, typer.Option("--warmup", metavar="N", help="Untimed runs first.")] = 2,
-    provider: Annotated[str, typer.Option("--execution-provider", metavar="EP", help=f"{' | '.join(PROVIDERS)} or a full ONNX Runtime provider name.")] = "cpu",
+    provider: Annotated[str, typer.Option("--execution-provider", metavar="EP", help=f"{' | '.join(PROVIDERS)}.")] = "cpu",
     dim: Annotated[list[str] | None, typer.Option("--dim", metavar="NAME=N", help="Size of a named dynamic dim, e.g. height=320 (others: 128).")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
@@ -99,16 +92,21 @@ def benchmark_model_command(
     raise typer.Exit(console.run(verbose, body))
 
 
-def resolve_providers(name: str) -> list[str]:
-    """``"cuda"`` -> ``["CUDAExecutionProvider", "CPUExecutionProvider"]``; :class:`ProviderError`
-    when ONNX Runtime here does not have it."""
+def resolve_providers(name: str, device_id: int = 0) -> list:
+    """ONNX Runtime's provider list (with options) for ``--execution-provider``,
+    built by :mod:`faceweave.runtime.providers` like every other command's;
+    :class:`ProviderError` naming the available ones when ONNX Runtime here
+    does not have it."""
     import onnxruntime as ort
 
-    full = PROVIDERS.get(name.lower(), name)
+    from faceweave.runtime.providers import ProviderConfig, ort_providers
+
     available = ort.get_available_providers()
-    if full not in available:
-        raise ProviderError(f"--execution-provider {name}: not available here; available: {', '.join(available)}")
-    return [full] if full == "CPUExecutionProvider" else [full, "CPUExecutionProvider"]
+    config = ProviderConfig(name=name.strip().lower(), device_id=device_id)
+    chain = ort_providers(config, available)
+    if chain[0][0] not in available:
+        raise ProviderError(f"--execution-provider {name}: {chain[0][0]} is not available here; available: {', '.join(available)}")
+    return chain
 
 
 def _parse_dim(text: str) -> tuple[str, int]:

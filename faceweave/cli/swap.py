@@ -237,6 +237,7 @@ def _swap(
 
     with FaceSwapper(options) as swapper:
         result = swapper.swap(list(sources), target, reference=reference_face)
+        models = swapper.model_loads()
     pixels = stamp_image(result.image, provenance)
     written = write_image(output, pixels, alpha=result.alpha, quality=quality, **image_metadata(provenance, output))
     # result.faces is in the selection order, so target_index is what --face-index counts
@@ -261,8 +262,12 @@ def _swap(
             "run_id": provenance.run_hex if provenance is not None else None,
             "watermark": bool(provenance is not None and provenance.watermark),
             "timings_ms": {k: round(float(v), 1) for k, v in result.timings_ms.items()},
+            "models": models,
         })
         return console.EXIT_OK
+    for item in models:
+        fell = f" (fell back from {item['requested']})" if item["fell_back"] else ""
+        term.line(f"model {item['model']} on {item['provider']}{fell}: loaded in {item['load_ms']:.0f} ms, warm-up {item['warmup_ms']:.0f} ms")
     for item in swapped:
         box = ", ".join(f"{v:.0f}" for v in item["box"])
         source = display_name(item["source"], f"source {item['source_index']}")
