@@ -6,7 +6,7 @@ SOURCE ?= $(SHARED)/single/biden2.jpg
 TARGET ?= $(SHARED)/single/astronaut_eileen_collins.png
 OUTPUT ?= out/swap.png
 
-.PHONY: setup run test bench evaluate clean
+.PHONY: setup run test bench bench-watermark evaluate clean
 
 $(VENV)/.installed: pyproject.toml
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
@@ -27,6 +27,9 @@ test: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/image_swap.py
+
+bench-watermark: $(VENV)/.installed
+	$(PY) benchmarks/watermark_robustness.py --out report/watermark.json
 
 evaluate: $(VENV)/.installed
 	$(VENV)/bin/faceweave evaluate $(SHARED) --out report/

@@ -122,7 +122,7 @@ def clips(data: Path, every: int) -> list[tuple[str, list[np.ndarray], int]]:
     for path in sorted((data / "video").glob("*.mp4")):
         with av.open(str(path)) as src:
             stream = src.streams.video[0]
-            fps = int(round(float(stream.average_rate or 25)))
+            fps = round(float(stream.average_rate or 25))
             frames = [f.to_ndarray(format="rgb24") for f in src.decode(video=0)]
         out.append((path.name, frames, fps))
     return out
@@ -136,7 +136,7 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 # ------------------------------------------------------------------- runs
 
 
-def run_photos(marker: Watermarker, nulls: list[Watermarker], items, rng) -> dict:
+def run_photos(marker: Watermarker, nulls: list[Watermarker], items, rng, runs: int = 1) -> dict:
     hits = {name: 0 for name in ATTACKS}
     misses: dict[str, list[str]] = {name: [] for name in ATTACKS}
     confidences = {name: [] for name in ATTACKS}
@@ -144,16 +144,18 @@ def run_photos(marker: Watermarker, nulls: list[Watermarker], items, rng) -> dic
     strict_fp, strict_trials = 0, 0
     psnrs = []
     for rel, pixels in items:
-        payload = Payload(run_id=int(rng.integers(0, 1 << 24)))
-        marked = marker.embed(pixels, payload)
-        psnrs.append(psnr(pixels, marked))
+        for _ in range(runs):
+            payload = Payload(run_id=int(rng.integers(0, 1 << 24)))
+            marked = marker.embed(pixels, payload)
+            psnrs.append(psnr(pixels, marked))
+            for name, attack in ATTACKS.items():
+                reading = marker.detect(attack(marked))
+                confidences[name].append(reading.confidence)
+                if reading.found and reading.payload == payload:
+                    hits[name] += 1
+                else:
+                    misses[name].append(rel)
         for name, attack in ATTACKS.items():
-            reading = marker.detect(attack(marked))
-            confidences[name].append(reading.confidence)
-            if reading.found and reading.payload == payload:
-                hits[name] += 1
-            else:
-                misses[name].append(rel)
             plain = attack(pixels)
             null = marker.detect(plain)
             trials += 1
@@ -162,9 +164,10 @@ def run_photos(marker: Watermarker, nulls: list[Watermarker], items, rng) -> dic
             for other in nulls:
                 strict_trials += 1
                 strict_fp += int(other.detect(plain).found)
-    n = len(items)
+    n = len(items) * runs
     return {
-        "photos": n,
+        "photos": len(items),
+        "marked_trials_per_attack": n,
         "detection": {k: hits[k] / n for k in ATTACKS},
         "missed": misses,
         "min_confidence_marked": {k: float(min(v)) for k, v in confidences.items()},
@@ -235,6 +238,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=50, help="timing repeats per 1080p frame")
     ap.add_argument("--limit", type=int, default=0, help="only the first N photos (quick runs)")
     ap.add_argument("--no-video", action="store_true", help="skip the video clips")
+    ap.add_argument("--runs", type=int, default=1, help="payloads (random run ids) marked into each photo")
     ap.add_argument("--null-keys", type=int, default=3, help="other keys tried on every unmarked picture (strict false-positive count)")
     args = ap.parse_args()
     marker = Watermarker()
@@ -247,7 +251,7 @@ def main() -> int:
         print(f"no photos in {args.data}", file=sys.stderr)
         return 2
     start = time.perf_counter()
-    report = {"photos": run_photos(marker, nulls, items, rng)}
+    report = {"photos": run_photos(marker, nulls, items, rng, runs=args.runs)}
     videos = [] if args.no_video else clips(args.data, args.every)
     report["video"] = run_clips(marker, nulls, videos, rng, args.every)
     hd = next((f[0] for _, f, _ in videos if f[0].shape[:2] == (1080, 1920)), None)
@@ -264,7 +268,7 @@ def main() -> int:
 
 def print_report(report: dict) -> None:
     p = report["photos"]
-    print(f"photos: {p['photos']}   PSNR mean {p['psnr_mean']:.2f} dB, min {p['psnr_min']:.2f} dB (target >= {TARGET_PSNR})")
+    print(f"photos: {p['photos']} x {p['marked_trials_per_attack'] // p['photos']} run ids   PSNR mean {p['psnr_mean']:.2f} dB, min {p['psnr_min']:.2f} dB (target >= {TARGET_PSNR})")
     print(f"{'attack':18s} {'detected':>9s} {'min z':>6s}  missed")
     for name, rate in p["detection"].items():
         ok = "ok " if rate >= TARGET_DETECTION else "LOW"

@@ -10,8 +10,13 @@ import pytest
 from PIL import Image
 
 from faceweave.errors import InputError, InvalidOptionError
-from faceweave.provenance import FACEWEAVE_TOOL_ID, Payload, WatermarkReading, Watermarker
-from faceweave.provenance import coding
+from faceweave.provenance import (
+    FACEWEAVE_TOOL_ID,
+    Payload,
+    Watermarker,
+    WatermarkReading,
+    coding,
+)
 from faceweave.provenance.payload import crc16
 
 PAYLOAD = Payload(run_id=0x5A17C3)

@@ -15,7 +15,7 @@ STATES = 1 << MEMORY
 
 
 def _parity(value: int) -> int:
-    return bin(value).count("1") & 1
+    return (value).bit_count() & 1
 
 
 #: OUTPUT[state, bit] -> the 3 coded bits (0/1) sent when ``bit`` enters the register in ``state``

@@ -80,7 +80,7 @@ def make_components(
     rng = np.random.Generator(np.random.PCG64(key_seed(key)))
     chips = CHIPS * CHIPS
     pn = rng.choice(np.array([-1.0, 1.0], dtype=np.float32), size=chips)
-    n_sync = int(round(chips * sync_share))
+    n_sync = round(chips * sync_share)
     # every coded bit gets an equal share (to one chip) of the non-sync chips, spread by a keyed permutation
     owner = rng.permutation(np.concatenate([np.full(n_sync, -1), np.arange(chips - n_sync) % n_bits]))
     keep = band_filter(TILE, band)
@@ -173,12 +173,12 @@ def fold(residual: np.ndarray, period: float) -> np.ndarray:
     residual first so that the period becomes ``T``.
     """
     if abs(period - round(period)) < 1e-6:
-        p = int(round(period))
+        p = round(period)
         block = _fold_exact(residual, p)
         return block if p == TILE else fourier_resample(block, TILE)
     h, w = residual.shape
     factor = TILE / period
-    size = (max(1, int(round(w * factor))), max(1, int(round(h * factor))))
+    size = (max(1, round(w * factor)), max(1, round(h * factor)))
     interp = cv2.INTER_AREA if factor < 1 else cv2.INTER_LINEAR
     return _fold_exact(cv2.resize(residual, size, interpolation=interp), TILE)
 

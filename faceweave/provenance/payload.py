@@ -73,7 +73,7 @@ class Payload:
         return np.array([(word >> (PAYLOAD_BITS - 1 - i)) & 1 for i in range(PAYLOAD_BITS)], dtype=np.uint8)
 
     @classmethod
-    def from_bits(cls, bits: np.ndarray) -> "Payload | None":
+    def from_bits(cls, bits: np.ndarray) -> Payload | None:
         """The payload whose :meth:`to_bits` is ``bits`` (64 values, 0/1 or bool), or ``None`` when the CRC fails."""
         arr = np.asarray(bits).reshape(-1)
         if arr.size != PAYLOAD_BITS:

@@ -4,37 +4,44 @@ Public API (stable; other provenance code builds on it)::
 
     from faceweave.provenance import Payload, Watermarker
 
-    marker = Watermarker(key="faceweave", strength=2.2)
-    payload = Payload(run_id=Payload.new_run_id())
-    marked = marker.embed(pixels, payload)          # uint8 RGB (H, W, 3) -> same shape
+    marker = Watermarker(key="faceweave", strength=2.4)     # both optional
+    payload = Payload(run_id=Payload.new_run_id())          # tool id and version default to faceweave's
+    marked = marker.embed(pixels, payload)          # uint8 (H, W, 3) RGB / (H, W, 4) RGBA / (H, W) grey -> same
     reading = marker.detect(marked)                 # WatermarkReading
     reading.found, reading.payload, reading.confidence, reading.scale, reading.offset
 
-    frames = marker.frame_marker(width, height, payload)   # video: pattern built once
-    out = frames.mark(frame)                                 # per frame
+    frames = marker.frame_marker(width, height, payload)   # video: full-frame pattern built once
+    out = frames.mark(frame)                                 # per frame, about 5 ms at 1080p
+    reading = marker.detect_frames(decoded_frames)           # several frames of one video together
+
+``embed``/``frame_marker`` refuse images under 64 pixels a side and
+``detect`` under 32 (:class:`~faceweave.errors.InputError`).
 
 Method: a documented spread-spectrum luminance mark (see
 :mod:`faceweave.provenance.pattern`): a keyed 128 x 128 tile carrying a sync
-pattern and 64 sign-modulated bit patterns, band-limited to middle
-frequencies, repeated over the image and scaled by a local texture mask.
-The same amount is added to R, G and B, so only luma changes and colour is
-kept.  ``strength`` is the RMS change of luma in 8-bit levels (PSNR is about
-``20 log10(255 / strength)`` dB, 41 dB at the default 2.2).
+pattern and the 210 sign-modulated coded bits of the 64-bit payload
+(:mod:`faceweave.provenance.payload`, rate-1/3 convolutional code in
+:mod:`faceweave.provenance.coding`), band-limited to middle frequencies,
+repeated over the image and scaled by a mild local texture mask.  The same
+amount is added to R, G and B, so only luma changes and colour is kept.
+``strength`` is the RMS change of luma in 8-bit levels (PSNR is about
+``20 log10(255 / strength)`` dB: 40.5 dB at the default 2.4).
 
 Detection whitens the luma, folds it into one tile for each candidate period
-(embedding scale x 1, 1/2, ... so halving the size is undone), finds the
-tile's phase by FFT cross-correlation with the sync pattern (so crops and
-shifts are undone), and reads the 64 bits there.  It reports ``found`` only
-when the sync peak is significant (``confidence``, a z-score, at least
-``min_confidence``) AND the payload's CRC-16 checks, which keeps false
-positives far below 0.1 %.  The key is not a secret in the default set-up:
-this is a provenance label for honest tools, not a tamper-proof seal.
+(embedding scale x 1, 1/2, 3/4, 2/3, 3/2, 2, 1/4, so halving the size is
+undone), finds the tile's phase by FFT cross-correlation with the sync
+pattern (so crops and shifts are undone), reads the coded bits there and
+Viterbi-decodes them.  It reports ``found`` only when the sync peak reaches
+``min_confidence`` (a z-score), the payload's CRC-16 checks AND the tool id
+is faceweave's (``tool_id=None`` accepts any), so random pictures pass with
+probability about 2**-32 per peak tried.  The key is public in the default
+set-up: this is a provenance label for honest tools, not a tamper-proof seal.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import cv2
 import numpy as np
