@@ -11,7 +11,7 @@ OUTPUT ?= out/swap.png
 $(VENV)/.installed: pyproject.toml
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,c2pa]'
 	# the tests use the ONNX detector inside the nudenet wheel (AGPL, not a
 	# default dependency); --no-deps keeps its second OpenCV package out
 	$(PY) -m pip install -q --no-deps nudenet==3.4.2

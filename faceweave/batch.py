@@ -13,7 +13,7 @@ from pathlib import Path
 from faceweave.errors import FaceweaveError, InvalidOptionError, NoFaceError
 from faceweave.io import probe_kind, read_image, write_image
 from faceweave.pipeline import FaceSwapper, ImageInput
-from faceweave.provenance.stamp import Provenance, image_metadata, stamp_image
+from faceweave.provenance.stamp import Provenance, attach_manifest, image_metadata, stamp_image
 from faceweave.selection import select_faces
 
 PLACEHOLDERS = ("{name}", "{index}", "{source_name}")
@@ -87,6 +87,7 @@ def _swap_image(swapper: FaceSwapper, sources, item: BatchItem, reference, quali
     pixels, swapped = swapper.swap_faces(image.pixels, faces, indices, sources)
     pixels = stamp_image(pixels, provenance)
     write_image(item.output, pixels, alpha=image.alpha, quality=quality, **image_metadata(provenance, item.output))
+    attach_manifest(item.output, provenance)
     return f"{len(swapped)} of {len(faces)} face(s) swapped"
 
 
@@ -124,6 +125,7 @@ def run_batch(
                     screener.video(item.target)
                 options = replace(video_options or VideoOptions(), provenance=provenance)
                 report = video.swap_video(prepared, item.target, item.output, reference=reference, options=options)
+                attach_manifest(item.output, provenance)
                 message = f"{report.frames} frames, faces swapped in {report.frames_with_swap}"
             else:
                 message = _swap_image(swapper, prepared, item, ref, image_quality, provenance, screener)

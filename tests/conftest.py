@@ -37,8 +37,9 @@ def _private_state_and_models(tmp_path_factory):
     import os
 
     root = tmp_path_factory.mktemp("xdg")
-    saved = {k: os.environ.get(k) for k in ("XDG_STATE_HOME", "FACEWEAVE_MODELS")}
+    saved = {k: os.environ.get(k) for k in ("XDG_STATE_HOME", "XDG_DATA_HOME", "FACEWEAVE_MODELS")}
     os.environ["XDG_STATE_HOME"] = str(root / "state")
+    os.environ["XDG_DATA_HOME"] = str(root / "data")
     os.environ["FACEWEAVE_MODELS"] = str(root / "models")
     yield
     for key, value in saved.items():

@@ -153,3 +153,17 @@ def test_video_swap_is_marked_in_its_frames_and_tags(tmp_path, faces_dir):
     assert found["kind"] == "video" and found["label"]["ai_generated"]
     assert found["watermark"]["found"] and found["watermark"]["frames_checked"] == 4
     assert found["watermark"]["frames_agreeing"] >= 3
+
+
+@pytest.mark.slow
+def test_swap_output_carries_a_c2pa_manifest_when_the_extra_is_installed(swapped):
+    from faceweave.provenance import c2pa_manifest
+
+    if not c2pa_manifest.available():
+        pytest.skip("c2pa-python is not installed (pip install 'faceweave[c2pa]')")
+    manifest = c2pa_manifest.read_manifest(swapped / "marked.png")
+    assert manifest is not None
+    assert "trainedAlgorithmicMedia" in json.dumps(manifest)
+    # signing kept the XMP label and the watermark
+    proc = verify(swapped / "marked.png", "--json", state=swapped / "state")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["watermark"]["found"]

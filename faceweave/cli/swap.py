@@ -233,13 +233,14 @@ def _swap(
 ) -> int:
     from faceweave.io import write_image
     from faceweave.pipeline import FaceSwapper
-    from faceweave.provenance.stamp import image_metadata, stamp_image
+    from faceweave.provenance.stamp import attach_manifest, image_metadata, stamp_image
 
     with FaceSwapper(options) as swapper:
         result = swapper.swap(list(sources), target, reference=reference_face)
         models = swapper.model_loads()
     pixels = stamp_image(result.image, provenance)
     written = write_image(output, pixels, alpha=result.alpha, quality=quality, **image_metadata(provenance, output))
+    attach_manifest(written, provenance)
     # result.faces is in the selection order, so target_index is what --face-index counts
     swapped = [
         {

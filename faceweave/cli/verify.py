@@ -60,4 +60,7 @@ def describe(result) -> list[str]:
         checked = f" in {mark.frames_checked} frames" if result.kind == "video" else ""
         mark_line = f"watermark: not found{checked} (best confidence {mark.confidence:.2f})"
     verdict = f"{result.path}: marked" if result.marked else f"{result.path}: not marked"
-    return [verdict, label_line, mark_line]
+    lines = [verdict, label_line, mark_line]
+    if result.c2pa is not None:
+        lines.append("c2pa: manifest present (signed by a local key; not from a public trust list)")
+    return lines

@@ -38,6 +38,7 @@ def swap_video(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from faceweave.pipeline import FaceSwapper
+    from faceweave.provenance.stamp import attach_manifest
     from faceweave.video.io import parse_trim
     from faceweave.video.pipeline import VideoOptions, VideoSwapper
 
@@ -76,6 +77,7 @@ def swap_video(
             report = video.swap_video(
                 prepared, target, output, reference=reference_face, options=video_options, progress=progress, mapping=people
             )
+        attach_manifest(output, video_options.provenance)
     if json_output:
         term.json({
             "output": str(report.output),

@@ -11,7 +11,9 @@ explicit choice that the audit line records (:func:`audit_watermark`).
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from faceweave.errors import FaceweaveError
 from faceweave.provenance.label import Label, to_tags, to_xmp
 from faceweave.provenance.payload import FACEWEAVE_TOOL_ID, PAYLOAD_VERSION, Payload
 
@@ -159,3 +162,35 @@ def audit_watermark(provenance: Provenance | None) -> dict[str, Any] | str:
         return WATERMARK_DISABLED
     p = provenance.payload
     return {"tool_id": f"0x{int(p.tool_id):04X}", "version": int(p.version), "run_id": provenance.run_hex}
+
+
+def c2pa_folder(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the local C2PA signing key and chain live:
+    ``$XDG_DATA_HOME/faceweave/c2pa`` (``~/.local/share/faceweave/c2pa``)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "faceweave" / "c2pa"
+
+
+def attach_manifest(path: str | os.PathLike[str], provenance: Provenance | None) -> bool:
+    """Sign a finished output with a C2PA manifest when the optional
+    ``faceweave[c2pa]`` extra is installed and the format takes one (PNG,
+    JPEG, WEBP, MP4).  Returns whether a manifest was attached.  A signing
+    failure is logged, not raised: the output is complete and already carries
+    the watermark and the XMP / container label."""
+    from faceweave.provenance import c2pa_manifest
+
+    target = Path(path)
+    if provenance is None or not provenance.label or target.suffix.lower() not in c2pa_manifest.MIME_TYPES:
+        return False
+    if not c2pa_manifest.available():
+        return False
+    signer = c2pa_manifest.C2paSigner(c2pa_folder())
+    try:
+        signer.sign(target, provenance.as_label())
+        return True
+    except FaceweaveError as exc:
+        logging.getLogger("faceweave").warning("no C2PA manifest on %s: %s", target, exc)
+        return False
+    finally:
+        signer.close()

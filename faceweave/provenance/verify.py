@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -63,6 +63,8 @@ class Verification:
     kind: str
     label: Label | None
     watermark: WatermarkFinding
+    #: the C2PA manifest store (``None``: none, or c2pa-python not installed)
+    c2pa: dict | None = None
 
     @property
     def marked(self) -> bool:
@@ -75,6 +77,7 @@ class Verification:
             "marked": self.marked,
             "label": None if self.label is None else {**self.label.as_dict(), "ai_generated": self.label.ai_generated},
             "watermark": self.watermark.as_dict(),
+            "c2pa": self.c2pa is not None,
         }
 
 
@@ -104,8 +107,22 @@ def verify_file(
         raise UnsupportedFormatError(f"'{label_text}' is not an image or a video; nothing to verify")
     detector = detector if detector is not None else _default_detector()
     if kind == "image":
-        return _verify_image(path, label_text, detector)
-    return _verify_video(path, label_text, detector, frames)
+        found = _verify_image(path, label_text, detector)
+    else:
+        found = _verify_video(path, label_text, detector, frames)
+    return replace(found, c2pa=_c2pa_manifest(path))
+
+
+def _c2pa_manifest(path: str | os.PathLike[str]) -> dict | None:
+    """The file's C2PA manifest store when c2pa-python is installed and finds one."""
+    from faceweave.provenance import c2pa_manifest
+
+    if not c2pa_manifest.available() or Path(path).suffix.lower() not in c2pa_manifest.MIME_TYPES:
+        return None
+    try:
+        return c2pa_manifest.read_manifest(path)
+    except Exception:  # noqa: BLE001 - a damaged manifest is no manifest
+        return None
 
 
 def _default_detector() -> Detector:
