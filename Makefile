@@ -1,4 +1,4 @@
-# Quick start:  make run   (swap on the default images)   |   make test
+# Quick start:  make run   (the service and web page on http://127.0.0.1:8000)   |   make test
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SHARED ?= ../shared/data/faces
@@ -6,7 +6,12 @@ SOURCE ?= $(SHARED)/single/biden2.jpg
 TARGET ?= $(SHARED)/single/astronaut_eileen_collins.png
 OUTPUT ?= out/swap.png
 
-.PHONY: setup run test bench bench-watermark evaluate clean
+# Debian packages some tests drive (the web page in headless Chromium);
+# installed when missing and when running as root with apt-get, otherwise
+# those tests skip with the reason
+SYSTEM_PACKAGES ?= chromium
+
+.PHONY: system-deps setup run swap test bench bench-service bench-watermark evaluate clean
 
 $(VENV)/.installed: pyproject.toml
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
@@ -19,14 +24,31 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+system-deps:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	    || echo "could not install$$missing: the tests that need them will skip"; \
+	else echo "missing$$missing (not root or no apt-get): the tests that need them will skip"; fi
+
+# the service on embedded defaults: SQLite jobs, in-process workers, local
+# storage, web page and API on http://127.0.0.1:8000 (Ctrl-C stops it)
 run: $(VENV)/.installed
+	$(VENV)/bin/faceweave serve
+
+# one swap from the command line: make swap SOURCE=me.jpg TARGET=photo.jpg OUTPUT=out.png
+swap: $(VENV)/.installed
 	$(VENV)/bin/faceweave swap -s $(SOURCE) -t $(TARGET) -o $(OUTPUT)
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed system-deps
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/image_swap.py
+
+bench-service: $(VENV)/.installed
+	$(PY) benchmarks/service_load.py
 
 bench-watermark: $(VENV)/.installed
 	$(PY) benchmarks/watermark_robustness.py --out report/watermark.json

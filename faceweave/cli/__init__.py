@@ -1,5 +1,5 @@
 """The ``faceweave`` command line: ``swap``, ``batch``, ``faces``, ``people``,
-``evaluate``, ``verify``, ``models``, ``export`` and ``benchmark-model``.
+``evaluate``, ``verify``, ``serve``, ``models``, ``export`` and ``benchmark-model``.
 
 Each command lives in its own module as a plain function with typer
 annotations; this module builds the typer app from them.  Heavy modules
@@ -19,6 +19,7 @@ from faceweave.cli.export import benchmark_model_command, export_command
 from faceweave.cli.faces import faces_command
 from faceweave.cli.models import build_models_app
 from faceweave.cli.people import people_command
+from faceweave.cli.serve import serve_command
 from faceweave.cli.swap import swap_command
 from faceweave.cli.verify import verify_command
 
@@ -60,6 +61,7 @@ def build_app() -> typer.Typer:
     app.command("people", no_args_is_help=True)(people_command)
     app.command("evaluate", no_args_is_help=True)(evaluate_command)
     app.command("verify", no_args_is_help=True)(verify_command)
+    app.command("serve")(serve_command)
     app.add_typer(build_models_app(), name="models")
     app.command("export", no_args_is_help=True)(export_command)
     app.command("benchmark-model", no_args_is_help=True)(benchmark_model_command)

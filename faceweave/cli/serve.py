@@ -1,0 +1,51 @@
+"""``faceweave serve``: run the HTTP service (API, job store, embedded workers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from faceweave.cli import console
+
+
+def serve_command(
+    host: Annotated[str | None, typer.Option("--host", metavar="ADDR", help="Address to listen on (default 127.0.0.1; other addresses need authentication configured).")] = None,
+    port: Annotated[int | None, typer.Option("--port", metavar="PORT", help="Port (default 8000).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", metavar="FILE", help="Settings file, TOML or JSON (also FACEWEAVE_CONFIG).")] = None,
+    database: Annotated[str | None, typer.Option("--database", metavar="URL", help="Job store, an SQLAlchemy URL (default sqlite:///<storage>/jobs.db).")] = None,
+    storage: Annotated[Path | None, typer.Option("--storage", metavar="DIR", help="Folder for uploads, results and the audit log.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", metavar="N", min=0, help="Embedded job workers (default 1).")] = None,
+    log_level: Annotated[str, typer.Option("--log-level", metavar="LEVEL", help="Server log level: debug, info, warning, error.")] = "info",
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
+) -> None:
+    """Serve the faceweave API (/v1, /docs, /healthz, /readyz, /metrics) until Ctrl-C.
+
+    Settings come from defaults < --config FILE < FACEWEAVE_* variables < these flags.
+    """
+
+    built: dict = {}
+
+    def body(term: console.Terminal) -> int:
+        from faceweave.service.app import create_app
+        from faceweave.service.settings import load_settings
+
+        settings = load_settings(
+            config,
+            overrides={"host": host, "port": port, "database": database, "storage": storage, "workers": workers},
+        )
+        built["app"], built["settings"] = create_app(settings), settings
+        auth = "API keys/JWT" if settings.auth.required else "none (single local user)"
+        term.note(f"faceweave serving on http://{settings.host}:{settings.port} (auth: {auth}; storage: {settings.storage})")
+        return console.EXIT_OK
+
+    code = console.run(verbose, body)
+    if code != console.EXIT_OK:
+        raise typer.Exit(code)
+    # the server runs outside the quiet session so that its log reaches stderr
+    import uvicorn
+
+    console.quiet_native_logging_env()
+    settings = built["settings"]
+    uvicorn.run(built["app"], host=settings.host, port=settings.port, log_level=log_level.lower(), access_log=verbose)

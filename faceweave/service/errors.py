@@ -1,0 +1,130 @@
+"""Every error as JSON ``{"error": {"code": ..., "message": ...}}`` with its status.
+
+faceweave's exceptions map to HTTP statuses by class (most specific first);
+request validation to 422; anything else to 500 with a generic message while
+the traceback goes to the server log only.  Storage paths are cut out of
+messages so that no server path reaches a client.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from faceweave import errors as fe
+
+log = logging.getLogger("faceweave.service")
+
+#: (exception class, HTTP status), most specific first
+STATUS_BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
+    (fe.AuthenticationError, 401),
+    (fe.PermissionDeniedError, 403),
+    (fe.NotFoundError, 404),
+    (fe.RateLimitedError, 429),
+    (fe.NotReadyError, 503),
+    (fe.ImageTooLargeError, 413),
+    (fe.LimitExceededError, 413),
+    (fe.RangeNotSatisfiableError, 416),
+    (fe.JobStateError, 409),
+    (fe.UnsupportedFormatError, 415),
+    (fe.UnreadableFileError, 400),
+    (fe.InvalidOptionError, 422),
+    (fe.ContentRefusedError, 422),
+    (fe.NoFaceError, 422),
+    (fe.NoMatchingFaceError, 422),
+    (fe.InputError, 400),
+    (fe.ModelError, 500),
+    (fe.OutputError, 500),
+    (fe.FaceweaveError, 500),
+)
+_HTTP_CODES = {
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+    406: "not_acceptable", 413: "too_large", 415: "unsupported_format", 422: "invalid_option", 429: "rate_limited",
+}
+
+
+def status_for(exc: BaseException) -> int:
+    for cls, status in STATUS_BY_CLASS:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+def clean_message(text: str, hide: tuple[str, ...] = ()) -> str:
+    """One line, with the storage folder (and other ``hide`` strings) cut out."""
+    for part in hide:
+        if part:
+            text = text.replace(part.rstrip("/") + "/", "").replace(part, "")
+    return " ".join(text.split())[:1000]
+
+
+def validation_message(exc: ValidationError | RequestValidationError) -> str:
+    """``unknown option 'x'`` or ``invalid option x: <problem>`` from the first error."""
+    first = exc.errors()[0]
+    names = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
+    name = ".".join(names) or "request"
+    if first.get("type") == "extra_forbidden":
+        return f"unknown option '{name}'"
+    return f"invalid option {name}: {first.get('msg', 'invalid')}"
+
+
+def install(app: FastAPI, *, hide: tuple[str, ...] = ()) -> None:
+    """Register the handlers on ``app``; ``hide``: strings (storage root) cut from messages."""
+
+    def count(request: Request, code: str) -> None:
+        service = getattr(request.app.state, "service", None)
+        if service is not None:
+            service.metrics.errors.labels(code=code).inc()
+
+    async def faceweave_error(request: Request, exc: fe.FaceweaveError) -> JSONResponse:
+        status = status_for(exc)
+        headers: dict[str, str] = {}
+        if isinstance(exc, fe.AuthenticationError):
+            headers["WWW-Authenticate"] = "Bearer"
+        if isinstance(exc, fe.RateLimitedError):
+            headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
+        if status >= 500:
+            log.error("request %s %s failed", request.method, request.url.path, exc_info=exc)
+        count(request, exc.code)
+        message = clean_message(str(exc), hide) or type(exc).__name__
+        return error_response(status, exc.code, message, headers or None)
+
+    async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+        count(request, "invalid_option")
+        return error_response(422, "invalid_option", clean_message(validation_message(exc), hide))  # type: ignore[arg-type]
+
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        count(request, code)
+        detail = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+        return error_response(exc.status_code, code, detail, dict(exc.headers or {}) or None)
+
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
+        count(request, "internal_error")
+        return error_response(500, "internal_error", "internal server error; the details are in the server log")
+
+    app.add_exception_handler(fe.FaceweaveError, faceweave_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(ValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, internal_error)
+
+
+def job_error(exc: BaseException, hide: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``code`` and ``message`` to store for a job that failed with ``exc``."""
+    if isinstance(exc, fe.FaceweaveError):
+        return {"code": exc.code, "message": clean_message(str(exc), hide) or type(exc).__name__}
+    if isinstance(exc, ValidationError):
+        return {"code": "invalid_option", "message": clean_message(validation_message(exc), hide)}
+    return {"code": "internal_error", "message": "internal error; the details are in the server log"}

@@ -1,0 +1,162 @@
+"""Job options as the HTTP API takes them, and their mapping onto the pipeline's.
+
+The options are the CLI's (``faceweave swap``), named after its flags
+without the dashes; unknown names are refused.  They arrive as one JSON
+form field ``options`` and/or as one form field per option (repeat
+``face_index`` for several faces).  Video ``--map INDEX=PHOTO`` becomes file
+parts named ``map.INDEX``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from faceweave.errors import InvalidOptionError
+from faceweave.options import FaceOrder, RuntimeOptions, SelectionMode, SwapOptions
+
+IMAGE_FORMATS = ("png", "jpg", "webp")
+VIDEO_FORMATS = ("mp4", "webm", "gif", "mov", "mkv")
+MEDIA_TYPES = {
+    "png": "image/png", "jpg": "image/jpeg", "webp": "image/webp", "mp4": "video/mp4", "webm": "video/webm",
+    "gif": "image/gif", "mov": "video/quicktime", "mkv": "video/x-matroska",
+}
+_LIST_FIELDS = frozenset({"face_index"})
+
+
+class JobOptions(BaseModel):
+    """What a swap job may be told (serialised into the job record as is)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    faces: SelectionMode | None = Field(None, description="one|many|reference|index; implied by reference / face_index")
+    face_index: tuple[int, ...] | None = Field(None, description="target face positions after ordering (faces=index)")
+    order: FaceOrder | None = None
+    reference_distance: float | None = Field(None, gt=0.0, le=2.0)
+    min_face_size: int | None = Field(None, ge=0)
+    working_size: int | None = Field(None, ge=96, le=1024)
+    occlusion: bool = True
+    mouth_mask: bool = True
+    format: Literal["png", "jpg", "webp", "mp4", "webm", "gif", "mov", "mkv"] | None = None
+    quality: int | None = Field(None, ge=1, le=100)
+    trim: str | None = Field(None, max_length=64, description="video: START-END, e.g. 5-20 or 00:00:05-00:00:20")
+    fps: float | None = Field(None, gt=0.0, le=240.0)
+    scale: float = Field(1.0, ge=0.05, le=1.0)
+    audio: bool = True
+    codec: Literal["h264", "h265"] = "h264"
+    preset: Literal["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow"] = "veryfast"
+    swapper: str = Field("mesh", max_length=64, description="'mesh' or a neural model present on the worker (faceweave models list)")
+    pixel_boost: int | None = Field(None, ge=64, le=1024)
+    face_enhancer: str | None = Field(None, max_length=64)
+    face_enhancer_blend: float = Field(0.8, ge=0.0, le=1.0)
+    face_enhancer_weight: float = Field(0.5, ge=0.0, le=1.0)
+    frame_enhancer: str | None = Field(None, max_length=64)
+    frame_enhancer_blend: float = Field(1.0, ge=0.0, le=1.0)
+
+    def output_format(self, kind: str) -> str:
+        """The output extension (no dot) for a target of ``kind`` ("image" or "video")."""
+        allowed = IMAGE_FORMATS if kind == "image" else VIDEO_FORMATS
+        chosen = self.format or allowed[0]
+        if chosen not in allowed:
+            raise InvalidOptionError(f"option format '{chosen}' is not for a {kind} target; use one of {', '.join(allowed)}")
+        return chosen
+
+    def selection_mode(self, *, has_reference: bool) -> str:
+        """The selection mode, as given or implied (as the CLI decides it)."""
+        if self.faces is None:
+            if has_reference and self.face_index:
+                raise InvalidOptionError("give either a reference face or face_index, not both")
+            return "reference" if has_reference else "index" if self.face_index else "one"
+        if has_reference and self.faces != "reference":
+            raise InvalidOptionError(f"a reference face is only used with faces=reference, not faces={self.faces}")
+        if self.face_index and self.faces != "index":
+            raise InvalidOptionError(f"face_index is only used with faces=index, not faces={self.faces}")
+        if self.faces == "reference" and not has_reference:
+            raise InvalidOptionError("faces=reference needs a 'reference' file of the person to replace")
+        return self.faces
+
+    def swap_options(
+        self, *, kind: str, has_reference: bool, max_pixels: int, video_working_size: int,
+        runtime: RuntimeOptions | None = None,
+    ) -> SwapOptions:
+        """The :class:`SwapOptions` for this job; ``runtime`` (where neural
+        models run, the model folder) comes from the worker's settings."""
+        selection: dict[str, Any] = {"mode": self.selection_mode(has_reference=has_reference)}
+        for name, value in (
+            ("order", self.order), ("indices", self.face_index), ("reference_distance", self.reference_distance),
+            ("min_face_size", self.min_face_size),
+        ):
+            if value is not None:
+                selection[name] = value
+        size = self.working_size or (video_working_size if kind == "video" else SwapOptions().working_size)
+        return SwapOptions.model_validate({
+            "working_size": size, "max_pixels": max_pixels, "selection": selection,
+            "masks": {"occlusion": self.occlusion, "mouth": self.mouth_mask},
+            "swapper": self.swapper, "pixel_boost": self.pixel_boost,
+            "enhance": {
+                "face": self.face_enhancer, "face_blend": self.face_enhancer_blend, "face_weight": self.face_enhancer_weight,
+                "frame": self.frame_enhancer, "frame_blend": self.frame_enhancer_blend,
+            },
+            "runtime": (runtime or RuntimeOptions()).model_dump(),
+        })
+
+    def video_options(self):
+        """The :class:`~faceweave.video.pipeline.VideoOptions` for a video job."""
+        from faceweave.video.io import parse_trim
+        from faceweave.video.pipeline import VideoOptions
+
+        start, end = parse_trim(self.trim) if self.trim else (0.0, None)
+        crf = int(round(max(0.0, min(51.0, 51.0 - (self.quality or 80) * 0.51))))
+        return VideoOptions(
+            start=start, end=end, fps=self.fps, scale=self.scale, audio=self.audio, codec=self.codec, crf=crf,
+            preset=self.preset,
+        )
+
+    def check(self, *, kind: str) -> None:
+        """Checks that need the target's kind; raise :class:`InvalidOptionError`."""
+        from pydantic import ValidationError
+
+        try:  # model names are checked against the registries when the job is submitted
+            SwapOptions.model_validate({
+                "swapper": self.swapper,
+                "enhance": {"face": self.face_enhancer, "frame": self.frame_enhancer},
+            })
+        except ValidationError as exc:
+            raise InvalidOptionError("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())) from None
+        self.output_format(kind)
+        if kind == "video":
+            self.video_options()
+        else:
+            video_only = [n for n in ("trim", "fps") if getattr(self, n) is not None]
+            video_only += [n for n, d in (("scale", 1.0), ("audio", True), ("codec", "h264")) if getattr(self, n) != d]
+            if video_only:
+                raise InvalidOptionError(f"option {video_only[0]} is for video targets only")
+
+
+def options_from_form(fields: Mapping[str, list[str]]) -> JobOptions:
+    """:class:`JobOptions` from form fields: the JSON ``options`` field, then
+    one field per option on top.  Raises pydantic's ``ValidationError`` (an
+    unknown option is named in it) or :class:`InvalidOptionError`."""
+    data: dict[str, Any] = {}
+    for text in fields.get("options", []):
+        try:
+            value = json.loads(text) if text.strip() else {}
+        except ValueError as exc:
+            raise InvalidOptionError(f"the 'options' field is not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise InvalidOptionError("the 'options' field must be a JSON object")
+        data.update(value)
+    for name, values in fields.items():
+        if name == "options":
+            continue
+        if name in _LIST_FIELDS:
+            items: list[str] = []
+            for v in values:
+                items.extend(p.strip() for p in v.split(",") if p.strip())
+            data[name] = items
+        else:
+            data[name] = values[-1] if len(values) == 1 else values
+    return JobOptions.model_validate(data)

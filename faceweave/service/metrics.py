@@ -1,0 +1,88 @@
+"""Prometheus metrics of one app, in a registry that the app owns (no globals).
+
+Request counts and latencies come from :class:`MetricsMiddleware`; job
+counters from the workers; jobs by state and the queue depth are read from
+the store when ``/metrics`` is scraped.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_JOB_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    """The service's metrics; :meth:`render` gives the text exposition format."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("faceweave_http_requests", "HTTP requests", ["method", "route", "status"], registry=r)
+        self.latency = Histogram(
+            "faceweave_http_request_seconds", "HTTP request latency", ["method", "route"], buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter("faceweave_errors", "Errors answered or met by jobs, by code", ["code"], registry=r)
+        self.jobs = Gauge("faceweave_jobs", "Jobs in the store by state", ["state"], registry=r)
+        self.queue_depth = Gauge("faceweave_queue_depth", "Jobs waiting for a worker", registry=r)
+        self.jobs_finished = Counter("faceweave_jobs_finished", "Jobs finished", ["kind", "state"], registry=r)
+        self.job_seconds = Histogram(
+            "faceweave_job_run_seconds", "Time a worker spent on a job", ["kind"], buckets=_JOB_BUCKETS, registry=r
+        )
+        self.queue_seconds = Histogram(
+            "faceweave_job_queued_seconds", "Time from submission to a worker taking the job", buckets=_JOB_BUCKETS,
+            registry=r,
+        )
+        self.frames = Counter("faceweave_frames_processed", "Video frames processed", registry=r)
+        self.faces = Counter("faceweave_faces_swapped", "Faces swapped (images and video frames)", registry=r)
+        self.busy = Counter("faceweave_worker_busy_seconds", "Seconds workers spent running jobs", registry=r)
+        self.workers = Gauge("faceweave_workers", "Embedded workers", ["state"], registry=r)
+
+    def render(self, job_counts: dict[str, int] | None = None) -> bytes:
+        if job_counts is not None:
+            for state, count in job_counts.items():
+                self.jobs.labels(state=state).set(count)
+            self.queue_depth.set(job_counts.get("queued", 0))
+        return generate_latest(self.registry)
+
+
+class MetricsMiddleware:
+    """Pure ASGI middleware: counts requests and times them by route template
+    (``/v1/jobs/{job_id}``, not the concrete path, to keep labels few)."""
+
+    def __init__(self, app: Any, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = {"code": 500}
+
+        async def send_wrapper(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            name = getattr(route, "path", None) or "unmatched"
+            method = scope.get("method", "")
+            self.metrics.requests.labels(method=method, route=name, status=str(status["code"])).inc()
+            self.metrics.latency.labels(method=method, route=name).observe(time.perf_counter() - started)

@@ -1,0 +1,91 @@
+"""Models loaded once per worker, and the slots that synchronous swaps borrow.
+
+A :class:`JobModels` owns one prepared :class:`~faceweave.analysis.FaceAnalyser`
+(the detector, mesh and embedding models) and builds the light
+:class:`~faceweave.pipeline.FaceSwapper` a job's options need on top of it,
+keeping the last one for the next job with the same options.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from faceweave.errors import NotReadyError
+from faceweave.options import SwapOptions
+
+
+class JobModels:
+    """One worker's models.  Not for use by two threads at once; call :meth:`close`."""
+
+    def __init__(self) -> None:
+        from faceweave.analysis import FaceAnalyser
+
+        self.analyser = FaceAnalyser(SwapOptions().analysis)
+        self._swapper = None
+        self._options: SwapOptions | None = None
+
+    def prepare(self) -> float:
+        """Load and warm up the models; returns the milliseconds it took."""
+        return self.swapper(SwapOptions()).prepare()
+
+    def swapper(self, options: SwapOptions):
+        """A :class:`FaceSwapper` with ``options`` sharing this object's analyser."""
+        from faceweave.pipeline import FaceSwapper
+
+        if self._swapper is None or self._options != options:
+            if self._swapper is not None:
+                self._swapper.close()  # leaves the shared analyser open
+            self._swapper = FaceSwapper(options, analyser=self.analyser)
+            self._options = options
+        return self._swapper
+
+    def close(self) -> None:
+        if self._swapper is not None:
+            self._swapper.close()
+            self._swapper = None
+        self.analyser.close()
+
+
+class SlotPool:
+    """A fixed set of :class:`JobModels` lent one at a time to synchronous swaps."""
+
+    def __init__(self) -> None:
+        self._free: queue.Queue[JobModels] = queue.Queue()
+        self._all: list[JobModels] = []
+        self._lock = threading.Lock()
+
+    def add(self, models: JobModels) -> None:
+        with self._lock:
+            self._all.append(models)
+        self._free.put(models)
+
+    @property
+    def size(self) -> int:
+        return len(self._all)
+
+    @contextmanager
+    def borrow(self, timeout: float) -> Iterator[JobModels]:
+        """A free slot for the ``with`` body.
+
+        Raises:
+            NotReadyError: no slot exists, or none came free within ``timeout`` seconds.
+        """
+        if not self._all:
+            raise NotReadyError("synchronous swaps are not available on this node (no models loaded)")
+        try:
+            models = self._free.get(timeout=timeout)
+        except queue.Empty:
+            raise NotReadyError("all swap slots are busy; try again, or submit a job to POST /v1/jobs") from None
+        try:
+            yield models
+        finally:
+            self._free.put(models)
+
+    def close(self) -> None:
+        with self._lock:
+            for models in self._all:
+                models.close()
+            self._all.clear()

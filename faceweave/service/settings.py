@@ -1,0 +1,266 @@
+"""The service's configuration: one typed, frozen settings object.
+
+Values come from, in increasing precedence: the defaults here, a TOML or JSON
+file (``--config FILE`` or ``FACEWEAVE_CONFIG``), environment variables
+``FACEWEAVE_<NAME>`` (nested fields with a double underscore, e.g.
+``FACEWEAVE_AUTH__JWT_ISSUER``; lists and objects as JSON), and command-line
+flags.  :func:`load_settings` merges them and validates once.
+
+Authentication (``auth.mode``):
+
+* ``"auto"`` (default): with API keys or a JWT key configured every ``/v1``
+  request must authenticate; with none configured the service runs for one
+  local user (``"local"``) and refuses to listen on anything but a loopback
+  address.
+* ``"required"``: like auto, but starting without any credentials configured
+  is an error.
+* ``"none"``: no authentication, on any address; every caller is ``"local"``.
+  Only for a trusted network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from faceweave.errors import InvalidOptionError, UnreadableFileError
+from faceweave.options import RuntimeOptions
+
+ENV_PREFIX = "FACEWEAVE_"
+LOCAL_USER = "local"
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ApiKey(_Settings):
+    """One API key: its owner and the key, given in clear (``key``) or as
+    the hex sha256 of the key (``sha256``, better in files)."""
+
+    user: str = Field(min_length=1, max_length=200)
+    key: str | None = Field(None, min_length=16, description="the key itself (hashed when loaded)")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ApiKey:
+        if (self.key is None) == (self.sha256 is None):
+            raise ValueError("give an API key as exactly one of 'key' or 'sha256'")
+        return self
+
+    @property
+    def digest(self) -> bytes:
+        """The sha256 of the key, 32 bytes."""
+        if self.sha256 is not None:
+            return bytes.fromhex(self.sha256)
+        return hashlib.sha256(str(self.key).encode("utf-8")).digest()
+
+
+class AuthSettings(_Settings):
+    mode: Literal["auto", "required", "none"] = "auto"
+    api_keys: tuple[ApiKey, ...] = ()
+    jwt_algorithms: tuple[Literal["HS256", "HS384", "HS512", "RS256", "RS384", "RS512"], ...] = ("HS256", "RS256")
+    jwt_secret: str | None = Field(None, min_length=32, description="shared secret for HS* tokens")
+    jwt_public_key: str | None = Field(None, description="PEM public key, or a path to one, for RS* tokens")
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_leeway_s: float = Field(30.0, ge=0.0, le=600.0)
+    jwt_user_claim: str = "sub"
+
+    @property
+    def jwt_enabled(self) -> bool:
+        return self.jwt_secret is not None or self.jwt_public_key is not None
+
+    @property
+    def configured(self) -> bool:
+        """Whether any credential is configured."""
+        return bool(self.api_keys) or self.jwt_enabled
+
+    @property
+    def required(self) -> bool:
+        """Whether ``/v1`` requests must authenticate."""
+        return self.mode == "required" or (self.mode == "auto" and self.configured)
+
+    def public_key_pem(self) -> str | None:
+        """The RS* public key as PEM text (read from the file when a path was given)."""
+        value = self.jwt_public_key
+        if value is None or "-----BEGIN" in value:
+            return value
+        try:
+            return Path(value).read_text(encoding="ascii")
+        except OSError as exc:
+            raise UnreadableFileError(f"cannot read the JWT public key file '{value}': {exc.strerror or exc}") from exc
+
+
+class LimitSettings(_Settings):
+    max_upload_bytes: int = Field(200 * 1024 * 1024, ge=1024, description="whole request body")
+    max_image_pixels: int = Field(40_000_000, ge=1)
+    max_video_seconds: float = Field(600.0, gt=0)
+    max_video_frames: int = Field(36_000, ge=1)
+    max_files: int = Field(16, ge=2)
+    max_field_bytes: int = Field(64 * 1024, ge=256)
+    rate_per_second: float = Field(20.0, ge=0.0, description="per caller; 0 turns the limit off")
+    rate_burst: int = Field(40, ge=1)
+
+
+class ServiceSettings(_Settings):
+    """Everything ``faceweave serve`` can be told."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    storage: Path = Field(default_factory=lambda: _state_dir() / "service")
+    database: str | None = Field(None, description="SQLAlchemy URL; default sqlite:///<storage>/jobs.db")
+    workers: int = Field(1, ge=0, le=64, description="embedded job workers (0: this node runs no jobs)")
+    sync_slots: int = Field(1, ge=0, le=64, description="models kept for POST /v1/swap (0: that endpoint answers 503)")
+    sync_wait_s: float = Field(30.0, gt=0, description="how long POST /v1/swap waits for a free slot")
+    lease_s: float = Field(60.0, ge=1.0, description="a running job's lease; renewed while it runs")
+    max_attempts: int = Field(3, ge=1)
+    progress_interval_s: float = Field(0.5, gt=0)
+    poll_interval_s: float = Field(0.5, gt=0)
+    results_ttl_s: float = Field(24 * 3600.0, gt=0)
+    sweep_interval_s: float = Field(60.0, gt=0)
+    video_working_size: int = Field(192, ge=96, le=1024)
+    watermark: bool = True
+    audit_log: Path | None = Field(None, description="default <storage>/audit.jsonl")
+    cors_origins: tuple[str, ...] = ()
+    auth: AuthSettings = AuthSettings()
+    limits: LimitSettings = LimitSettings()
+    #: where neural models run (FACEWEAVE_RUNTIME__EXECUTION_PROVIDER=cuda, ...__DEVICE_ID=1, ...__MODELS_DIR=...)
+    runtime: RuntimeOptions = RuntimeOptions()
+
+    @field_validator("storage", "audit_log", mode="after")
+    @classmethod
+    def _expand(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
+
+    @property
+    def database_url(self) -> str:
+        return self.database or f"sqlite:///{(self.storage / 'jobs.db').resolve()}"
+
+    @property
+    def audit_path(self) -> Path:
+        return self.audit_log or self.storage / "audit.jsonl"
+
+    def check_bind(self) -> None:
+        """Raise :class:`InvalidOptionError` when the service would be open to
+        the network without authentication (``auth.mode`` auto, no credentials,
+        a host that is not a loopback address)."""
+        if self.auth.mode == "required" and not self.auth.configured:
+            raise InvalidOptionError("auth.mode 'required' needs API keys or a JWT secret / public key")
+        if self.auth.mode == "auto" and not self.auth.configured and not is_loopback(self.host):
+            raise InvalidOptionError(
+                f"refusing to listen on {self.host} without authentication: configure API keys or JWT,"
+                " or set auth.mode = 'none' explicitly for a trusted network"
+            )
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _state_dir() -> Path:
+    state = os.environ.get("XDG_STATE_HOME") or ""
+    base = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"
+    return base / "faceweave"
+
+
+def load_settings(
+    config: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> ServiceSettings:
+    """Defaults < ``config`` file < ``FACEWEAVE_*`` variables < ``overrides``
+    (flags; ``None`` values are skipped).  Dotted override keys set nested
+    fields (``{"auth.mode": "none"}``).
+
+    Raises:
+        UnreadableFileError: the config file is missing or not valid TOML/JSON.
+        InvalidOptionError: a value is invalid or a name unknown (the message names it).
+    """
+    env = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    path = config if config is not None else env.get(ENV_PREFIX + "CONFIG")
+    if path:
+        _merge(data, read_config_file(Path(path)))
+    _merge(data, env_values(env))
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _merge(data, _nested(key.split("."), value))
+    try:
+        return ServiceSettings.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "settings"
+        raise InvalidOptionError(f"invalid setting {where}: {first.get('msg', 'invalid')}") from exc
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A TOML (``.toml``) or JSON file as a dict."""
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise UnreadableFileError(f"cannot read the config file '{path}': {exc.strerror or exc}") from exc
+    try:
+        value = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UnreadableFileError(f"config file '{path}' is not valid {path.suffix or 'TOML'}: {exc}") from exc
+    if not isinstance(value, dict):
+        raise UnreadableFileError(f"config file '{path}' must hold a table of settings")
+    return value
+
+
+def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``FACEWEAVE_*`` variables that name a setting, as nested settings (``__`` separates levels).
+    Values that parse as JSON lists or objects become them; the rest stay text
+    for pydantic to convert."""
+    out: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG":
+            continue
+        parts = [p.lower() for p in name[len(ENV_PREFIX):].split("__")]
+        if parts[0] not in ServiceSettings.model_fields:
+            continue  # e.g. FACEWEAVE_MODELS belongs to the model cache, not to the service
+        value: Any = raw
+        if raw.strip().startswith(("[", "{")):
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                pass
+        _merge(out, _nested(parts, value))
+    return out
+
+
+def _nested(parts: list[str], value: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {parts[-1]: value}
+    for part in reversed(parts[:-1]):
+        out = {part: out}
+    return out
+
+
+def _merge(into: dict[str, Any], new: Mapping[str, Any]) -> None:
+    for key, value in new.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = dict(value) if isinstance(value, Mapping) else value

@@ -1,0 +1,278 @@
+"""Receive ``multipart/form-data`` uploads as a stream, with limits.
+
+The request body is parsed chunk by chunk with ``python-multipart``'s
+streaming parser; file parts go straight to generated files in the storage
+folder while their sha256 is computed.  The byte limit is checked on the
+``Content-Length`` header first and again on every chunk, so an oversize
+upload is refused as soon as it crosses the limit, never after reading it
+whole.  After the body, every file is checked by its content
+(:func:`inspect_upload`): images by their header (pixel limit before any
+decoding), videos by probing (duration and frame limits).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from faceweave.errors import (
+    ImageTooLargeError,
+    InputError,
+    LimitExceededError,
+    UnreadableFileError,
+    UnsupportedFormatError,
+)
+from faceweave.service.settings import LimitSettings
+from faceweave.service.storage import Storage
+
+_MAX_HEADER_BYTES = 8 * 1024
+
+
+@dataclass(frozen=True)
+class UploadedFile:
+    """One received file part.  ``filename`` is what the client called it, kept
+    only for messages and the audit log; ``path`` is a generated name."""
+
+    field: str
+    path: Path
+    size: int
+    sha256: str
+    filename: str | None
+    kind: str = "unknown"
+
+
+@dataclass
+class UploadedForm:
+    """The parts of one request: ``files`` and text ``fields`` by part name."""
+
+    files: dict[str, list[UploadedFile]] = field(default_factory=dict)
+    fields: dict[str, list[str]] = field(default_factory=dict)
+    bytes_read: int = 0
+
+    def all_files(self) -> list[UploadedFile]:
+        return [f for group in self.files.values() for f in group]
+
+    def cleanup(self) -> None:
+        """Delete the received files that were not moved elsewhere."""
+        for item in self.all_files():
+            item.path.unlink(missing_ok=True)
+
+
+class _Receiver:
+    """The parser's callbacks: headers, then data into a file or a field."""
+
+    def __init__(self, storage: Storage, limits: LimitSettings, form: UploadedForm) -> None:
+        self.storage, self.limits, self.form = storage, limits, form
+        self.header_name = bytearray()
+        self.header_value = bytearray()
+        self.headers: dict[str, str] = {}
+        self.name: str | None = None
+        self.filename: str | None = None
+        self.file: BinaryIO | None = None
+        self.path: Path | None = None
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.text = bytearray()
+        self.ended = False
+        self.open_files: list[Path] = []
+
+    def callbacks(self) -> dict:
+        return {
+            "on_part_begin": self.part_begin, "on_header_field": self.header_field,
+            "on_header_value": self.header_value_, "on_header_end": self.header_end,
+            "on_headers_finished": self.headers_finished, "on_part_data": self.part_data,
+            "on_part_end": self.part_end, "on_end": self.end,
+        }
+
+    def part_begin(self) -> None:
+        self.headers, self.name, self.filename = {}, None, None
+        self.size, self.text, self.digest = 0, bytearray(), hashlib.sha256()
+
+    def header_field(self, data: bytes, start: int, end: int) -> None:
+        self.header_name += data[start:end]
+        self._check_header()
+
+    def header_value_(self, data: bytes, start: int, end: int) -> None:
+        self.header_value += data[start:end]
+        self._check_header()
+
+    def _check_header(self) -> None:
+        if len(self.header_name) + len(self.header_value) > _MAX_HEADER_BYTES:
+            raise InputError("a multipart header is too long")
+
+    def header_end(self) -> None:
+        self.headers[self.header_name.decode("latin-1").strip().lower()] = self.header_value.decode("utf-8", "replace")
+        self.header_name, self.header_value = bytearray(), bytearray()
+
+    def headers_finished(self) -> None:
+        from python_multipart.multipart import parse_options_header
+
+        kind, params = parse_options_header(self.headers.get("content-disposition", ""))
+        name = params.get(b"name")
+        if kind != b"form-data" or not name:
+            raise InputError("every multipart part needs 'Content-Disposition: form-data; name=...'")
+        self.name = name.decode("utf-8", "replace")
+        filename = params.get(b"filename")
+        if filename is not None:
+            if len(self.form.all_files()) >= self.limits.max_files:
+                raise LimitExceededError(f"too many files in one request; at most {self.limits.max_files}")
+            self.filename = filename.decode("utf-8", "replace")[:255]
+            self.path = self.storage.new_upload()
+            self.open_files.append(self.path)
+            self.file = open(self.path, "wb")  # noqa: SIM115 - closed in part_end or abort
+
+    def part_data(self, data: bytes, start: int, end: int) -> None:
+        chunk = data[start:end]
+        self.size += len(chunk)
+        if self.file is not None:
+            self.file.write(chunk)
+            self.digest.update(chunk)
+        else:
+            self.text += chunk
+            if len(self.text) > self.limits.max_field_bytes:
+                raise LimitExceededError(f"form field '{self.name}' is over {self.limits.max_field_bytes} bytes")
+
+    def part_end(self) -> None:
+        if self.file is not None and self.path is not None and self.name is not None:
+            self.file.close()
+            self.file = None
+            item = UploadedFile(
+                field=self.name, path=self.path, size=self.size, sha256=self.digest.hexdigest(), filename=self.filename
+            )
+            self.form.files.setdefault(self.name, []).append(item)
+        elif self.name is not None:
+            self.form.fields.setdefault(self.name, []).append(self.text.decode("utf-8", "replace"))
+
+    def end(self) -> None:
+        self.ended = True
+
+    def abort(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        for path in self.open_files:
+            path.unlink(missing_ok=True)
+
+
+async def receive_form(
+    chunks: AsyncIterator[bytes], *, content_type: str | None, content_length: str | None, storage: Storage,
+    limits: LimitSettings,
+) -> UploadedForm:
+    """Parse a ``multipart/form-data`` body from ``chunks`` (e.g. ``request.stream()``).
+
+    Raises:
+        LimitExceededError: ``Content-Length`` or the bytes received so far are
+            over ``limits.max_upload_bytes`` (reading stops at once), too many
+            files, or a text field over ``limits.max_field_bytes``.
+        UnsupportedFormatError: the body is not ``multipart/form-data``.
+        InputError: a malformed or truncated body.
+    """
+    from python_multipart.multipart import MultipartParser, parse_options_header
+
+    kind, params = parse_options_header(content_type or "")
+    boundary = params.get(b"boundary")
+    if kind != b"multipart/form-data" or not boundary:
+        raise UnsupportedFormatError("send the files as multipart/form-data (with a boundary)")
+    limit = limits.max_upload_bytes
+    if content_length is not None:
+        try:
+            declared = int(content_length)
+        except ValueError:
+            raise InputError("the Content-Length header is not a number") from None
+        if declared > limit:
+            raise LimitExceededError(f"the upload is {declared} bytes, over the limit of {limit} bytes")
+    form = UploadedForm()
+    receiver = _Receiver(storage, limits, form)
+    parser = MultipartParser(boundary, receiver.callbacks())
+    try:
+        async for chunk in chunks:
+            form.bytes_read += len(chunk)
+            if form.bytes_read > limit:
+                raise LimitExceededError(f"the upload is over the limit of {limit} bytes")
+            if chunk:
+                parser.write(chunk)
+        parser.finalize()
+        if not receiver.ended:
+            raise InputError("the multipart body is truncated (no closing boundary)")
+    except InputError:
+        receiver.abort()
+        raise
+    except Exception as exc:  # python-multipart's own parse errors
+        receiver.abort()
+        if type(exc).__module__.startswith("python_multipart"):
+            raise InputError(f"malformed multipart body: {exc}") from exc
+        raise
+    return form
+
+
+def inspect_upload(item: UploadedFile, limits: LimitSettings) -> UploadedFile:
+    """``item`` with its ``kind`` ("image" or "video") found from its bytes.
+
+    Raises:
+        UnsupportedFormatError: neither an image nor a video (415).
+        ImageTooLargeError: over ``limits.max_image_pixels`` (checked on the header).
+        LimitExceededError: a video longer than ``limits.max_video_seconds`` or
+            with more than ``limits.max_video_frames`` frames.
+        UnreadableFileError: empty, corrupt or truncated.
+    """
+    from faceweave.io import probe_kind
+
+    label = _label(item)
+    if item.size == 0:
+        raise UnreadableFileError(f"{label} is empty")
+    kind = probe_kind(item.path)
+    if kind == "image":
+        _check_image_header(item.path, label, limits.max_image_pixels)
+    elif kind == "video":
+        _check_video(item.path, label, limits)
+    else:
+        raise UnsupportedFormatError(
+            f"{label} is neither an image (JPEG, PNG, WEBP, BMP, TIFF, GIF) nor a video"
+        )
+    return UploadedFile(
+        field=item.field, path=item.path, size=item.size, sha256=item.sha256, filename=item.filename, kind=kind
+    )
+
+
+def _label(item: UploadedFile) -> str:
+    return f"file '{item.field}'"
+
+
+def _check_image_header(path: Path, label: str, max_pixels: int) -> None:
+    from PIL import Image as PILImage
+    from PIL import UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with PILImage.open(path) as pil:
+                width, height = pil.size
+    except PILImage.DecompressionBombError:
+        raise ImageTooLargeError(f"{label} declares more pixels than any image accepted here") from None
+    except UnidentifiedImageError:
+        raise UnsupportedFormatError(f"{label} is not an image format accepted here") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise UnreadableFileError(f"{label} cannot be read as an image: {exc}") from None
+    if width * height > max_pixels:
+        raise ImageTooLargeError(
+            f"{label} is {width}x{height} = {width * height} pixels, over the limit of {max_pixels}"
+        )
+
+
+def _check_video(path: Path, label: str, limits: LimitSettings) -> None:
+    from faceweave.video.io import probe_video
+
+    try:
+        info = probe_video(path)
+    except InputError as exc:
+        raise type(exc)(f"{label}: {' '.join(str(exc).replace(str(path), 'the upload').split())}") from None
+    if info.duration is not None and info.duration > limits.max_video_seconds:
+        raise LimitExceededError(
+            f"{label} is {info.duration:.1f} s long, over the limit of {limits.max_video_seconds:g} s"
+        )
+    if info.frame_count is not None and info.frame_count > limits.max_video_frames:
+        raise LimitExceededError(f"{label} has {info.frame_count} frames, over the limit of {limits.max_video_frames}")
