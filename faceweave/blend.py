@@ -59,7 +59,10 @@ def _luma(rgb: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(np.ascontiguousarray(rgb, dtype=np.float32), cv2.COLOR_RGB2GRAY)
 
 
-def match_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, sigma: float = 0.6) -> np.ndarray:
+def match_detail(
+    original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, sigma: float = 0.6,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """Match the swapped face's fine detail to the photo's, at full resolution.
 
     Resampling into and out of the working crop, and a source photo sharper
@@ -69,14 +72,16 @@ def match_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matr
     band (image minus its Gaussian low-pass at ``sigma``) is measured in
     ``frame`` and in ``original``; too much is attenuated, too little is made
     up with the original's own grain.
-    Returns a new frame."""
+    Returns a new frame, or writes into ``out`` (which may be ``frame``
+    itself) and returns it."""
     x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (mask.shape[1], mask.shape[0]), matrix)
+    unchanged = frame if out is None else out
     if x2 <= x1 or y2 <= y1:
-        return frame
+        return unchanged
     m = cv2.warpAffine(mask.astype(np.float32), inv_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=0.0)
     bx1, by1, bw, bh = cv2.boundingRect((m > 0.01).astype(np.uint8))
     if bw * bh < 64:
-        return frame
+        return unchanged
     bx2, by2 = bx1 + bw, by1 + bh
     m = m[by1:by2, bx1:bx2]
     x1, y1, x2, y2 = x1 + bx1, y1 + by1, x1 + bx2, y1 + by2
@@ -84,7 +89,7 @@ def match_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matr
     new = frame[y1:y2, x1:x2].astype(np.float32)
     sel = m > 0.5
     if sel.sum() < 64:
-        return frame
+        return unchanged
 
     def band(x: np.ndarray) -> np.ndarray:
         return x - cv2.GaussianBlur(x, (0, 0), sigma)
@@ -101,22 +106,28 @@ def match_detail(original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matr
     bn = bn_luma[sel]
     qa, qb, qc = float(np.mean(bd * bd)), 2.0 * float(np.mean(bn * bd)), e_n - e_o
     if qa <= 1e-9:
-        return frame
+        return unchanged
     c = _smallest_step(qa, qb, qc)
-    out = frame.copy()
+    out = frame.copy() if out is None else out
     out[y1:y2, x1:x2] = np.clip(new + c * direction + 0.5, 0, 255).astype(np.uint8)
     return out
 
 
-def paste_back(frame: np.ndarray, crop: np.ndarray, mask: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+def paste_back(
+    frame: np.ndarray, crop: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, out: np.ndarray | None = None
+) -> np.ndarray:
     """Put a working crop back into the frame.
 
     ``matrix`` is the ``(2, 3)`` frame->crop transform used to cut the crop;
     ``mask`` ``(h, w)`` in ``[0, 1]`` says where the crop replaces the frame.
-    Only the frame's region under the mask is touched; returns a new frame.
+    Only the frame's region under the mask is touched; returns a new frame,
+    or writes into ``out`` (which may be ``frame`` itself) and returns it.
     """
     bx1, by1, bw, bh = cv2.boundingRect((mask > 1e-3).astype(np.uint8))
-    out = frame.copy()
+    if out is None:
+        out = frame.copy()
+    elif out is not frame:
+        np.copyto(out, frame)
     if bw == 0 or bh == 0:
         return out
     # the footprint of the mask's bounding box, not of the whole crop
@@ -129,6 +140,6 @@ def paste_back(frame: np.ndarray, crop: np.ndarray, mask: np.ndarray, matrix: np
     size = (x2 - x1, y2 - y1)
     big = cv2.warpAffine(crop[by1:by2, bx1:bx2], inv_roi, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     m = cv2.warpAffine(np.ascontiguousarray(mask[by1:by2, bx1:bx2], np.float32), inv_roi, size, flags=cv2.INTER_LINEAR, borderValue=0.0)
-    roi = out[y1:y2, x1:x2]
+    roi = frame[y1:y2, x1:x2]
     out[y1:y2, x1:x2] = cv2.blendLinear(big, roi, m, 1.0 - m)
     return out

@@ -28,6 +28,7 @@ from faceweave.masks import SelfieSegmenter
 from faceweave.options import SwapOptions
 from faceweave.selection import order_faces, select_faces
 from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, create_swapper
+from faceweave.threads import single_threaded_blas
 from faceweave.timing import timed
 from faceweave.types import Face, Image, SwappedFace, SwapResult
 
@@ -257,8 +258,14 @@ class FaceSwapper:
             out = self.swapper.swap(source, crop)
         return self.finish_face(pixels, crop, out, timings)
 
-    def finish_face(self, pixels: np.ndarray, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float]) -> np.ndarray:
-        """Masks, colour and blending of a swapper's output, pasted into the frame."""
+    def finish_face(
+        self, pixels: np.ndarray, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float],
+        *, into: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Masks, colour and blending of a swapper's output, pasted into the
+        frame: a new frame, or written into ``into`` (a caller-owned copy of
+        ``pixels`` that several faces are pasted into, so that a frame with
+        many faces is copied once)."""
         person = None
         if self.segmenter is not None:
             # a mediapipe graph runs one image at a time; video renders frames on several threads
@@ -269,8 +276,12 @@ class FaceSwapper:
                 crop, out, mask_options=self.options.masks, shading=self.options.shading, person_mask=person,
             )
         with timed(timings, "paste"):
-            out = paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
-            return match_detail(pixels, out, comp.detail, crop.matrix)
+            if into is None:
+                pasted = paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
+                return match_detail(pixels, pasted, comp.detail, crop.matrix, out=pasted)
+            paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
+            # the grain to match is the target photo's own
+            return match_detail(pixels, into, comp.detail, crop.matrix, out=into)
 
     def _swap_batched(
         self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float]
@@ -289,9 +300,9 @@ class FaceSwapper:
                 results = self.swapper.swap_batch(chosen[members[0]][1], [crops[k] for k in members])
                 for k, result in zip(members, results):
                     outputs[k] = result
-        out = pixels
+        out = pixels.copy()
         for crop, result in zip(crops, outputs):
-            out = self.finish_face(out, crop, result, timings)
+            self.finish_face(pixels, crop, result, timings, into=out)
         return out
 
     def enhance(self, pixels: np.ndarray, faces: Sequence[Face], timings: dict[str, float] | None = None) -> np.ndarray:
@@ -315,6 +326,16 @@ class FaceSwapper:
         timings = {} if timings is None else timings
         if len(chosen) > 1 and hasattr(self.swapper, "swap_batch"):
             out = self._swap_batched(pixels, chosen, timings)
+        elif len(chosen) > 1:
+            # one copy of the frame for all faces; each face is cut from the
+            # frame as swapped so far, so a nearer face ends on top
+            out = pixels.copy()
+            for face, source in chosen:
+                with timed(timings, "crop"):
+                    crop = cut_crop(out, face, face_size=self.working_size(face))
+                with timed(timings, "swap"):
+                    result = self.swapper.swap(source, crop)
+                self.finish_face(pixels, crop, result, timings, into=out)
         else:
             out = pixels
             for face, source in chosen:
@@ -357,6 +378,17 @@ class FaceSwapper:
         Raises :class:`NoFaceError` (``role`` says which image) or
         :class:`NoMatchingFaceError` when nothing can be swapped.
         """
+        with single_threaded_blas():
+            return self._swap(sources, target, reference=reference)
+
+    def _swap(
+        self,
+        sources: Sequence[ImageInput] | ImageInput,
+        target: ImageInput,
+        *,
+        reference: ImageInput | None = None,
+    ) -> SwapResult:
+        """The work of :meth:`swap`."""
         timings: dict[str, float] = {}
         with timed(timings, "decode"):
             target_image = self.read(target, role="target")

@@ -21,6 +21,7 @@ from faceweave.pipeline import FaceSwapper, ImageInput
 from faceweave.provenance.stamp import Provenance, image_metadata, stamp_image, writer_stamp
 from faceweave.selection import order_faces, select_faces
 from faceweave.swappers import SourceFace
+from faceweave.threads import single_threaded_blas
 from faceweave.timing import timed
 from faceweave.types import Face
 from faceweave.video.io import VideoFrame, VideoReader, VideoWriter
@@ -246,7 +247,14 @@ class VideoSwapper:
         return self.swapper.reference_embedding(reference)
 
     # -- whole video ----------------------------------------------------------
-    def swap_video(
+    def swap_video(self, *args, **kwargs) -> VideoSwapReport:
+        """Swap the selected faces in every frame of ``target`` into ``output``
+        (see :meth:`_swap_video` for the arguments), with one BLAS thread:
+        the pipeline's own threads already use the cores."""
+        with single_threaded_blas():
+            return self._swap_video(*args, **kwargs)
+
+    def _swap_video(
         self,
         sources: Sequence[ImageInput] | Sequence[SourceFace],
         target: str | Path,
