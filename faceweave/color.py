@@ -4,6 +4,8 @@ float32 CIELAB images (L in 0..100, a/b around 0), as produced by
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 
@@ -32,6 +34,39 @@ def masked_stats(lab: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndar
     mean = (px * w).sum(0) / total
     var = (((px - mean) ** 2) * w).sum(0) / total
     return mean.astype(np.float32), np.sqrt(var).astype(np.float32)
+
+
+@dataclass(frozen=True, eq=False)
+class SkinColour:
+    """Mean and standard deviation ``(3,)`` float32 of a face's bare skin in
+    CIELAB: what colour matching maps from (the new face) and to (the target)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+
+    @property
+    def stats(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.mean, self.std
+
+    def towards(self, other: "SkinColour", amount: float) -> "SkinColour":
+        """This colour moved ``amount`` (0..1) of the way to ``other``
+        (an exponential moving average step)."""
+        a = float(np.clip(amount, 0.0, 1.0))
+        return SkinColour(
+            mean=((1.0 - a) * self.mean + a * other.mean).astype(np.float32),
+            std=((1.0 - a) * self.std + a * other.std).astype(np.float32),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class ColourMatch:
+    """A fixed colour mapping for :func:`faceweave.composite.composite`:
+    from the new face's skin colour to the target's.  Video keeps one per
+    face over a shot (see :class:`faceweave.video.pipeline.VideoSwapper`), so
+    the correction does not follow per-frame noise."""
+
+    source: SkinColour
+    target: SkinColour
 
 
 def match_statistics(

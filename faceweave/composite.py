@@ -195,6 +195,22 @@ def skin_region(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np
     return (oval * (1.0 - features) * top).astype(np.float32)
 
 
+def skin_colour(crop: AlignedCrop, weight: np.ndarray | None = None) -> color.SkinColour:
+    """The colour of a face's bare skin (:func:`skin_region`) in a crop,
+    optionally weighted by a ``(S, S)`` map in ``[0, 1]`` (a source's clean
+    map: low under hair and hands)."""
+    region = skin_region(crop.size, crop.mesh, crop.face_size)
+    if weight is not None:
+        region = region * weight
+    lab = color.to_lab(crop.pixels)
+    # only skin-coloured pixels count: a strand of hair or a hand in the
+    # region would pull the mean
+    centre, spread = masks.skin_statistics(lab, region)
+    region = region * masks.skin_likelihood(lab, centre, spread, tolerance=CENTRE_TOLERANCE)
+    mean, std = color.masked_stats(lab, region)
+    return color.SkinColour(mean=mean, std=std)
+
+
 def _half(image: np.ndarray) -> np.ndarray:
     return cv2.resize(image, (image.shape[1] // 2, image.shape[0] // 2), interpolation=cv2.INTER_AREA)
 
@@ -206,11 +222,14 @@ def composite(
     mask_options: MaskOptions,
     shading: float,
     person_mask: np.ndarray | None = None,
+    colour: color.ColourMatch | None = None,
 ) -> Composite:
     """Blend ``out.face`` into ``out.background`` and say where to paste.
 
     Masks are smooth, so they are built at half resolution and resized;
-    colour and the multi-band blend run at full resolution."""
+    colour and the multi-band blend run at full resolution.  ``colour``: a
+    fixed skin-colour mapping (video holds one per face over a shot);
+    without it the mapping is measured on this crop."""
     full = target.size
     face_lab_h = color.to_lab(_half(out.face))
     bg_lab_h = color.to_lab(_half(out.background))
@@ -277,8 +296,11 @@ def composite(
     paste = np.maximum(cv2.resize(paste_h, full, interpolation=cv2.INTER_LINEAR), out.changed)
 
     # -- colour: statistics on skin both sides can see, then low-frequency shading --
-    s_stats = color.masked_stats(face_lab_h, stat_mask)
-    t_stats = color.masked_stats(bg_lab_h, stat_mask)
+    if colour is None:
+        s_stats = color.masked_stats(face_lab_h, stat_mask)
+        t_stats = color.masked_stats(bg_lab_h, stat_mask)
+    else:  # a mapping held steady over a video shot
+        s_stats, t_stats = colour.source.stats, colour.target.stats
     # a light from one side on the source but not on the target (or the other
     # way round) is lighting, not identity: then take more of the target's shading
     gap = abs(side_lighting(face_lab_h, mesh, stat_mask) - side_lighting(bg_lab_h, mesh, stat_mask))

@@ -21,6 +21,7 @@ import numpy as np
 from faceweave.analysis import FaceAnalyser
 from faceweave.composite import composite, source_clean_map
 from faceweave.blend import match_detail, paste_back
+from faceweave.color import ColourMatch
 from faceweave.errors import InputError, NoFaceError
 from faceweave.geometry.align import crop_matrix, transform_points
 from faceweave.io import image_from_array, read_image
@@ -248,19 +249,21 @@ class FaceSwapper:
         return int(round(min(self.options.working_size, max(MIN_WORKING_SIZE, face.size * 1.25))))
 
     def swap_face(
-        self, pixels: np.ndarray, face: Face, source: SourceFace, timings: dict[str, float] | None = None
+        self, pixels: np.ndarray, face: Face, source: SourceFace, timings: dict[str, float] | None = None,
+        *, colour: ColourMatch | None = None,
     ) -> np.ndarray:
-        """Swap one face of an RGB frame; returns a new frame."""
+        """Swap one face of an RGB frame; returns a new frame.  ``colour``: a
+        fixed colour mapping (see :func:`faceweave.composite.composite`)."""
         timings = {} if timings is None else timings
         with timed(timings, "crop"):
             crop = cut_crop(pixels, face, face_size=self.working_size(face))
         with timed(timings, "swap"):
             out = self.swapper.swap(source, crop)
-        return self.finish_face(pixels, crop, out, timings)
+        return self.finish_face(pixels, crop, out, timings, colour=colour)
 
     def finish_face(
         self, pixels: np.ndarray, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float],
-        *, into: np.ndarray | None = None,
+        *, into: np.ndarray | None = None, colour: ColourMatch | None = None,
     ) -> np.ndarray:
         """Masks, colour and blending of a swapper's output, pasted into the
         frame: a new frame, or written into ``into`` (a caller-owned copy of
@@ -274,6 +277,7 @@ class FaceSwapper:
         with timed(timings, "blend"):
             comp = composite(
                 crop, out, mask_options=self.options.masks, shading=self.options.shading, person_mask=person,
+                colour=colour,
             )
         with timed(timings, "paste"):
             if into is None:
@@ -284,7 +288,8 @@ class FaceSwapper:
             return match_detail(pixels, into, comp.detail, crop.matrix, out=into)
 
     def _swap_batched(
-        self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float]
+        self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float],
+        colours: Sequence[ColourMatch | None],
     ) -> np.ndarray:
         """Several faces through a swapper that takes a batch: one inference
         per source for all its faces (crops are cut from the frame before any
@@ -301,8 +306,8 @@ class FaceSwapper:
                 for k, result in zip(members, results):
                     outputs[k] = result
         out = pixels.copy()
-        for crop, result in zip(crops, outputs):
-            self.finish_face(pixels, crop, result, timings, into=out)
+        for crop, result, colour in zip(crops, outputs, colours):
+            self.finish_face(pixels, crop, result, timings, into=out, colour=colour)
         return out
 
     def enhance(self, pixels: np.ndarray, faces: Sequence[Face], timings: dict[str, float] | None = None) -> np.ndarray:
@@ -319,27 +324,30 @@ class FaceSwapper:
             )
 
     def swap_many(
-        self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float] | None = None
+        self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float] | None = None,
+        *, colours: Sequence[ColourMatch | None] | None = None,
     ) -> np.ndarray:
         """Swap each ``(face, source)`` in order (later ones end on top), in
-        one batch when the swapper takes batches, then run the enhancers."""
+        one batch when the swapper takes batches, then run the enhancers.
+        ``colours``: a fixed colour mapping per face, or ``None`` entries."""
         timings = {} if timings is None else timings
+        colours = list(colours) if colours is not None else [None] * len(chosen)
         if len(chosen) > 1 and hasattr(self.swapper, "swap_batch"):
-            out = self._swap_batched(pixels, chosen, timings)
+            out = self._swap_batched(pixels, chosen, timings, colours)
         elif len(chosen) > 1:
             # one copy of the frame for all faces; each face is cut from the
             # frame as swapped so far, so a nearer face ends on top
             out = pixels.copy()
-            for face, source in chosen:
+            for (face, source), colour in zip(chosen, colours):
                 with timed(timings, "crop"):
                     crop = cut_crop(out, face, face_size=self.working_size(face))
                 with timed(timings, "swap"):
                     result = self.swapper.swap(source, crop)
-                self.finish_face(pixels, crop, result, timings, into=out)
+                self.finish_face(pixels, crop, result, timings, into=out, colour=colour)
         else:
             out = pixels
-            for face, source in chosen:
-                out = self.swap_face(out, face, source, timings)
+            for (face, source), colour in zip(chosen, colours):
+                out = self.swap_face(out, face, source, timings, colour=colour)
         return self.enhance(out, [face for face, _ in chosen], timings)
 
     def swap_faces(

@@ -155,3 +155,30 @@ def test_a_render_error_stops_the_run_and_leaves_nothing(tmp_path, faces_dir, vi
     with pytest.raises(FaceweaveError, match="render broke"):
         video_swapper.swap_video([faces_dir / SOURCE], faces_dir / TALK, out, options=VideoOptions(start=1.0, end=2.0))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_colour_mapping_is_held_over_a_shot_and_restarts_for_a_new_track(faces_dir, video_swapper):
+    """The target skin colour follows a sudden change of the picture only
+    part of the way on the next frame (moving average), the source colour is
+    measured once, and a new track (as after a scene cut) starts afresh."""
+    from faceweave.io import read_image
+    from faceweave.video.io import VideoFrame
+    from faceweave.video.tracker import FaceTracker
+
+    pixels = read_image(faces_dir / "single/biden2.jpg").pixels
+    darker = (pixels * 0.7).astype(np.uint8)
+    sources = video_swapper.prepare_sources([faces_dir / SOURCE])
+    tracker = FaceTracker(video_swapper.swapper.analyser, detect_every=100)
+
+    def plan(px, index, t):
+        frame = VideoFrame(index=index, source_index=index, time=t, pixels=px)
+        return video_swapper.plan_frame(frame, tracker, sources, None, {})
+
+    first = plan(pixels, 0, 0.0)[0].colour
+    second = plan(darker, 1, 0.04)[0].colour
+    lit, dark = first.target.mean[0], second.target.mean[0]
+    tracker.reset()  # as at a scene cut: the tracks, and their held colours, start again
+    alone = plan(darker, 2, 0.08)[0].colour.target.mean[0]
+    assert alone < dark < lit  # moved towards the darker picture, but only part of the way
+    assert (lit - dark) < 0.3 * (lit - alone)
+    assert second.source is first.source  # measured once per source

@@ -10,14 +10,17 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
+from faceweave.color import ColourMatch, SkinColour
+from faceweave.composite import skin_colour
 from faceweave.errors import NoFaceError, NoMatchingFaceError
 from faceweave.io import write_image
-from faceweave.pipeline import FaceSwapper, ImageInput
+from faceweave.pipeline import FaceSwapper, ImageInput, cut_crop
 from faceweave.provenance.stamp import Provenance, image_metadata, stamp_image, writer_stamp
 from faceweave.selection import order_faces, select_faces
 from faceweave.swappers import SourceFace
@@ -89,6 +92,21 @@ class PeopleMap:
         return best if distances[best] < self.threshold else None
 
 
+#: seconds over which a face's target skin colour follows the picture
+COLOUR_TIME = 0.5
+#: face size of the small crop the target skin colour is measured on
+COLOUR_FACE_SIZE = 64
+
+
+class PlannedFace(NamedTuple):
+    """One face of a frame to swap: where, with which source, and the colour
+    mapping held for its track."""
+
+    face: Face
+    source: SourceFace
+    colour: ColourMatch | None = None
+
+
 class _Stop(Exception):
     """Raised inside the encoder to abandon the output."""
 
@@ -98,9 +116,15 @@ class VideoSwapper:
 
     def __init__(self, swapper: FaceSwapper) -> None:
         self.swapper = swapper
+        #: each source's skin colour, measured once per run
+        self._source_colours: dict[SourceFace, SkinColour] = {}
 
     # -- per frame ------------------------------------------------------------
-    def _selected(self, tracks: Sequence[Track], pixels: np.ndarray, reference: np.ndarray | None) -> tuple[list, list[int]]:
+    def _selected(
+        self, tracks: Sequence[Track], pixels: np.ndarray, reference: np.ndarray | None
+    ) -> tuple[list[Face], list[int], list[Track]]:
+        """The faces in selection order, the selected indices, and the track
+        of each face (same order)."""
         faces = [t.face for t in tracks]
         if reference is not None:
             for track in tracks:
@@ -108,27 +132,50 @@ class VideoSwapper:
                     track.embedding = self.swapper.analyser.embed(pixels, track.face).embedding
             faces = [t.face.with_embedding(t.embedding) for t in tracks]
         order = order_faces(faces, self.swapper.options.selection.order)
-        faces = [faces[i] for i in order]
+        faces, ordered = [faces[i] for i in order], [tracks[i] for i in order]
         try:
-            return faces, select_faces(faces, self.swapper.options.selection, reference=reference)
+            return faces, select_faces(faces, self.swapper.options.selection, reference=reference), ordered
         except NoMatchingFaceError:
-            return faces, []
+            return faces, [], ordered
 
     def _plan_mapped(
-        self, pixels: np.ndarray, tracks: Sequence[Track], mapping: "PeopleMap", timings: dict[str, float]
-    ) -> list[tuple[Face, SourceFace]]:
+        self, frame: VideoFrame, tracks: Sequence[Track], mapping: "PeopleMap", timings: dict[str, float]
+    ) -> list[PlannedFace]:
         """Each tracked face that belongs to a mapped person gets that
         person's source (the track's identity is found once)."""
         plan = []
         for track in sorted(tracks, key=lambda t: t.face.bbox.area):
             if "person" not in track.extra:
                 with timed(timings, "embed"):
-                    embedding = self.swapper.analyser.embed(pixels, track.face).embedding
+                    embedding = self.swapper.analyser.embed(frame.pixels, track.face).embedding
                 track.extra["person"] = mapping.person_of(embedding)
             sources = mapping.sources.get(track.extra["person"])
             if sources:
-                plan.append((track.face, self.swapper.choose_source(sources, track.face)))
+                source = self.swapper.choose_source(sources, track.face)
+                plan.append(PlannedFace(track.face, source, self._colour(frame, track, source, timings)))
         return plan
+
+    def _source_colour(self, source: SourceFace) -> SkinColour:
+        colour = self._source_colours.get(source)
+        if colour is None:
+            colour = self._source_colours[source] = skin_colour(source.crop, source.clean)
+        return colour
+
+    def _colour(self, frame: VideoFrame, track: Track, source: SourceFace, timings: dict[str, float]) -> ColourMatch:
+        """The colour mapping of a tracked face, held steady over the shot:
+        the source's skin colour is measured once, the target's follows the
+        face's skin with an exponential moving average (time constant
+        ``COLOUR_TIME`` seconds), restarted for a new track (a new face, or
+        any face after a scene cut) and when the track's source changes."""
+        with timed(timings, "colour"):
+            crop = cut_crop(frame.pixels, track.face, face_size=COLOUR_FACE_SIZE)
+            now = skin_colour(crop)
+            held = track.extra.get("colour")
+            if held is not None and held[0] is source:
+                step = 1.0 - float(np.exp(-max(frame.time - held[2], 0.0) / COLOUR_TIME))
+                now = held[1].towards(now, step)
+            track.extra["colour"] = (source, now, frame.time)
+            return ColourMatch(source=self._source_colour(source), target=now)
 
     def plan_frame(
         self,
@@ -138,7 +185,7 @@ class VideoSwapper:
         reference: np.ndarray | None,
         timings: dict[str, float],
         mapping: "PeopleMap | None" = None,
-    ) -> list[tuple[Face, SourceFace]]:
+    ) -> list[PlannedFace]:
         """Track the faces of ``frame`` (in frame order: the tracker holds
         state) and decide which face gets which source, smaller faces first
         so that a nearer, larger face ends on top."""
@@ -147,17 +194,20 @@ class VideoSwapper:
         if not tracks:
             return []
         if mapping is not None:
-            return self._plan_mapped(frame.pixels, tracks, mapping, timings)
-        faces, indices = self._selected(tracks, frame.pixels, reference)
-        chosen = sorted(indices, key=lambda k: faces[k].bbox.area)
-        return [(faces[i], self.swapper.choose_source(sources, faces[i])) for i in chosen]
+            return self._plan_mapped(frame, tracks, mapping, timings)
+        faces, indices, picked = self._selected(tracks, frame.pixels, reference)
+        plan = []
+        for i in sorted(indices, key=lambda k: faces[k].bbox.area):
+            source = self.swapper.choose_source(sources, faces[i])
+            plan.append(PlannedFace(faces[i], source, self._colour(frame, picked[i], source, timings)))
+        return plan
 
-    def render(
-        self, pixels: np.ndarray, plan: Sequence[tuple[Face, SourceFace]], timings: dict[str, float]
-    ) -> np.ndarray:
+    def render(self, pixels: np.ndarray, plan: Sequence[PlannedFace], timings: dict[str, float]) -> np.ndarray:
         """Apply a frame's plan; frames are independent here, so several
         frames may be rendered at once on different threads."""
-        return self.swapper.swap_many(pixels, plan, timings)
+        return self.swapper.swap_many(
+            pixels, [(p.face, p.source) for p in plan], timings, colours=[p.colour for p in plan]
+        )
 
     def swap_frame(
         self,
