@@ -59,9 +59,49 @@ def _luma(rgb: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(np.ascontiguousarray(rgb, dtype=np.float32), cv2.COLOR_RGB2GRAY)
 
 
+#: blur levels (frame pixels) tried to soften a new face that is sharper than its photo
+_BLUR_STEPS = (0.6, 0.9, 1.3, 1.8, 2.5, 3.5)
+#: how much sharper (ratio of fine to coarse detail) the new face must be before it is softened
+_SHARPER = 1.25
+
+
+def _sharpness(luma: np.ndarray, sel: np.ndarray) -> float:
+    """Fine structure over coarse structure of a luma patch under ``sel``:
+    the energy of the band from 1 to 3 px over that of the band from 3 to
+    8 px.  Defocus and motion blur lower it whatever the content; the finest
+    band (sensor noise, compression blocks) is left out, as it says nothing
+    about blur (:func:`match_detail` matches it separately)."""
+    g1 = cv2.GaussianBlur(luma, (0, 0), 1.0)
+    g3 = cv2.GaussianBlur(luma, (0, 0), 3.0)
+    fine = float(np.mean((g1 - g3)[sel] ** 2))
+    coarse = float(np.mean((g3 - cv2.GaussianBlur(luma, (0, 0), 8.0))[sel] ** 2))
+    return fine / max(coarse, 1e-6)
+
+
+def match_blur(original: np.ndarray, new: np.ndarray, mask: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """``new`` (float32 RGB patch) softened under ``mask`` to the blur of
+    ``original`` (the photo at the same place), when the photo is clearly
+    softer: a sharp source face pasted into a defocused or motion-blurred
+    picture looks cut out.  The blur is the smallest Gaussian that brings the
+    new face's fine-to-coarse detail ratio down to the photo's.  Unchanged
+    when the photo is as sharp or sharper."""
+    want = _sharpness(_luma(original), sel)
+    if _sharpness(_luma(new), sel) <= want * _SHARPER:
+        return new
+    blurred, sigma = new, 0.0
+    for sigma in _BLUR_STEPS:
+        blurred = cv2.GaussianBlur(new, (0, 0), sigma)
+        if _sharpness(_luma(blurred), sel) <= want * _SHARPER:
+            break
+    # a little beyond the mask too, so the face's own outline (the jaw, the
+    # hairline) is softened like the rest; the photo there is as soft anyway
+    weight = np.clip(cv2.GaussianBlur(mask, (0, 0), 2.0 * sigma) * 2.0, 0.0, 1.0)
+    return new + (blurred - new) * weight[..., None]
+
+
 def match_detail(
     original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, sigma: float = 0.6,
-    out: np.ndarray | None = None,
+    out: np.ndarray | None = None, blur_mask: np.ndarray | None = None,
 ) -> np.ndarray:
     """Match the swapped face's fine detail to the photo's, at full resolution.
 
@@ -71,7 +111,10 @@ def match_detail(
     Under ``mask`` (crop coordinates: the new face's bare skin) the detail
     band (image minus its Gaussian low-pass at ``sigma``) is measured in
     ``frame`` and in ``original``; too much is attenuated, too little is made
-    up with the original's own grain.
+    up with the original's own grain.  With ``blur_mask`` (crop
+    coordinates: the whole new face, features included) the new face is
+    first softened to the photo's own blur where the photo is clearly softer
+    (:func:`match_blur`).
     Returns a new frame, or writes into ``out`` (which may be ``frame``
     itself) and returns it."""
     x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (mask.shape[1], mask.shape[0]), matrix)
@@ -90,6 +133,11 @@ def match_detail(
     sel = m > 0.5
     if sel.sum() < 64:
         return unchanged
+    if blur_mask is not None:
+        whole = cv2.warpAffine(blur_mask.astype(np.float32), inv_roi, (x2 - x1 + bx1, y2 - y1 + by1), flags=cv2.INTER_LINEAR, borderValue=0.0)
+        whole = whole[by1:, bx1:][: y2 - y1, : x2 - x1]
+        if (whole > 0.5).sum() >= 64:
+            new = match_blur(orig, new, whole, whole > 0.5)
 
     def band(x: np.ndarray) -> np.ndarray:
         return x - cv2.GaussianBlur(x, (0, 0), sigma)
@@ -106,8 +154,9 @@ def match_detail(
     bn = bn_luma[sel]
     qa, qb, qc = float(np.mean(bd * bd)), 2.0 * float(np.mean(bn * bd)), e_n - e_o
     if qa <= 1e-9:
-        return unchanged
-    c = _smallest_step(qa, qb, qc)
+        c = 0.0
+    else:
+        c = _smallest_step(qa, qb, qc)
     out = frame.copy() if out is None else out
     out[y1:y2, x1:x2] = np.clip(new + c * direction + 0.5, 0, 255).astype(np.uint8)
     return out

@@ -282,10 +282,10 @@ class FaceSwapper:
         with timed(timings, "paste"):
             if into is None:
                 pasted = paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
-                return match_detail(pixels, pasted, comp.detail, crop.matrix, out=pasted)
+                return match_detail(pixels, pasted, comp.detail, crop.matrix, out=pasted, blur_mask=comp.mask)
             paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
-            # the grain to match is the target photo's own
-            return match_detail(pixels, into, comp.detail, crop.matrix, out=into)
+            # the grain and blur to match are the target photo's own
+            return match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask)
 
     def _swap_batched(
         self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float],

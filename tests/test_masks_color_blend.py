@@ -449,3 +449,29 @@ def test_apply_statistics_takes_the_colour_out_on_a_black_and_white_reference():
     out = color.apply_statistics(red_lips, own, ref)
 
     assert np.abs(out[0, 0, 1:]).max() < 3.0  # nearly grey, as the photo
+
+
+def _texture(seed: int, size: int = 96) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    base = cv2.resize(rng.uniform(0, 255, (24, 24, 3)).astype(np.float32), (size, size), interpolation=cv2.INTER_CUBIC)
+    return np.clip(base + rng.normal(0, 20, base.shape), 0, 255).astype(np.float32)
+
+
+def test_match_blur_softens_a_sharp_face_to_a_defocused_photo():
+    from faceweave.blend import _luma, _sharpness, match_blur
+
+    sharp = _texture(1)
+    photo = cv2.GaussianBlur(_texture(2), (0, 0), 2.5)
+    mask = np.ones(sharp.shape[:2], np.float32)
+    sel = mask > 0.5
+    out = match_blur(photo, sharp, mask, sel)
+    assert _sharpness(_luma(out), sel) < 0.5 * _sharpness(_luma(sharp), sel)
+    assert _sharpness(_luma(out), sel) < 1.6 * _sharpness(_luma(photo), sel)
+
+
+def test_match_blur_leaves_a_face_alone_when_the_photo_is_as_sharp():
+    from faceweave.blend import match_blur
+
+    new, photo = _texture(3), _texture(4)
+    mask = np.ones(new.shape[:2], np.float32)
+    assert np.array_equal(match_blur(photo, new, mask, mask > 0.5), new)
