@@ -6,17 +6,18 @@ SOURCE ?= $(SHARED)/single/biden2.jpg
 TARGET ?= $(SHARED)/single/astronaut_eileen_collins.png
 OUTPUT ?= out/swap.png
 
-# Debian packages some tests drive (the web page in headless Chromium);
+# Debian packages some tests drive (the web page in headless Chromium, the
+# distributed service on a real redis-server and PostgreSQL);
 # installed when missing and when running as root with apt-get, otherwise
 # those tests skip with the reason
-SYSTEM_PACKAGES ?= chromium
+SYSTEM_PACKAGES ?= chromium redis-server postgresql
 
 .PHONY: system-deps setup run swap test bench bench-service bench-watermark evaluate clean
 
 $(VENV)/.installed: pyproject.toml
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,c2pa]'
+	$(PY) -m pip install -q -e '.[test,c2pa,distributed]'
 	# the tests use the ONNX detector inside the nudenet wheel (AGPL, not a
 	# default dependency); --no-deps keeps its second OpenCV package out
 	$(PY) -m pip install -q --no-deps nudenet==3.4.2

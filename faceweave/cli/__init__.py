@@ -1,5 +1,5 @@
 """The ``faceweave`` command line: ``swap``, ``batch``, ``faces``, ``people``,
-``evaluate``, ``verify``, ``serve``, ``models``, ``export`` and ``benchmark-model``.
+``evaluate``, ``verify``, ``serve``, ``worker``, ``models``, ``export`` and ``benchmark-model``.
 
 Each command lives in its own module as a plain function with typer
 annotations; this module builds the typer app from them.  Heavy modules
@@ -22,6 +22,7 @@ from faceweave.cli.people import people_command
 from faceweave.cli.serve import serve_command
 from faceweave.cli.swap import swap_command
 from faceweave.cli.verify import verify_command
+from faceweave.cli.worker import worker_command
 
 
 def _version() -> str:
@@ -62,6 +63,7 @@ def build_app() -> typer.Typer:
     app.command("evaluate", no_args_is_help=True)(evaluate_command)
     app.command("verify", no_args_is_help=True)(verify_command)
     app.command("serve")(serve_command)
+    app.command("worker")(worker_command)
     app.add_typer(build_models_app(), name="models")
     app.command("export", no_args_is_help=True)(export_command)
     app.command("benchmark-model", no_args_is_help=True)(benchmark_model_command)

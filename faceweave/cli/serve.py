@@ -17,6 +17,7 @@ def serve_command(
     database: Annotated[str | None, typer.Option("--database", metavar="URL", help="Job store, an SQLAlchemy URL (default sqlite:///<storage>/jobs.db).")] = None,
     storage: Annotated[Path | None, typer.Option("--storage", metavar="DIR", help="Folder for uploads, results and the audit log.")] = None,
     workers: Annotated[int | None, typer.Option("--workers", metavar="N", min=0, help="Embedded job workers (default 1).")] = None,
+    broker: Annotated[str | None, typer.Option("--broker", metavar="URL", help="Celery broker (redis://HOST:6379/0): distributed mode, jobs run on `faceweave worker` nodes.")] = None,
     log_level: Annotated[str, typer.Option("--log-level", metavar="LEVEL", help="Server log level: debug, info, warning, error.")] = "info",
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
@@ -33,7 +34,8 @@ def serve_command(
 
         settings = load_settings(
             config,
-            overrides={"host": host, "port": port, "database": database, "storage": storage, "workers": workers},
+            overrides={"host": host, "port": port, "database": database, "storage": storage, "workers": workers,
+                       "broker": broker},
         )
         built["app"], built["settings"] = create_app(settings), settings
         auth = "API keys/JWT" if settings.auth.required else "none (single local user)"

@@ -55,6 +55,12 @@ class Service:
             store=self.store, storage=self.storage, config=self.config, poll_interval_s=settings.poll_interval_s,
             metrics=self.metrics, audit=self.audit,
         )
+        #: distributed mode: jobs go to the Celery broker and this node runs none
+        self.dispatcher = None
+        if settings.distributed:
+            from faceweave.service.distributed.dispatch import Dispatcher
+
+            self.dispatcher = Dispatcher(settings, self.store)
         self.ready = threading.Event()
         self.load_error: str | None = None
         self._closing = threading.Event()
@@ -62,7 +68,7 @@ class Service:
 
     @property
     def hide(self) -> tuple[str, ...]:
-        return (str(self.storage.root),)
+        return (str(self.storage.root), *errors.model_folders(self.settings.runtime))
 
     def start(self) -> None:
         """Load the models on a background thread, then start the workers and the sweeper."""
@@ -86,7 +92,7 @@ class Service:
                 models.prepare()
                 self.slots.add(models)
             workers = []
-            for _ in range(self.settings.workers):
+            for _ in range(0 if self.dispatcher is not None else self.settings.workers):
                 if self._closing.is_set():
                     return
                 models = JobModels()
@@ -94,10 +100,17 @@ class Service:
                 workers.append(models)
             self.pool.start(workers)
             self.ready.set()
-            log.info("ready: %d worker(s), %d sync slot(s)", self.settings.workers, self.settings.sync_slots)
+            log.info("ready: %d worker(s), %d sync slot(s)", self.pool.size, self.settings.sync_slots)
         except Exception as exc:
             self.load_error = errors.clean_message(f"{type(exc).__name__}: {exc}", self.hide)
             log.exception("cannot load the models")
+
+    def job_queued(self, job_id: str) -> None:
+        """Tell the workers that ``job_id`` was queued (the pool, or the broker in distributed mode)."""
+        if self.dispatcher is not None:
+            self.dispatcher.publish(job_id)
+        else:
+            self.pool.wake()
 
     def _sweeper(self) -> None:
         while not self._closing.wait(self.settings.sweep_interval_s):
@@ -110,7 +123,12 @@ class Service:
         """Requeue jobs of dead workers, delete expired jobs with their files,
         and delete stale uploads.  Returns what it did."""
         now = time.time() if now is None else now
-        requeued, failed = self.store.requeue_expired(max_attempts=self.settings.max_attempts, now=now)
+        distributed: dict[str, Any] = {}
+        if self.dispatcher is not None:  # requeues jobs of dead workers and publishes them again
+            distributed = self.dispatcher.sweep(now=now)
+            requeued, failed = distributed.pop("requeued"), distributed.pop("failed")
+        else:
+            requeued, failed = self.store.requeue_expired(max_attempts=self.settings.max_attempts, now=now)
         deleted = []
         for job in self.store.expired(now=now):
             self.storage.remove_job(job.id)
@@ -119,7 +137,7 @@ class Service:
         stale = self.storage.sweep(older_than_s=_STALE_UPLOAD_S, now=now)
         if requeued:
             self.pool.wake()
-        return {"requeued": requeued, "failed": failed, "deleted": deleted, "stale_uploads": stale}
+        return {"requeued": requeued, "failed": failed, "deleted": deleted, "stale_uploads": stale, **distributed}
 
     def close(self) -> None:
         self._closing.set()
@@ -127,6 +145,8 @@ class Service:
         for thread in self._threads:
             thread.join(timeout=30)
         self.slots.close()
+        if self.dispatcher is not None:
+            self.dispatcher.close()
         self.store.close()
 
 
@@ -161,7 +181,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         title="faceweave", version=_version(), lifespan=lifespan,
         description="Face swap for photos and videos: synchronous swaps and persistent jobs.",
     )
-    errors.install(app, hide=(str(settings.storage.expanduser().resolve()),))
+    errors.install(app, hide=(str(settings.storage.expanduser().resolve()), *errors.model_folders(settings.runtime)))
     app.include_router(router)
     install_verify(app)
     install_web(app)

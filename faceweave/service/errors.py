@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from faceweave import errors as fe
@@ -39,6 +39,7 @@ STATUS_BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
     (fe.NoFaceError, 422),
     (fe.NoMatchingFaceError, 422),
     (fe.InputError, 400),
+    (fe.ModelNotFoundError, 422),  # an option names a model this server does not have
     (fe.ModelError, 500),
     (fe.OutputError, 500),
     (fe.FaceweaveError, 500),
@@ -47,6 +48,45 @@ _HTTP_CODES = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
     406: "not_acceptable", 413: "too_large", 415: "unsupported_format", 422: "invalid_option", 429: "rate_limited",
 }
+
+
+#: what each error status means, as the OpenAPI schema documents it
+ERROR_STATUSES: dict[int, str] = {
+    400: "bad input: a malformed body or an unreadable file",
+    401: "missing, unknown, forged or expired credentials",
+    404: "no such job, or a job of another caller",
+    409: "the job has no preview or result (yet)",
+    413: "too large: the upload, an image's pixels or a video's duration or frames",
+    415: "unsupported type: not an image or video (by its bytes), or not multipart/form-data",
+    416: "the requested byte range is outside the file",
+    422: "no face, or an invalid or unknown option (such as a model this server does not have)",
+    429: "rate limited (see Retry-After)",
+    500: "internal error (the details are in the server log)",
+    503: "not ready: the models are loading, or no model slot is free",
+}
+
+
+#: the errors of every ``/v1`` route (credentials, rate limit), and of every upload
+AUTH_STATUSES = (401, 429)
+UPLOAD_STATUSES = (400, 413, 415, 422)
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable machine-readable code, e.g. 'no_face' or 'too_large'")
+    message: str = Field(description="one line for a person")
+
+
+class ErrorBody(BaseModel):
+    """The JSON body of every error response."""
+
+    error: ErrorDetail
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """A route's ``responses=``: :class:`ErrorBody` under each of ``statuses``
+    (and 500, which any route may answer)."""
+    return {status: {"model": ErrorBody, "description": ERROR_STATUSES[status]}
+            for status in sorted({*statuses, 500})}
 
 
 def status_for(exc: BaseException) -> int:
@@ -61,11 +101,23 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
 
 
 def clean_message(text: str, hide: tuple[str, ...] = ()) -> str:
-    """One line, with the storage folder (and other ``hide`` strings) cut out."""
+    """One line, with the storage folder (and other ``hide`` folders) cut out:
+    paths under them become relative, the folder itself "the server's folder"."""
     for part in hide:
         if part:
-            text = text.replace(part.rstrip("/") + "/", "").replace(part, "")
+            text = text.replace(part.rstrip("/") + "/", "").replace(part, "the server's folder")
     return " ".join(text.split())[:1000]
+
+
+def model_folders(runtime: Any) -> tuple[str, ...]:
+    """The model folder of a :class:`~faceweave.options.RuntimeOptions`, as
+    model errors name it, to cut from messages like the storage folder."""
+    from pathlib import Path
+
+    from faceweave.models.cache import default_models_dir
+
+    folder = Path(runtime.models_dir).expanduser() if runtime.models_dir else default_models_dir()
+    return (str(folder),)
 
 
 def validation_message(exc: ValidationError | RequestValidationError) -> str:

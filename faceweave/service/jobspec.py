@@ -144,7 +144,7 @@ def options_from_form(fields: Mapping[str, list[str]]) -> JobOptions:
     for text in fields.get("options", []):
         try:
             value = json.loads(text) if text.strip() else {}
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise InvalidOptionError(f"the 'options' field is not valid JSON: {exc}") from None
         if not isinstance(value, dict):
             raise InvalidOptionError("the 'options' field must be a JSON object")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from faceweave.errors import RangeNotSatisfiableError
 
-_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
+#: ASCII digits, at most 18 (int() refuses thousands of digits); a longer number is a malformed range
+_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d{0,18})\s*-\s*(\d{0,18})\s*$", re.IGNORECASE | re.ASCII)
 CHUNK = 256 * 1024
 
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from faceweave.errors import (
@@ -26,7 +26,12 @@ from faceweave.errors import (
     UnsupportedFormatError,
 )
 from faceweave.service.auth import Caller
-from faceweave.service.errors import error_response
+from faceweave.service.errors import (
+    AUTH_STATUSES,
+    UPLOAD_STATUSES,
+    error_response,
+    error_responses,
+)
 from faceweave.service.jobspec import MEDIA_TYPES, JobOptions, options_from_form
 from faceweave.service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from faceweave.service.ranges import iter_file, parse_range
@@ -39,6 +44,8 @@ from faceweave.service.uploads import (
 )
 
 router = APIRouter()
+#: the largest ``offset`` of ``GET /v1/jobs`` (the database's integers are 64-bit)
+MAX_OFFSET = 1_000_000_000
 
 _UPLOAD_BODY = {
     "requestBody": {
@@ -54,6 +61,28 @@ _UPLOAD_BODY = {
             },
         }}},
     }
+}
+
+
+def _file_answer(description: str) -> dict[str, Any]:
+    """An OpenAPI response: a file in any of the output formats."""
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    return {"description": description, "content": {media: binary for media in sorted(set(MEDIA_TYPES.values()))}}
+
+
+_SWAP_ANSWER = {
+    "description": "the swapped image, or with ?format=json (or Accept: application/json) JSON with it in base64",
+    "content": {
+        **{media: {"schema": {"type": "string", "format": "binary"}}
+           for media in ("image/png", "image/jpeg", "image/webp")},
+        "application/json": {"schema": {
+            "type": "object", "required": ["image", "media_type", "format", "faces_swapped"],
+            "properties": {"image": {"type": "string", "contentEncoding": "base64"}, "media_type": {"type": "string"},
+                           "format": {"type": "string"}, "faces_swapped": {"type": "integer"},
+                           "faces_found": {"type": "integer"}, "width": {"type": "integer"},
+                           "height": {"type": "integer"}},
+        }},
+    },
 }
 
 
@@ -75,14 +104,14 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", tags=["health"])
+@router.get("/readyz", tags=["health"], responses=error_responses(503))
 async def readyz(request: Request) -> dict[str, Any]:
     service = _service(request)
     service.check_ready()
     return {"status": "ready", "workers": service.pool.size, "sync_slots": service.slots.size}
 
 
-@router.get("/metrics", tags=["health"])
+@router.get("/metrics", tags=["health"], response_class=PlainTextResponse)
 async def metrics(request: Request) -> Response:
     service = _service(request)
     counts = await run_in_threadpool(service.store.counts)
@@ -110,7 +139,7 @@ def _roles(form: UploadedForm, limits) -> dict[str, Any]:
         if name in ("source", "sources", "target", "reference"):
             continue
         prefix, _, index = name.partition(".")
-        if prefix != "map" or not index.isdigit():
+        if prefix != "map" or not (index.isascii() and index.isdigit() and len(index) <= 6):  # not "²", not 10**5000
             raise InvalidOptionError(f"unknown file part '{name[:60]}'; use source, target, reference or map.<INDEX>")
         mapping[int(index)] = files
     if len(targets) != 1:
@@ -139,7 +168,8 @@ def _files_record(roles: dict[str, Any], stored: dict[int, str]) -> list[dict[st
 
 
 # ------------------------------------------------------------------ sync swap
-@router.post("/v1/swap", tags=["swap"], openapi_extra=_UPLOAD_BODY, response_class=Response)
+@router.post("/v1/swap", tags=["swap"], openapi_extra=_UPLOAD_BODY, response_class=Response, responses={
+    200: _SWAP_ANSWER, **error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 503)})
 async def swap(
     request: Request,
     caller: Annotated[Caller, Depends(current_caller)],
@@ -207,7 +237,8 @@ def _swap_now(service, caller: Caller, options: JobOptions, roles: dict[str, Any
 
 
 # ------------------------------------------------------------------ jobs
-@router.post("/v1/jobs", tags=["jobs"], status_code=202, openapi_extra=_UPLOAD_BODY)
+@router.post("/v1/jobs", tags=["jobs"], status_code=202, openapi_extra=_UPLOAD_BODY,
+             responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES))
 async def create_job(request: Request, caller: Annotated[Caller, Depends(current_caller)]) -> JSONResponse:
     """Queue an image or video swap; answers 202 with the job and its ``Location``."""
     service = _service(request)
@@ -220,7 +251,7 @@ async def create_job(request: Request, caller: Annotated[Caller, Depends(current
         job = await run_in_threadpool(_queue_job, service, caller, options, roles, kind)
     finally:
         form.cleanup()
-    service.pool.wake()
+    service.job_queued(job.id)
     location = f"/v1/jobs/{job.id}"
     return JSONResponse(job_view(job), status_code=202, headers={"Location": location})
 
@@ -260,21 +291,22 @@ def _owned(service, job_id: str, caller: Caller) -> JobRecord:
     return job
 
 
-@router.get("/v1/jobs", tags=["jobs"])
+@router.get("/v1/jobs", tags=["jobs"], responses=error_responses(*AUTH_STATUSES, 422))
 async def list_jobs(
     request: Request, caller: Annotated[Caller, Depends(current_caller)],
-    limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0),
+    limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0, le=MAX_OFFSET),
 ) -> dict[str, Any]:
     jobs = await run_in_threadpool(_service(request).store.list, owner=caller.user, limit=limit, offset=offset)
     return {"jobs": [job_view(j) for j in jobs]}
 
 
-@router.get("/v1/jobs/{job_id}", tags=["jobs"])
+@router.get("/v1/jobs/{job_id}", tags=["jobs"], responses=error_responses(*AUTH_STATUSES, 404, 422))
 async def get_job(job_id: str, request: Request, caller: Annotated[Caller, Depends(current_caller)]) -> dict[str, Any]:
     return job_view(await run_in_threadpool(_owned, _service(request), job_id, caller))
 
 
-@router.get("/v1/jobs/{job_id}/preview", tags=["jobs"], response_class=Response)
+@router.get("/v1/jobs/{job_id}/preview", tags=["jobs"], response_class=Response, responses={
+    200: _file_answer("the first swapped frame"), **error_responses(*AUTH_STATUSES, 404, 409, 422)})
 async def get_preview(job_id: str, request: Request, caller: Annotated[Caller, Depends(current_caller)]) -> Response:
     service = _service(request)
     job = await run_in_threadpool(_owned, service, job_id, caller)
@@ -285,7 +317,9 @@ async def get_preview(job_id: str, request: Request, caller: Annotated[Caller, D
     return Response(path.read_bytes(), media_type=MEDIA_TYPES.get(ext, "application/octet-stream"))
 
 
-@router.get("/v1/jobs/{job_id}/result", tags=["jobs"], response_class=Response)
+@router.get("/v1/jobs/{job_id}/result", tags=["jobs"], response_class=Response, responses={
+    200: _file_answer("the result file"), 206: _file_answer("part of the result file"),
+    **error_responses(*AUTH_STATUSES, 404, 409, 416, 422)})
 async def get_result(job_id: str, request: Request, caller: Annotated[Caller, Depends(current_caller)]) -> Response:
     """The result file; honours a single ``Range: bytes=...`` (206, or 416 outside the file)."""
     service = _service(request)
@@ -313,7 +347,7 @@ async def get_result(job_id: str, request: Request, caller: Annotated[Caller, De
     return StreamingResponse(iter_file(path, first, last), status_code=206, media_type=media_type, headers=headers)
 
 
-@router.delete("/v1/jobs/{job_id}", tags=["jobs"])
+@router.delete("/v1/jobs/{job_id}", tags=["jobs"], responses=error_responses(*AUTH_STATUSES, 404, 422))
 async def delete_job(job_id: str, request: Request, caller: Annotated[Caller, Depends(current_caller)]) -> dict[str, Any]:
     """Cancel a queued or running job (its files are deleted), or delete a finished one."""
     return await run_in_threadpool(_delete, _service(request), job_id, caller)

@@ -135,6 +135,13 @@ class ServiceSettings(_Settings):
     results_ttl_s: float = Field(24 * 3600.0, gt=0)
     sweep_interval_s: float = Field(60.0, gt=0)
     video_working_size: int = Field(192, ge=96, le=1024)
+    broker: str | None = Field(
+        None, description="Celery broker URL (redis://...): distributed mode; this node queues jobs there and runs none"
+    )
+    segment_frames: int = Field(
+        0, ge=0, description="distributed mode: a video job with more frames is split into segments of about this many (0: never)"
+    )
+    segments: int = Field(8, ge=1, le=256, description="distributed mode: the most segments one video job is split into")
     watermark: bool = True
     audit_log: Path | None = Field(None, description="default <storage>/audit.jsonl")
     cors_origins: tuple[str, ...] = ()
@@ -150,7 +157,18 @@ class ServiceSettings(_Settings):
 
     @property
     def database_url(self) -> str:
-        return self.database or f"sqlite:///{(self.storage / 'jobs.db').resolve()}"
+        """The SQLAlchemy URL; ``postgresql://`` (and ``postgres://``) use the psycopg 3 driver."""
+        if self.database is None:
+            return f"sqlite:///{(self.storage / 'jobs.db').resolve()}"
+        for plain in ("postgresql://", "postgres://"):
+            if self.database.startswith(plain):
+                return "postgresql+psycopg://" + self.database[len(plain):]
+        return self.database
+
+    @property
+    def distributed(self) -> bool:
+        """Whether jobs go through the Celery broker instead of the embedded pool."""
+        return self.broker is not None
 
     @property
     def audit_path(self) -> Path:

@@ -111,7 +111,9 @@ class _Receiver:
     def headers_finished(self) -> None:
         from python_multipart.multipart import parse_options_header
 
-        kind, params = parse_options_header(self.headers.get("content-disposition", ""))
+        # as UTF-8 bytes: the parser reads bytes as latin-1 and gives them back unchanged,
+        # while a str with characters beyond latin-1 (a UTF-8 file name) would make it fail
+        kind, params = parse_options_header(self.headers.get("content-disposition", "").encode("utf-8"))
         name = params.get(b"name")
         if kind != b"form-data" or not name:
             raise InputError("every multipart part needs 'Content-Disposition: form-data; name=...'")

@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from faceweave.errors import InvalidOptionError
 from faceweave.service.auth import Caller
+from faceweave.service.errors import AUTH_STATUSES, UPLOAD_STATUSES, error_responses
 from faceweave.service.routes import current_caller
 from faceweave.service.uploads import inspect_upload, receive_form
 
@@ -37,7 +38,8 @@ def _frames(fields: dict[str, list[str]]) -> int:
     return frames
 
 
-@verify_router.post("/v1/verify", tags=["verify"], openapi_extra=_BODY)
+@verify_router.post("/v1/verify", tags=["verify"], openapi_extra=_BODY,
+                    responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES))
 async def verify(request: Request, caller: Caller = Depends(current_caller)) -> dict[str, Any]:
     """Read the label and detect the watermark of one uploaded image or video.
     ``marked`` is true when either is found; a video is checked on ``frames``

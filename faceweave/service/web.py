@@ -41,6 +41,7 @@ from faceweave.errors import (
     UnsupportedFormatError,
 )
 from faceweave.service.auth import Caller
+from faceweave.service.errors import AUTH_STATUSES, UPLOAD_STATUSES, error_responses
 from faceweave.service.routes import current_caller
 from faceweave.service.uploads import UploadedFile, inspect_upload, receive_form
 from faceweave.types import Face
@@ -128,7 +129,7 @@ def _form_options(fields: dict[str, list[str]]) -> dict[str, Any]:
     if order not in FACE_ORDERS:
         raise InvalidOptionError(f"unknown face order '{order[:40]}'; use one of {', '.join(FACE_ORDERS)}")
     text = values.get("min_face_size", "0")
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit() and len(text) <= 9):  # int() refuses "²" and 5000 digits
         raise InvalidOptionError(f"min_face_size must be a whole number of pixels, not '{text[:40]}'")
     start = parse_trim(values["trim"])[0] if "trim" in values else 0.0
     return {"order": order, "min_face_size": int(text), "start": start}
@@ -138,7 +139,7 @@ def _form_options(fields: dict[str, list[str]]) -> dict[str, Any]:
     "multipart/form-data": {"schema": {"type": "object", "required": ["target"], "properties": {
         "target": {"type": "string", "format": "binary"}, "order": {"type": "string"},
         "min_face_size": {"type": "integer"}, "trim": {"type": "string"},
-    }}}}}})
+    }}}}}}, responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 503))
 async def list_faces(request: Request, caller: Caller = Depends(current_caller)) -> dict[str, Any]:
     """The faces in a target photo (or a video's first frame with faces), in ``face_index`` order."""
     service = request.app.state.service

@@ -23,7 +23,7 @@ from typing import Any
 
 from faceweave.errors import NoFaceError
 from faceweave.options import RuntimeOptions
-from faceweave.service.errors import job_error
+from faceweave.service.errors import job_error, model_folders
 from faceweave.service.jobspec import JobOptions
 from faceweave.service.models import JobModels
 from faceweave.service.storage import Storage
@@ -52,7 +52,8 @@ class RunConfig:
         return cls(
             lease_s=settings.lease_s, ttl_s=settings.results_ttl_s, progress_interval_s=settings.progress_interval_s,
             max_pixels=settings.limits.max_image_pixels, video_working_size=settings.video_working_size,
-            watermark=settings.watermark, hide=(str(storage.root),), runtime=settings.runtime,
+            watermark=settings.watermark, hide=(str(storage.root), *model_folders(settings.runtime)),
+            runtime=settings.runtime,
         )
 
 

@@ -1,0 +1,323 @@
+"""The Celery tasks' bodies, and :func:`register_tasks` that binds them to a runtime.
+
+* ``faceweave.run_job(job_id)``: claim the job (:func:`claim_job`; a task
+  that cannot claim it acknowledges and returns: another worker has it, or it
+  is done).  A video job of more than ``settings.segment_frames`` frames is
+  planned into segments (:func:`plan_segments`), given to its segments and
+  one ``run_segment`` task is published per segment; any other job runs here
+  with :func:`~faceweave.service.worker.run_job`.
+* ``faceweave.run_segment(job_id, attempt, index)``: claim the segment row,
+  swap its frames into a part on the shared storage
+  (:func:`~faceweave.video.segmented.swap_segment`); the last segment done
+  publishes the join.
+* ``faceweave.join_segments(job_id, attempt)``: concatenate the parts with
+  the input's audio into ``result-<attempt>.<ext>`` (written atomically) and
+  record the outcome, once, under the :data:`SEGMENTED` holder.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from dataclasses import replace
+from typing import Any
+
+from faceweave.errors import InvalidOptionError, NoFaceError
+from faceweave.service.distributed.celery_app import TASK_JOB, TASK_JOIN, TASK_SEGMENT
+from faceweave.service.distributed.records import JOIN, SEGMENTED, SegmentRecord, claim_job, hand_to_segments
+from faceweave.service.distributed.runtime import WorkerRuntime
+from faceweave.service.errors import job_error
+from faceweave.service.jobspec import JobOptions
+from faceweave.service.store import JobRecord
+from faceweave.service.worker import JobOutcome, _remove_inputs, run_job, write_audit
+
+log = logging.getLogger("faceweave.service.distributed")
+
+
+def register_tasks(app: Any, runtime: WorkerRuntime) -> None:
+    """Register the three tasks on ``app``, each calling its body with ``runtime``."""
+
+    @app.task(name=TASK_JOB, ignore_result=True)
+    def run_job_task(job_id: str) -> str:
+        return job_task(runtime, job_id)
+
+    @app.task(name=TASK_SEGMENT, ignore_result=True)
+    def run_segment_task(job_id: str, attempt: int, index: int) -> str:
+        return segment_task(runtime, job_id, attempt, index)
+
+    @app.task(name=TASK_JOIN, ignore_result=True)
+    def join_task_(job_id: str, attempt: int) -> str:
+        return join_task(runtime, job_id, attempt)
+
+
+# ---------------------------------------------------------------- the job
+def job_task(rt: WorkerRuntime, job_id: str) -> str:
+    """Returns what happened: skipped, segmented, or the job's outcome state."""
+    with rt.borrow() as models:
+        worker_id = rt.worker_id()
+        job = claim_job(rt.store, job_id, worker_id, lease_s=rt.settings.lease_s,
+                        max_attempts=rt.settings.max_attempts)
+        if job is None:
+            return "skipped"
+        plan = _plan(rt, job)
+        if plan:
+            return _start_segments(rt, job, models, plan, worker_id)
+        return run_job(job, models, rt.store, rt.storage, worker_id=worker_id, config=rt.config,
+                       audit=rt.audit).state
+
+
+def _plan(rt: WorkerRuntime, job: JobRecord):
+    """The segments of a video job worth splitting, else ``None`` (the job runs whole;
+    a video that cannot be planned fails there with the usual error)."""
+    from faceweave.video.concat import join_kind
+    from faceweave.video.segments import plan_segments
+
+    if job.kind != "video" or not rt.settings.segment_frames or job.inputs.get("map"):
+        return None
+    try:
+        options = JobOptions.model_validate(job.options)
+        if options.fps is not None:
+            return None  # frames dropped to another rate would not line up at the boundaries
+        join_kind(f"result.{options.output_format('video')}")
+        video = options.video_options()
+        plan = plan_segments(rt.storage.resolve(job.inputs["target"]), segments=rt.settings.segments,
+                             min_frames=rt.settings.segment_frames, start=video.start, end=video.end)
+    except Exception:  # noqa: BLE001 - run_job reports it as the job's error
+        return None
+    return plan if len(plan) > 1 else None
+
+
+def _start_segments(rt: WorkerRuntime, job: JobRecord, models, plan, worker_id: str) -> str:
+    from faceweave.provenance.stamp import Provenance
+    from faceweave.video.concat import join_kind, part_suffix
+
+    storage, attempt = rt.storage, job.attempts
+    folder = storage.job_dir(job.id)
+    provenance = Provenance.new(watermark=rt.config.watermark)
+    try:
+        options = JobOptions.model_validate(job.options)
+        kind = join_kind(f"result.{options.output_format('video')}")
+        preview = _preview(rt, job, models, options, provenance, folder / f"preview-{attempt}.png")
+        parts_dir = folder / f"parts-{attempt}"
+        parts_dir.mkdir(parents=True, exist_ok=True)
+    except Exception as exc:  # noqa: BLE001 - the job's outcome
+        return _fail(rt, job, exc, holder=worker_id)
+    plans = [dict(index=s.index, start_frame=s.start_frame, end_frame=s.end_frame, start_time=s.start_time,
+                  end_time=s.end_time, keyframe=s.keyframe) for s in plan]
+    parts = [storage.relative(parts_dir / f"part_{s.index:05d}{part_suffix(kind)}") for s in plan]
+    frames = sum(s.frames for s in plan)
+    join = dict(segments=len(plan), frames=frames, run_id=provenance.run_id, created=provenance.created)
+    rt.segments.create(job.id, attempt, plans, parts, join)
+    if not hand_to_segments(rt.store, job, worker_id=worker_id, lease_s=rt.settings.lease_s, frames_total=frames):
+        rt.segments.delete(job.id, attempt)  # cancelled meanwhile
+        shutil.rmtree(parts_dir, ignore_errors=True)
+        return "released"
+    rt.store.heartbeat(job.id, worker_id=SEGMENTED, attempt=attempt, lease_s=rt.settings.lease_s,
+                       preview_path=storage.relative(preview) if preview else None)
+    for segment in plan:
+        rt.publish(TASK_SEGMENT, job.id, attempt, segment.index)
+        rt.segments.mark_published(job.id, attempt, segment.index)
+    log.info("job %s: %d frames in %d segments", job.id, frames, len(plan))
+    return "segmented"
+
+
+def _preview(rt: WorkerRuntime, job: JobRecord, models, options: JobOptions, provenance, path):
+    """The first swapped frame, for ``GET /v1/jobs/{id}/preview``; ``None`` when no face is found."""
+    video = _video_swapper(rt, job, models, options)
+    prepared = video.prepare_sources([rt.storage.resolve(p) for p in job.inputs["sources"]])
+    try:
+        video.preview(prepared, rt.storage.resolve(job.inputs["target"]), path, reference=_reference(rt, job),
+                      options=replace(options.video_options(), provenance=provenance))
+    except NoFaceError:
+        return None
+    return path
+
+
+# ---------------------------------------------------------------- a segment
+def segment_task(rt: WorkerRuntime, job_id: str, attempt: int, index: int) -> str:
+    from faceweave.video.segmented import swap_segment
+    from faceweave.video.segments import Segment
+
+    job = _segmented(rt, job_id, attempt)
+    if job is None:
+        return "skipped"
+    with rt.borrow() as models:
+        worker_id = rt.worker_id()
+        row = rt.segments.claim(job_id, attempt, index, worker_id, lease_s=rt.settings.lease_s)
+        if row is None:
+            return "skipped"
+        if row.tries > rt.settings.max_attempts:
+            return _fail(rt, job, None, code="worker_lost",
+                         message=f"segment {index} of this job lost its worker {row.tries - 1} time(s)")
+        part = rt.storage.resolve(row.part_path or "")
+        stop = threading.Event()
+        error: Exception | None = None
+        with _Beat(rt, job, row, worker_id, stop):
+            try:
+                options = JobOptions.model_validate(job.options)
+                join = rt.segments.get(job_id, attempt, JOIN)
+                video_options = replace(options.video_options(), provenance=_provenance(rt, join))
+                video = _video_swapper(rt, job, models, options)
+                prepared = video.prepare_sources([rt.storage.resolve(p) for p in job.inputs["sources"]])
+                _, report = swap_segment(video, prepared, rt.storage.resolve(job.inputs["target"]), Segment(**row.plan),
+                                         part, reference=_reference(rt, job), options=video_options, stop=stop)
+            except Exception as exc:  # noqa: BLE001 - the job's outcome, unless stopped
+                error = exc
+    if stop.is_set():  # cancelled, or the job was taken back
+        part.unlink(missing_ok=True)
+        rt.segments.release(job_id, attempt, index, worker_id)
+        return "released"
+    if error is not None:
+        part.unlink(missing_ok=True)
+        return _fail(rt, job, error)
+    done = dict(frames=report.frames, frames_with_swap=report.frames_with_swap, faces_swapped=report.faces_swapped,
+                scene_cuts=report.scene_cuts, worker=worker_id)
+    if not rt.segments.finish(job_id, attempt, index, worker_id, report=done):
+        part.unlink(missing_ok=True)
+        return "released"
+    if rt.segments.open_join(job_id, attempt):
+        rt.publish(TASK_JOIN, job_id, attempt)
+        rt.segments.mark_published(job_id, attempt, JOIN)
+    return "done"
+
+
+# ---------------------------------------------------------------- the join
+def join_task(rt: WorkerRuntime, job_id: str, attempt: int) -> str:
+    from faceweave.video.concat import join_segments
+    from faceweave.video.segments import Segment, SegmentPart
+
+    job = _segmented(rt, job_id, attempt)
+    if job is None:
+        return "skipped"
+    worker_id = rt.worker_id()
+    row = rt.segments.claim(job_id, attempt, JOIN, worker_id, lease_s=rt.settings.lease_s)
+    if row is None:
+        return "skipped"
+    rows = [r for r in rt.segments.rows(job_id, attempt) if r.index != JOIN]
+    options = JobOptions.model_validate(job.options)
+    folder = rt.storage.job_dir(job_id)
+    output = folder / f"result-{attempt}.{options.output_format('video')}"
+    stop = threading.Event()
+    with _Beat(rt, job, row, worker_id, stop):
+        try:
+            video = options.video_options()
+            parts = [SegmentPart(segment=Segment(**r.plan), path=rt.storage.resolve(r.part_path or ""),
+                                 frames=int((r.report or {}).get("frames", 0))) for r in rows]
+            target = rt.storage.resolve(job.inputs["target"])
+            joined = join_segments(parts, output, audio_from=target if video.audio else None, start=video.start,
+                                   end=video.end)
+        except Exception as exc:  # noqa: BLE001 - the job's outcome
+            output.unlink(missing_ok=True)
+            return _fail(rt, job, exc)
+    reports = [r.report or {} for r in rows]
+    swapped = sum(int(r.get("frames_with_swap", 0)) for r in reports)
+    faces = sum(int(r.get("faces_swapped", 0)) for r in reports)
+    result = dict(
+        frames=joined.frames, frames_with_swap=swapped, faces_swapped=faces,
+        scene_cuts=sum(int(r.get("scene_cuts", 0)) for r in reports), duration_s=round(joined.duration, 4),
+        audio=joined.audio, broken_at=None, run_id=f"{int(row.plan['run_id']):06x}", segments=len(rows),
+        segment_workers=[r.get("worker") for r in reports],
+        warning=None if swapped else "no face to swap was found; the video is unchanged",
+    )
+    held = rt.store.finish(job_id, worker_id=SEGMENTED, attempt=attempt, state="succeeded", ttl_s=rt.config.ttl_s,
+                           output_path=rt.storage.relative(output), result=result)
+    if not held:
+        output.unlink(missing_ok=True)
+        return "released"
+    _cleanup(rt, job, attempt)
+    outcome = JobOutcome(state="succeeded", seconds=0.0, output=rt.storage.relative(output), result=result)
+    write_audit(rt.audit, job, outcome=outcome, error=None, provenance=_provenance(rt, row), hide=rt.config.hide)
+    return "succeeded"
+
+
+# ---------------------------------------------------------------- helpers
+class _Beat:
+    """Renews a segment row's lease and the job's (with the frames done so
+    far) every interval on its own thread; sets ``stop`` when either is lost."""
+
+    def __init__(self, rt: WorkerRuntime, job: JobRecord, row: SegmentRecord, worker_id: str, stop: threading.Event):
+        self.rt, self.job, self.row, self.worker_id, self.stop = rt, job, row, worker_id, stop
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"faceweave-segment-{job.id[:8]}", daemon=True)
+
+    def __enter__(self) -> _Beat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        rt, job, lease = self.rt, self.job, self.rt.settings.lease_s
+        while not self._done.wait(min(rt.settings.progress_interval_s, lease / 3.0)):
+            try:
+                mine = rt.segments.heartbeat(job.id, job.attempts, self.row.index, self.worker_id, lease_s=lease,
+                                             frames_done=0)
+                done = rt.segments.frames_done(job.id, job.attempts)
+                total = job.frames_total or 0
+                progress = round(min(99.9, 100.0 * done / total), 2) if total else 0.0
+                held = rt.store.heartbeat(job.id, worker_id=SEGMENTED, attempt=job.attempts, lease_s=lease,
+                                          frames_done=done, progress=progress)
+            except Exception:
+                log.warning("heartbeat of job %s failed", job.id, exc_info=True)
+                continue
+            if not (mine and held):
+                self.stop.set()
+                return
+
+
+def _segmented(rt: WorkerRuntime, job_id: str, attempt: int) -> JobRecord | None:
+    """The job, when its ``attempt`` is still with its segments."""
+    if not rt.opened:
+        rt.open()
+    job = rt.store.get(job_id)
+    if job is None or job.state != "running" or job.worker_id != SEGMENTED or job.attempts != attempt:
+        return None
+    return job
+
+
+def _video_swapper(rt: WorkerRuntime, job: JobRecord, models, options: JobOptions):
+    from faceweave.video.pipeline import VideoSwapper
+
+    swap_options = options.swap_options(
+        kind="video", has_reference=bool(job.inputs.get("reference")), max_pixels=rt.config.max_pixels,
+        video_working_size=rt.config.video_working_size, runtime=rt.config.runtime,
+    )
+    return VideoSwapper(models.swapper(swap_options))
+
+
+def _reference(rt: WorkerRuntime, job: JobRecord):
+    return rt.storage.resolve(job.inputs["reference"]) if job.inputs.get("reference") else None
+
+
+def _provenance(rt: WorkerRuntime, join: SegmentRecord | None):
+    """The job attempt's provenance (one run id for all its segments)."""
+    from faceweave.provenance.stamp import Provenance
+
+    if join is None:
+        raise InvalidOptionError("the segment plan of this job is gone")
+    return Provenance(run_id=int(join.plan["run_id"]), created=str(join.plan["created"]), watermark=rt.config.watermark)
+
+
+def _fail(rt: WorkerRuntime, job: JobRecord, error: Exception | None, *, holder: str = SEGMENTED,
+          code: str | None = None, message: str | None = None) -> str:
+    """Record the job as failed (once) and remove its parts."""
+    problem = job_error(error, rt.config.hide) if error is not None else {"code": code, "message": message}
+    if problem["code"] == "internal_error":
+        log.error("job %s failed", job.id, exc_info=error)
+    held = rt.store.finish(job.id, worker_id=holder, attempt=job.attempts, state="failed", ttl_s=rt.config.ttl_s,
+                           error_code=problem["code"], error_message=problem["message"])
+    if not held:
+        return "released"
+    _cleanup(rt, job, job.attempts)
+    outcome = JobOutcome(state="failed", seconds=0.0, error_code=problem["code"])
+    write_audit(rt.audit, job, outcome=outcome, error=error, provenance=None, hide=rt.config.hide)
+    return "failed"
+
+
+def _cleanup(rt: WorkerRuntime, job: JobRecord, attempt: int) -> None:
+    shutil.rmtree(rt.storage.job_dir(job.id) / f"parts-{attempt}", ignore_errors=True)
+    rt.segments.delete(job.id)
+    _remove_inputs(job, rt.storage)
