@@ -175,10 +175,12 @@ def test_colour_mapping_is_held_over_a_shot_and_restarts_for_a_new_track(faces_d
         return video_swapper.plan_frame(frame, tracker, sources, None, {})
 
     first = plan(pixels, 0, 0.0)[0].colour
-    second = plan(darker, 1, 0.04)[0].colour
+    soon = plan(darker, 1, 0.04)[0].colour  # within COLOUR_INTERVAL: the held colour, not measured again
+    assert soon.target is first.target
+    second = plan(darker, 2, 0.12)[0].colour
     lit, dark = first.target.mean[0], second.target.mean[0]
     tracker.reset()  # as at a scene cut: the tracks, and their held colours, start again
-    alone = plan(darker, 2, 0.08)[0].colour.target.mean[0]
+    alone = plan(darker, 3, 0.16)[0].colour.target.mean[0]
     assert alone < dark < lit  # moved towards the darker picture, but only part of the way
     assert (lit - dark) < 0.3 * (lit - alone)
     assert second.source is first.source  # measured once per source

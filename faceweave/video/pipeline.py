@@ -96,6 +96,8 @@ class PeopleMap:
 COLOUR_TIME = 0.5
 #: face size of the small crop the target skin colour is measured on
 COLOUR_FACE_SIZE = 64
+#: the target skin colour is measured again at most this often (seconds)
+COLOUR_INTERVAL = 0.1
 
 
 class PlannedFace(NamedTuple):
@@ -165,12 +167,15 @@ class VideoSwapper:
         """The colour mapping of a tracked face, held steady over the shot:
         the source's skin colour is measured once, the target's follows the
         face's skin with an exponential moving average (time constant
-        ``COLOUR_TIME`` seconds), restarted for a new track (a new face, or
-        any face after a scene cut) and when the track's source changes."""
+        ``COLOUR_TIME`` seconds, measured every ``COLOUR_INTERVAL``),
+        restarted for a new track (a new face, or any face after a scene cut)
+        and when the track's source changes."""
+        held = track.extra.get("colour")
+        if held is not None and held[0] is source and frame.time - held[2] < COLOUR_INTERVAL:
+            return ColourMatch(source=self._source_colour(source), target=held[1])
         with timed(timings, "colour"):
             crop = cut_crop(frame.pixels, track.face, face_size=COLOUR_FACE_SIZE)
             now = skin_colour(crop)
-            held = track.extra.get("colour")
             if held is not None and held[0] is source:
                 step = 1.0 - float(np.exp(-max(frame.time - held[2], 0.0) / COLOUR_TIME))
                 now = held[1].towards(now, step)
