@@ -19,7 +19,7 @@ from faceweave.enhancers import (
     create_frame_enhancer,
     enhance_result,
 )
-from faceweave.enhancers._align import TEMPLATES, template_matrix, warp_crop
+from faceweave.geometry.templates import TEMPLATES, estimate_alignment, warp_crop
 from faceweave.enhancers.face import denormalize_crops, normalize_crops
 from faceweave.enhancers.tiles import (
     axis_weights,
@@ -69,9 +69,9 @@ def test_denormalise_clips_and_rounds(value, expected):
     assert denormalize_crops(np.full((1, 3, 2, 2), value, np.float32))[0, 0, 0, 0] == expected
 
 
-def test_template_matrix_puts_the_points_on_the_template():
+def test_alignment_puts_the_points_on_the_template():
     kps = TEMPLATES["ffhq_512"] * 100 + (30, 40)  # half-size, shifted template
-    m = template_matrix(kps, template="ffhq_512", size=512)
+    m = estimate_alignment(kps, "ffhq_512", 512)
     assert np.allclose(m, [[5.12, 0, -153.6], [0, 5.12, -204.8]], atol=1e-9)
     assert np.allclose(kps @ m[:, :2].T + m[:, 2], TEMPLATES["ffhq_512"] * 512, atol=1e-9)
 
@@ -90,7 +90,7 @@ def test_identity_model_leaves_the_face_and_the_rest_of_the_frame():
     yy, xx = np.mgrid[0:200, 0:240]
     frame = np.stack([xx, yy, 0.5 * xx + 0.3 * yy], -1).astype(np.uint8)  # linear: bilinear resampling is exact
     out = gfpgan(face_model()).enhance(frame, [KPS], blend=1.0)
-    m = template_matrix(KPS, template="ffhq_512", size=512)
+    m = estimate_alignment(KPS, "ffhq_512", 512)
     inside = footprint(m, 512, frame.shape[:2])
     assert np.abs(out.astype(int) - frame).max() <= 1
     assert np.array_equal(out[~inside], frame[~inside])
@@ -203,7 +203,7 @@ def test_real_photo_face_is_enhanced_and_nothing_else(astronaut):
     assert len(faces) == 1
     face = faces[0]
     assert face.kps5[0, 0] < face.kps5[1, 0] and face.kps5[3, 0] < face.kps5[4, 0]  # image-left first
-    m = template_matrix(face.kps5, template="ffhq_512", size=512)
+    m = estimate_alignment(face.kps5, "ffhq_512", 512)
     inside = footprint(m, 512, astronaut.shape[:2])
     assert 0.05 < inside.mean() < 0.5
 

@@ -16,30 +16,14 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from faceweave.errors import InvalidOptionError, ModelSignatureError
+from faceweave.runtime.model import RunnableModel, TensorLike
 from faceweave.types import Face
 
 
 # -- the model an enhancer runs ------------------------------------------------
-class TensorInfo(Protocol):
-    """One model input or output: ``name`` and ``shape`` (ints for fixed
-    dimensions; a string, ``None`` or a negative int for dynamic ones).
-    The element type is read when present: ``dtype`` (a numpy name such as
-    ``"float64"``, as :mod:`faceweave.runtime` gives it) or ``type``
-    (``"tensor(double)"``, as onnxruntime's ``NodeArg`` gives it)."""
-
-    name: str
-    shape: Sequence[Any]
-
-
-@runtime_checkable
-class InferenceModel(Protocol):
-    """A loaded model: its inputs and outputs and a run by name."""
-
-    inputs: Sequence[TensorInfo]
-    outputs: Sequence[TensorInfo]
-
-    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Outputs by name for ``feeds`` (arrays by input name)."""
+#: the model protocols are shared by every model-using component
+TensorInfo = TensorLike
+InferenceModel = RunnableModel
 
 
 _DTYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}

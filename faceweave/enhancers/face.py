@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from faceweave.blend import paste_back
-from faceweave.enhancers._align import template_matrix, warp_crop
+from faceweave.geometry.templates import estimate_alignment, warp_crop
 from faceweave.enhancers.base import (
     FaceEnhancerSpec,
     FaceLike,
@@ -120,7 +120,7 @@ class RestorationEnhancer:
         if not points or blend == 0.0:
             return frame.copy()
         size = self.spec.size
-        matrices = [template_matrix(p, template=self.spec.template, size=size) for p in points]
+        matrices = [estimate_alignment(p, self.spec.template, size) for p in points]
         restored = self.restore(np.stack([warp_crop(frame, m, size) for m in matrices]))
         mask = self.mask * np.float32(blend)
         out = frame

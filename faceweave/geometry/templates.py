@@ -103,3 +103,30 @@ def warp_to_template(
     m = estimate_alignment(points, template, size)
     crop = cv2.warpAffine(pixels, m, (size, size), flags=interpolation, borderMode=cv2.BORDER_REPLICATE)
     return crop, m
+
+
+def warp_crop(frame: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarray:
+    """Cut the ``(size, size, 3)`` crop ``matrix`` (frame->crop) maps to.
+
+    When the crop shrinks the face by more than half, the region under the
+    crop is halved with ``pyrDown`` first so that the downscale does not alias.
+    """
+    m = np.asarray(matrix, np.float64)
+    scale = float(np.sqrt(abs(np.linalg.det(m[:, :2]))))
+    src, warp = frame, m
+    if scale < 0.5:
+        inv = cv2.invertAffineTransform(m)
+        corners = np.array([[0, 0], [size, 0], [0, size], [size, size]], np.float64) @ inv[:, :2].T + inv[:, 2]
+        h, w = frame.shape[:2]
+        x1, y1 = np.maximum(np.floor(corners.min(0)).astype(int) - 2, 0)
+        x2, y2 = np.minimum(np.ceil(corners.max(0)).astype(int) + 2, (w, h))
+        if x2 > x1 and y2 > y1:
+            src = frame[y1:y2, x1:x2]
+            warp = m.copy()
+            warp[:, 2] += m[:, :2] @ np.array([x1, y1], np.float64)
+            pre = 1.0
+            while scale / pre < 0.5 and min(src.shape[:2]) > 8:
+                src = cv2.pyrDown(src)
+                pre *= 0.5
+            warp[:, :2] /= pre
+    return cv2.warpAffine(src, warp, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)

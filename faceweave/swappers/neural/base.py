@@ -26,33 +26,21 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol
 
 import cv2
 import numpy as np
 
 from faceweave.errors import InvalidOptionError, ModelSignatureError
 from faceweave.geometry.templates import points5, warp_to_template
+from faceweave.runtime.model import RunnableModel, TensorLike
 from faceweave.swappers.base import AlignedCrop, SourceFace, SwapOutput
 from faceweave.swappers.neural.pixel_boost import boost_factor, tile, untile
 
 
-class TensorInfo(Protocol):
-    """One declared model input or output: ``name`` and ``shape`` (ints for
-    fixed dimensions, a string / ``None`` / negative for dynamic ones)."""
-
-    name: str
-    shape: Sequence[Any]
-
-
-@runtime_checkable
-class InferenceModel(Protocol):
-    """What a swapper needs from a loaded model (a runtime session wrapper)."""
-
-    inputs: Sequence[TensorInfo]
-    outputs: Sequence[TensorInfo]
-
-    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+#: the model protocols are shared by every model-using component
+TensorInfo = TensorLike
+InferenceModel = RunnableModel
 
 
 class Embedder(Protocol):
