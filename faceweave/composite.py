@@ -33,6 +33,9 @@ SOURCE_HAIR_RIM = 0.65
 TARGET_HAIR_RIM = 0.75
 #: colour tolerance (robust spreads) of the occluder test in the middle of the target face
 CENTRE_TOLERANCE = 6.0
+#: the same test in the middle of the source face, tighter: a strand of blond
+#: hair across a cheek is skin-light but far from skin in hue
+SOURCE_CENTRE_TOLERANCE = 4.0
 #: a difference in side lighting (lightness units) between source and target
 #: that makes the shading transfer complete
 SIDE_LIGHT_SPAN = 20.0
@@ -160,10 +163,16 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     region = skin_region(size, mesh, fs)
     rim = face_rim(size, mesh, fs, inner_scale=SOURCE_HAIR_RIM)
     free = masks.occluder_free(lab, region, face_size=fs, hair_zone=rim)
-    beard = below_nose(size, mesh, soft=0.05 * fs) * darker_than_skin(lab, region)
-    # the middle of the source face is trusted as it is (its shadows are not
-    # occluders); only where hair falls is it tested
-    keep = np.maximum(np.maximum(masks.feature_mask(size, mesh, grow=0.02 * fs), beard), 1.0 - rim)
+    dark = darker_than_skin(lab, region)
+    beard = below_nose(size, mesh, soft=0.05 * fs) * dark
+    # the middle of the source face is trusted unless its colour is far from
+    # skin (its shadows are not occluders, a strand of hair across the cheek
+    # is); the eyes, brows and lips are kept, but at the rim only where they
+    # are darker than skin (a brow's tail, not the hair beside it)
+    centre, spread = masks.skin_statistics(lab, region)
+    middle = (1.0 - rim) * masks.skin_likelihood(lab, centre, spread, tolerance=SOURCE_CENTRE_TOLERANCE)
+    features = masks.feature_mask(size, mesh, grow=0.02 * fs) * np.maximum(1.0 - rim, dark)
+    keep = np.maximum(np.maximum(features, beard), middle)
     # the mesh outline runs along the very edge of the face, where background,
     # ears or hair show in the source: only the face well inside it is trusted
     inside = masks.feather(masks.polygon_mask(size, mesh[topo.face_oval()]), erode=0.025 * fs, blur=0.015 * fs)

@@ -123,3 +123,35 @@ def test_achromatic_lab_helper_round_trip():
     grey = np.full((4, 4, 3), 128, np.uint8)
     lab = color.to_lab(grey)
     assert np.abs(lab[..., 1:]).max() < 0.5
+
+
+@pytest.mark.slow
+def test_a_blond_strand_across_the_source_cheek_is_not_clean(faces_dir):
+    """Hair across the middle of a source face is skin-light but far from
+    skin in hue: the clean map marks it, and leaves the bare cheek beside it."""
+    import cv2
+
+    from faceweave.composite import source_clean_map
+    from faceweave.io import read_image
+    from faceweave.pipeline import FaceSwapper, cut_crop
+
+    pixels = read_image(faces_dir / "single/biden2.jpg").pixels.copy()
+    with FaceSwapper() as swapper:
+        face = swapper.find_faces(pixels)[0]
+        crop = cut_crop(pixels, face, face_size=256)
+    mesh = crop.mesh
+    # a strand from the outer eye corner down the cheek on the image left
+    top, bottom = mesh[33, :2], mesh[57, :2]
+    strand = np.zeros(crop.pixels.shape[:2], np.uint8)
+    cv2.line(strand, tuple(int(v) for v in top + (0, 20)), tuple(int(v) for v in bottom - (40, 0)), 1, 7)
+    blond = color.to_rgb(np.array([[[74.0, 1.0, 24.0]]], np.float32))[0, 0]
+    painted = crop.pixels.copy()
+    painted[strand > 0] = blond
+    from dataclasses import replace
+
+    clean = source_clean_map(replace(crop, pixels=painted))
+    on_strand = clean[strand > 0].mean()
+    cheek = np.zeros_like(strand)
+    cv2.circle(cheek, tuple(int(v) for v in mesh[425, :2]), 8, 1, -1)  # the other cheek, bare
+    assert on_strand < 0.4
+    assert clean[cheek > 0].mean() > 0.8
