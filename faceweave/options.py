@@ -17,7 +17,8 @@ SELECTION_MODES: tuple[str, ...] = SelectionMode.__args__  # type: ignore[attr-d
 
 
 class _Options(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # NaN and infinity are refused: they slip past every ge/le bound
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class AnalysisOptions(_Options):
@@ -59,6 +60,15 @@ class RuntimeOptions(_Options):
     models_dir: str | None = Field(None, description="model folder (default $FACEWEAVE_MODELS or the XDG cache)")
     tensorrt_cache: str | None = Field(None, description="TensorRT engine cache folder")
     tensorrt_fp16: bool = Field(False, description="TensorRT: build fp16 engines")
+
+    @field_validator("execution_provider")
+    @classmethod
+    def _known_provider(cls, value: str) -> str:
+        from faceweave.runtime.providers import PROVIDERS
+
+        if value not in PROVIDERS:
+            raise ValueError(f"unknown execution provider {value!r}; one of {', '.join(PROVIDERS)}")
+        return value
 
 
 class EnhancerOptions(_Options):

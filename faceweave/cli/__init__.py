@@ -71,8 +71,11 @@ def build_app() -> typer.Typer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point; exits with the command's status."""
-    build_app()(args=argv, prog_name="faceweave")
+    """Console-script entry point; exits with the command's status (usage
+    errors are one line, like every other error)."""
+    from faceweave.cli.console import run_app
+
+    raise SystemExit(run_app(build_app(), argv))
 
 
 __all__ = ["build_app", "main"]

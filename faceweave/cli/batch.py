@@ -65,6 +65,7 @@ def batch_command(
             raise InvalidOptionError("--faces reference needs --reference-face PHOTO of the person to replace")
         for path in sources:
             refuse_video(path, role="source")
+        _check_template_extension(output)
         options = swap_options(selection={"mode": faces, "order": order})
         items = plan_batch(expand_targets(targets), output, source_name=sources[0].stem)
         record.update(swap=options.model_dump(mode="json"), quality=quality, audio=not no_audio)
@@ -100,3 +101,22 @@ def batch_command(
         return console.EXIT_FAILURE if failed else console.EXIT_OK
 
     raise typer.Exit(console.run(verbose, body))
+
+
+def _check_template_extension(template: str) -> None:
+    """Refuse an output template whose extension neither an image nor a video
+    output takes (before any work, rather than once per target)."""
+    from faceweave.cli.common import wants_video_output
+    from faceweave.errors import InvalidOptionError
+    from faceweave.io import WRITE_FORMATS
+    from faceweave.video.io.formats import OUTPUT_FORMATS
+
+    suffix = Path(template).suffix
+    if not suffix or "{" in suffix or "}" in suffix:
+        return
+    if suffix.lower() not in WRITE_FORMATS and not wants_video_output(Path(template)):
+        videos = " ".join(ext for ext in OUTPUT_FORMATS if ext != "/")
+        raise InvalidOptionError(
+            f"--output {template!r}: cannot write '{suffix}'; use an image extension ({' '.join(WRITE_FORMATS)})"
+            f" or, for videos, {videos}"
+        )

@@ -38,6 +38,15 @@ FLAG_FOR_FIELD = {
     "indices": "--face-index",
     "reference_distance": "--reference-distance",
     "min_face_size": "--min-face-size",
+    "swapper": "--swapper",
+    "pixel_boost": "--pixel-boost",
+    "face": "--face-enhancer",
+    "face_blend": "--face-enhancer-blend",
+    "face_weight": "--face-enhancer-weight",
+    "frame": "--frame-enhancer",
+    "frame_blend": "--frame-enhancer-blend",
+    "execution_provider": "--execution-provider",
+    "device_id": "--device-id",
 }
 
 
@@ -103,7 +112,44 @@ def validation_message(exc: Exception) -> str:
     name = FLAG_FOR_FIELD.get(names[-1], ".".join(names)) if names else "an option"
     more = exc.error_count() - 1  # type: ignore[attr-defined]
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more > 0 else ""
-    return f"invalid value for {name}: {first.get('msg', 'invalid')}{suffix}"
+    message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"invalid value for {name}: {message}{suffix}"
+
+
+def run_app(app: object, argv: list[str] | None = None, *, prog_name: str = "faceweave") -> int:
+    """Run the typer ``app`` (the console-script entry point) and return its exit code.
+
+    A usage error that typer / click find before a command runs (unknown
+    option or command, a value of the wrong type or out of an option's
+    range, a missing argument) becomes one ``error:`` line that names the
+    command's ``--help``, instead of click's multi-line box.  Running a
+    command with no arguments still prints its help (exit code 2).
+    """
+    import importlib
+
+    import typer
+    import typer.core
+
+    # click's exceptions, wherever this typer takes click from (0.2x vendors it)
+    clicks = (getattr(typer.core, "_click", None) or importlib.import_module("click")).exceptions
+    command = typer.main.get_command(app)  # type: ignore[arg-type]
+    try:
+        result = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
+    except clicks.NoArgsIsHelpError as exc:
+        return exc.exit_code  # typer has printed the help already
+    except clicks.ClickException as exc:
+        ctx = getattr(exc, "ctx", None)
+        hint = f"; see '{ctx.command_path} --help'" if ctx is not None else ""
+        text = _one_line(exc.format_message()).rstrip(".")
+        text = text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
+        Console(stderr=True, soft_wrap=True).print(
+            f"[bold red]error:[/] {escape(text + hint)}", highlight=False, markup=True, soft_wrap=True
+        )
+        return exc.exit_code
+    except clicks.Abort:
+        Console(stderr=True).print("interrupted", highlight=False, markup=False)
+        return EXIT_INTERRUPTED
+    return result if isinstance(result, int) else EXIT_OK
 
 
 def _is_validation_error(exc: Exception) -> bool:

@@ -12,6 +12,10 @@ from faceweave.cli.common import swap_options
 from faceweave.options import SwapOptions
 
 _DEFAULTS = SwapOptions()
+_ACCEPTED = (
+    "give a folder of test photos with an identities.csv (columns file,identity,independent_photo),"
+    " or a video with --source PHOTO"
+)
 
 
 def evaluate_command(
@@ -38,15 +42,19 @@ def evaluate_command(
             from faceweave.errors import InvalidOptionError, UnsupportedFormatError
 
             if not target_is_video(data_dir):
-                raise UnsupportedFormatError(f"{data_dir} is neither a folder of test photos nor a video")
+                raise UnsupportedFormatError(f"{data_dir} is neither a folder of test photos nor a video; {_ACCEPTED}")
             if source is None:
                 raise InvalidOptionError("evaluating a video needs --source PHOTO")
             refuse_video(source, role="source")
             return _evaluate_video(term, options, data_dir, source, out_dir)
-        if not data_dir.is_dir():
-            from faceweave.errors import UnreadableFileError
+        from faceweave.errors import InvalidOptionError, UnreadableFileError
 
-            raise UnreadableFileError(f"{data_dir} is not a folder")
+        if not data_dir.is_dir():
+            raise UnreadableFileError(f"{data_dir} does not exist; {_ACCEPTED}")
+        if not (data_dir / "identities.csv").is_file():
+            raise UnreadableFileError(f"folder {data_dir} has no identities.csv; {_ACCEPTED}")
+        if out_dir.exists() and not out_dir.is_dir():
+            raise InvalidOptionError(f"--out {out_dir}: is a file; give a folder for the swapped images and the report")
         return _evaluate(term, options, data_dir, out_dir, pairs=pairs, seed=seed)
 
     raise typer.Exit(console.run(verbose, body))

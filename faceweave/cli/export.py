@@ -12,6 +12,10 @@ from faceweave.cli import console
 from faceweave.errors import InvalidOptionError, ProviderError
 from faceweave.runtime.providers import PROVIDERS
 
+#: oldest ai.onnx opset ONNX Runtime runs
+MIN_OPSET = 7
+
+
 def export_command(
     model: Annotated[Path, typer.Argument(metavar="MODEL", help="ONNX model to export.")],
     output: Annotated[Path, typer.Option("--output", "-o", metavar="OUT.onnx", help="Exported model (.onnx); the report goes beside it.")],
@@ -44,6 +48,12 @@ def export_command(
             raise InvalidOptionError(f"--optimize {optimize!r}: use basic, extended or none")
         if cann_mode not in ("graph", "kernel"):
             raise InvalidOptionError(f"--cann-mode {cann_mode!r}: use graph or kernel")
+        if opset is not None:
+            import onnx
+
+            newest = onnx.defs.onnx_opset_version()
+            if not MIN_OPSET <= opset <= newest:
+                raise InvalidOptionError(f"--opset {opset}: use an ai.onnx opset from {MIN_OPSET} to {newest}")
         options = ExportOptions(
             shapes=shapes, batch=batch, opset=opset, optimize=None if optimize == "none" else optimize,  # type: ignore[arg-type]
             fp16=fp16, int8=int8, per_channel=per_channel, calibration_dir=calibration_dir,

@@ -18,8 +18,11 @@ VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show libra
 
 
 def _store(models_dir: Path | None):
+    from faceweave.errors import InvalidOptionError
     from faceweave.models import ModelStore
 
+    if models_dir is not None and models_dir.exists() and not models_dir.is_dir():
+        raise InvalidOptionError(f"--models-dir {models_dir}: is a file; give the folder that holds (or will hold) the models")
     return ModelStore(models_dir)
 
 

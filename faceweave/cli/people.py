@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from faceweave.cli import console
+from faceweave.errors import InvalidOptionError
 
 
 def people_command(
@@ -25,6 +27,8 @@ def people_command(
         from faceweave.video.io import probe_video
         from faceweave.video.people import find_people, people_sheet
 
+        if not math.isfinite(every):
+            raise InvalidOptionError(f"--every must be a finite number of seconds (at least 0.04); got {every}")
         if sheet is not None:
             check_output_path(sheet, flag="--sheet")
         probe_video(video)

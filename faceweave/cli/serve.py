@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from faceweave.cli import console
+from faceweave.cli import console, preflight
 
 
 def serve_command(
@@ -37,6 +37,10 @@ def serve_command(
             overrides={"host": host, "port": port, "database": database, "storage": storage, "workers": workers,
                        "broker": broker},
         )
+        preflight.check_log_level(log_level)
+        preflight.check_storage(settings.storage)
+        preflight.check_database(settings.database_url)
+        preflight.check_port_free(settings.host, settings.port)
         built["app"], built["settings"] = create_app(settings), settings
         auth = "API keys/JWT" if settings.auth.required else "none (single local user)"
         term.note(f"faceweave serving on http://{settings.host}:{settings.port} (auth: {auth}; storage: {settings.storage})")

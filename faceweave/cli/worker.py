@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from faceweave.cli import console
+from faceweave.cli import console, preflight
 
 
 def worker_command(
@@ -46,6 +46,9 @@ def worker_command(
             raise InvalidOptionError(f"--pool must be one of {', '.join(POOLS)}; got {pool!r}")
         if log_level.lower() not in ("debug", "info", "warning", "error"):
             raise InvalidOptionError(f"--log-level must be debug, info, warning or error; got {log_level!r}")
+        preflight.check_storage(settings.storage)
+        preflight.check_database(settings.database_url)
+        preflight.check_broker(settings.broker)  # fail now, not retry forever
         built["settings"] = settings
         device = settings.runtime.execution_provider
         if device != "cpu":

@@ -84,8 +84,10 @@ def benchmark_model(
     get :data:`DEFAULT_DYNAMIC_DIM`.  Raises :class:`ModelFormatError` for a
     file that is not ONNX and :class:`ExportError` when the model cannot run
     at a batch (the message names the batch)."""
-    if repeat <= 0 or warmup < 0:
-        raise InvalidOptionError("--repeat must be positive")
+    if repeat <= 0:
+        raise InvalidOptionError(f"--repeat must be a positive whole number; got {repeat}")
+    if warmup < 0:
+        raise InvalidOptionError(f"--warmup must be 0 or more; got {warmup}")
     model = load_model(path)
     inputs = graph_inputs(model)
     sess = session(model.SerializeToString(), providers)
@@ -95,6 +97,7 @@ def benchmark_model(
     shapes_used: dict[str, tuple[int, ...]] = {}
     for batch in wanted:
         shapes = {s.name: _shape(s, batch, dims or {}) for s in inputs}
+        _check_input_size(batch, {s.name: (s, shapes[s.name]) for s in inputs})
         feeds = {s.name: _random(rng, s, shapes[s.name]) for s in inputs}
         try:
             for _ in range(warmup):
@@ -134,6 +137,20 @@ def _shape(spec: TensorSpec, batch: int, dims: Mapping[str, int]) -> tuple[int, 
         else:
             out.append(int(dims.get(d, DEFAULT_DYNAMIC_DIM)) if isinstance(d, str) else DEFAULT_DYNAMIC_DIM)
     return tuple(out)
+
+
+#: largest total size of one batch's random inputs (bytes); a typo such as
+#: --batch 100000000 is refused instead of exhausting memory
+MAX_INPUT_BYTES = 8 << 30
+
+
+def _check_input_size(batch: int, specs: dict[str, tuple[TensorSpec, tuple[int, ...]]]) -> None:
+    total = sum(int(np.prod(shape, dtype=np.float64)) * np.dtype(spec.dtype).itemsize for spec, shape in specs.values())
+    if total > MAX_INPUT_BYTES:
+        raise InvalidOptionError(
+            f"--batch {batch}: the inputs alone would take {total / (1 << 30):,.1f} GiB"
+            f" (at most {MAX_INPUT_BYTES >> 30} GiB); give smaller batch sizes"
+        )
 
 
 def _random(rng: np.random.Generator, spec: TensorSpec, shape: tuple[int, ...]) -> np.ndarray:

@@ -66,6 +66,8 @@ def load_model(path: str | Path, *, role: str = "model"):
     """
 
     source = Path(path)
+    if source.is_dir():
+        raise UnreadableFileError(f"{role} {source}: is a folder; give an .onnx file")
     if not source.is_file():
         raise UnreadableFileError(f"{role} {source}: no such file")
     try:

@@ -357,8 +357,17 @@ def write_image(
         with atomic_output(target, ".tmp") as temp:
             pil.save(temp, format=fmt, **options)
     except OSError as exc:
-        raise OutputError(f"cannot write image '{target}': {exc.strerror or _one_line(exc)}") from exc
+        raise OutputError(f"cannot write image '{target}': {_write_reason(exc, target)}") from exc
     return target
+
+
+def _write_reason(exc: OSError, target: Path) -> str:
+    """Why ``target`` could not be written, in words (a file in the way of its folder is named)."""
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        blocker = next((p for p in target.parents if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            return f"'{blocker}' is a file, not a folder; give an output path in a folder"
+    return exc.strerror or _one_line(exc)
 
 
 def _xmp_options(fmt: str, xmp: bytes) -> dict:

@@ -229,8 +229,27 @@ def load_settings(
         return ServiceSettings.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "settings"
-        raise InvalidOptionError(f"invalid setting {where}: {first.get('msg', 'invalid')}") from exc
+        loc = tuple(first.get("loc", ()))
+        where = ".".join(str(p) for p in loc) or "settings"
+        if first.get("type") == "extra_forbidden":
+            known = _known_names(loc[:-1])
+            hint = f"; known settings{' in ' + '.'.join(map(str, loc[:-1])) if loc[:-1] else ''}: {', '.join(known)}" if known else ""
+            raise InvalidOptionError(f"unknown setting {where}{hint}") from exc
+        message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        raise InvalidOptionError(f"invalid setting {where}: {message}") from exc
+
+
+def _known_names(loc: tuple) -> list[str]:
+    """The field names of the settings section at ``loc`` (``()`` is the top level)."""
+    from pydantic import BaseModel
+
+    model: type = ServiceSettings
+    for part in loc:
+        field = model.model_fields.get(str(part)) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        model = field.annotation if field is not None else None
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+    return sorted(model.model_fields)
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

@@ -57,10 +57,16 @@ def check_video_output(path: str | os.PathLike[str]) -> str:
 
     Raises:
         InvalidOptionError: any other extension (the message lists the accepted
-            ones), a folder path that is an existing file, or a non-empty folder.
+            ones), a folder path that is an existing file, a non-empty folder, or
+            an existing folder named like a video (``out.mp4``).
     """
     text = os.fsdecode(os.fspath(path))
     target = Path(text)
+    if target.is_dir() and target.suffix.lower() in _KINDS and not text.endswith(("/", os.sep)):
+        raise InvalidOptionError(
+            f"'{text}' is an existing folder; give a file name for the video, or a folder name"
+            " without an extension (or ending with '/') for PNG frames"
+        )
     if text.endswith(("/", os.sep)) or target.is_dir() or not target.suffix:
         if target.exists() and not target.is_dir():
             raise InvalidOptionError(f"'{text}' is a file; PNG frames need a folder (or give a video extension)")
