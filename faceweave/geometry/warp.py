@@ -92,7 +92,14 @@ def triangle_affines(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
     least-squares map)."""
     d = np.asarray(dst, np.float64)
     dh = np.concatenate([d, np.ones((len(d), 3, 1))], axis=2)  # (T, 3, 3)
-    sol = np.linalg.pinv(dh) @ np.asarray(src, np.float64)  # (T, 3, 2)
+    # twice the signed area: the determinant of dh
+    det = (d[:, 1, 0] - d[:, 0, 0]) * (d[:, 2, 1] - d[:, 0, 1]) - (d[:, 2, 0] - d[:, 0, 0]) * (d[:, 1, 1] - d[:, 0, 1])
+    ok = np.abs(det) > 1e-6
+    inv = np.empty_like(dh)
+    inv[ok] = np.linalg.inv(dh[ok])  # an exact inverse is far cheaper than a pseudo-inverse
+    if not ok.all():
+        inv[~ok] = np.linalg.pinv(dh[~ok])
+    sol = inv @ np.asarray(src, np.float64)  # (T, 3, 2)
     return np.transpose(sol, (0, 2, 1)).astype(np.float32)
 
 
