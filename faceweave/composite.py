@@ -36,6 +36,14 @@ CENTRE_TOLERANCE = 6.0
 #: the same test in the middle of the source face, tighter: a strand of blond
 #: hair across a cheek is skin-light but far from skin in hue
 SOURCE_CENTRE_TOLERANCE = 4.0
+#: a face cover (mask, scarf) shows lips no redder than this (CIELAB a*) over
+#: the lower face's colour, and a lower face at least this light
+COVER_LIP_CONTRAST = 3.0
+COVER_MIN_LIGHTNESS = 55.0
+#: ... and differs from the middle of the forehead by at least this much (L or a*b*)
+COVER_MIN_DIFFERENCE = 8.0
+#: mesh point in the middle of the forehead
+FOREHEAD_CENTRE = 151
 #: a difference in side lighting (lightness units) between source and target
 #: that makes the shading transfer complete
 SIDE_LIGHT_SPAN = 20.0
@@ -87,6 +95,55 @@ def below_nose(size: tuple[int, int], mesh: np.ndarray, *, soft: float) -> np.nd
     t = ((xx - base[0]) * down[0] + (yy - base[1]) * down[1]) / soft + 0.5
     u = (half_width - np.abs((xx - centre[0]) * across[0] + (yy - centre[1]) * across[1])) / soft + 0.5
     return (np.clip(t, 0.0, 1.0) * np.clip(u, 0.0, 1.0)).astype(np.float32)
+
+
+def lower_face_cover(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray, face_size: float) -> np.ndarray | None:
+    """Where a face mask or a scarf covers the lower face: ``[0, 1]``
+    float32 over the face below the eyes, or ``None`` when the lower face is
+    bare (almost always).
+
+    A cover is recognised by two things a bare face does not show together:
+    the lips are no redder than the skin around them (on a mask, the mesh's
+    "lips" are mask too), and that lower face is light (a bearded chin with
+    hidden lips is dark).  The cover is then the part of the face below the
+    eyes whose colour is close to the lower face's own."""
+    size = (lab.shape[1], lab.shape[0])
+    lips = masks.polygon_mask(size, mesh[topo.lips_outer(), :2])
+    lower = skin * below_nose(size, mesh, soft=0.05 * face_size)
+    if lips.sum() < 8 or lower.sum() < 32:
+        return None
+    centre, spread = masks.skin_statistics(lab, lower)
+    lip_red = float(np.median(lab[lips > 0.5][:, 1]))
+    if lip_red - float(centre[1]) > COVER_LIP_CONTRAST or float(centre[0]) < COVER_MIN_LIGHTNESS:
+        return None
+    # and it is not the skin: compared with the middle of the forehead, the
+    # lower face is clearly lighter or of another colour
+    forehead = np.zeros(lab.shape[:2], np.uint8)
+    cx, cy = (int(round(v)) for v in mesh[FOREHEAD_CENTRE, :2])
+    cv2.circle(forehead, (cx, cy), max(2, int(round(0.06 * face_size))), 1, -1)
+    if forehead.sum() < 8:
+        return None
+    ref = np.median(lab[forehead > 0], axis=0)
+    lighter = float(centre[0] - ref[0])
+    chroma = float(np.hypot(centre[1] - ref[1], centre[2] - ref[2]))
+    if lighter < COVER_MIN_DIFFERENCE and chroma < COVER_MIN_DIFFERENCE:
+        return None
+    zone = 1.0 - above_eyes(size, mesh, soft=0.05 * face_size)
+    near = masks.skin_likelihood(lab, centre, spread)
+    return masks.feather(near * zone, erode=0, blur=0.02 * face_size)
+
+
+def above_eyes(size: tuple[int, int], mesh: np.ndarray, *, soft: float) -> np.ndarray:
+    """1 above the lowest point of the eyes along the face's own vertical
+    axis, 0 below, with a ``soft`` pixel ramp."""
+    w, h = size
+    top, chin = mesh[topo.FOREHEAD_TOP, :2].astype(np.float32), mesh[topo.CHIN, :2].astype(np.float32)
+    down = (chin - top) / (np.linalg.norm(chin - top) + 1e-6)
+    eyes = mesh[np.concatenate([topo.right_eye(), topo.left_eye()]), :2].astype(np.float32)
+    level = float(((eyes - top) @ down).max())
+    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    t = ((xx - top[0]) * down[0] + (yy - top[1]) * down[1] - level) / max(soft, 1e-3)
+    return np.clip(0.5 - t, 0.0, 1.0).astype(np.float32)
 
 
 def side_lighting(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray) -> float:
@@ -281,6 +338,10 @@ def composite(
         else:
             not_tested = masks.feature_mask(size, mesh, grow=0.05 * fs)
         occ = np.maximum(target_skin, np.maximum(not_tested, below))
+        # a face mask or a scarf over the nose, mouth and chin stays in front
+        covered = lower_face_cover(bg_lab_h, mesh, skin, fs)
+        if covered is not None:
+            occ = np.minimum(occ, 1.0 - covered)
         if out.source_clean is not None:
             occ = np.minimum(occ, _half(out.source_clean))
         occ = cv2.morphologyEx(occ, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3)))
