@@ -280,3 +280,42 @@ def test_c2pa_manifest_signs_offline_and_keeps_the_xmp_label(tmp_path, astronaut
     (action,) = found["manifest"]["assertions"][0]["data"]["actions"]
     assert action["digitalSourceType"] == TRAINED_ALGORITHMIC_MEDIA
     assert from_xmp(read_xmp(path)) == LABEL and read_image(path).pixels.shape == astronaut.shape
+
+
+def test_gif_comment_extension_is_added_and_read_back(tmp_path):
+    import av
+    from PIL import Image as PILImage
+
+    from faceweave.video.io.sinks import with_gif_comment
+
+    frames = [PILImage.fromarray(np.full((32, 48, 3), v, np.uint8)) for v in (10, 200)]
+    plain = tmp_path / "plain.gif"
+    frames[0].save(plain, save_all=True, append_images=frames[1:])
+    text = "AI-generated (trainedAlgorithmicMedia) by faceweave " + "x" * 300  # more than one sub-block
+    marked = tmp_path / "marked.gif"
+    marked.write_bytes(with_gif_comment(plain.read_bytes(), text))
+    with PILImage.open(marked) as pil:
+        assert pil.info["comment"].decode() == text and pil.n_frames == 2
+    with av.open(str(marked)) as container:
+        assert container.metadata["comment"] == text
+        assert sum(1 for _ in container.decode(video=0)) == 2
+    assert with_gif_comment(b"not a gif", text) == b"not a gif"
+
+
+@pytest.mark.slow
+def test_a_gif_output_carries_the_label(tmp_path, faces_dir):
+    from faceweave.provenance.verify import verify_file
+    from faceweave.video.io import VideoReader, VideoWriter
+
+    from faceweave.provenance.stamp import writer_stamp
+
+    out = tmp_path / "out.gif"
+    prov = Provenance.new()
+    with VideoReader(faces_dir / "video/lp_d18_talking_face.mp4", end=0.5) as reader, VideoWriter(
+        out, info=reader.info, **writer_stamp(prov)
+    ) as writer:
+        for frame in reader:
+            writer.write(frame.pixels, frame.time)
+    found = verify_file(out)
+    assert found.label is not None and found.label.run_id == prov.run_hex
+    assert found.watermark.found

@@ -135,9 +135,27 @@ def _verify_image(path, label_text: str, detector: Detector) -> Verification:
     from faceweave.io.images import read_image, read_xmp
 
     image = read_image(path, role="file")  # decoding first: a truncated file is an error, label or not
-    label = from_xmp(read_xmp(path))
+    label = from_xmp(read_xmp(path)) or _gif_comment_label(path)
     finding = vote([_detect(detector, image.pixels)])
     return Verification(path=label_text, kind="image", label=label, watermark=finding)
+
+
+def _gif_comment_label(path) -> Label | None:
+    """The label a GIF carries in its comment extension (GIF outputs hold
+    no XMP; see :func:`faceweave.video.io.sinks.with_gif_comment`)."""
+    from PIL import Image as PILImage
+
+    try:
+        with PILImage.open(path) as pil:
+            if pil.format != "GIF":
+                return None
+            comment = pil.info.get("comment")
+    except (OSError, ValueError):
+        return None
+    if not comment:
+        return None
+    text = comment.decode("ascii", "replace") if isinstance(comment, bytes) else str(comment)
+    return from_tags({"comment": text})
 
 
 def _detect(detector: Detector, pixels: np.ndarray) -> Any:

@@ -51,6 +51,7 @@ class _AvSink:
         tags = writer.metadata if writer.kind != "gif" else {}
         options = _muxer_options(writer.kind, bool(tags))
         try:
+            self._temp = temp
             self.container = av.open(_url(temp), "w", format=_MUXERS[writer.kind], options=options)
             self.container.metadata.update(tags)
         except av.error.FFmpegError as exc:
@@ -103,6 +104,10 @@ class _AvSink:
             self.audio.close()
             self.audio = None
         self.container.close()
+        comment = self.writer.metadata.get("comment") if self.writer.kind == "gif" else None
+        if comment:
+            # the GIF muxer keeps no tags: the label goes into a comment extension
+            self._temp.write_bytes(with_gif_comment(self._temp.read_bytes(), comment))
         self._atomic.__exit__(None, None, None)
 
     def abort(self, exc: BaseException | None) -> None:
@@ -143,6 +148,20 @@ def _color_tags(height: int) -> dict[str, int]:
 def _sws_colorspace(height: int) -> str:
     """The matrix that goes with :func:`_color_tags`, by swscale's name."""
     return "ITU709" if height >= 720 else "ITU601"
+
+
+def with_gif_comment(data: bytes, text: str) -> bytes:
+    """A GIF's bytes with a Comment Extension holding ``text`` (ASCII,
+    non-ASCII replaced) placed right after the header and global colour
+    table, where FFmpeg's GIF reader reports it as the ``comment`` tag.
+    Data that is not a GIF is returned unchanged."""
+    if len(data) < 13 or data[:6] not in (b"GIF87a", b"GIF89a"):
+        return data
+    packed = data[10]
+    start = 13 + (3 * (2 ** ((packed & 0x07) + 1)) if packed & 0x80 else 0)
+    payload = text.encode("ascii", "replace")
+    blocks = b"".join(bytes([len(payload[i : i + 255])]) + payload[i : i + 255] for i in range(0, len(payload), 255))
+    return b"GIF89a" + data[6:start] + b"\x21\xfe" + blocks + b"\x00" + data[start:]
 
 
 def _palette_frame(pixels: np.ndarray):
