@@ -38,7 +38,11 @@ def child(mode: str, video: str, source: str, out: str, faces: str = "many") -> 
     start = time.perf_counter()
     if mode == "copy":
         frames = 0
-        with VideoReader(video) as reader, VideoWriter(out, info=reader.info, audio_from=video) as writer:
+        # the same encoder settings as the swap run (VideoOptions' defaults = the CLI's)
+        settings = VideoOptions()
+        with VideoReader(video) as reader, VideoWriter(
+            out, info=reader.info, audio_from=video, quality=settings.crf, preset=settings.preset
+        ) as writer:
             for frame in reader:
                 writer.write(frame.pixels, frame.time)
                 frames += 1

@@ -21,7 +21,7 @@ def batch_command(
     faces: Annotated[str, typer.Option("--faces", metavar="MODE", help=f"Which target faces: {'|'.join(SELECTION_MODES[:3])}.")] = "one",
     reference_face: Annotated[Optional[Path], typer.Option("--reference-face", metavar="PHOTO", help="Photo of the person to replace (--faces reference).")] = None,
     order: Annotated[Optional[str], typer.Option("--order", metavar="ORDER", help=f"Face order: {'|'.join(FACE_ORDERS)}.")] = None,
-    quality: Annotated[Optional[int], typer.Option("--quality", min=1, max=100, metavar="Q", help="Image quality (default 95) or video quality (default 80).")] = None,
+    quality: Annotated[Optional[int], typer.Option("--quality", min=1, max=100, metavar="Q", help="Image quality (default 95) or video quality (default 65: CRF 18).")] = None,
     no_audio: Annotated[bool, typer.Option("--no-audio", help="Videos: leave the audio out.")] = False,
     no_watermark: Annotated[bool, typer.Option("--no-watermark", help=NO_WATERMARK_HELP)] = False,
     screening: Annotated[str, typer.Option("--screening", metavar="POLICY", help=SCREENING_HELP)] = "off",
@@ -56,7 +56,7 @@ def batch_command(
     def work(term: console.Terminal, provenance, screener, log, record: dict) -> int:
         from faceweave.cli.marking import hashed_inputs, write_audit
         from faceweave.batch import expand_targets, plan_batch, run_batch
-        from faceweave.cli.video import video_crf
+        from faceweave.cli.video import DEFAULT_VIDEO_QUALITY, video_crf
         from faceweave.errors import InvalidOptionError
         from faceweave.pipeline import FaceSwapper
         from faceweave.video.pipeline import VideoOptions
@@ -85,7 +85,7 @@ def batch_command(
         with FaceSwapper(options) as swapper:
             outcomes = run_batch(
                 swapper, screened, items, reference=reference_face, image_quality=quality or 95,
-                video_options=VideoOptions(audio=not no_audio, crf=video_crf(quality or 80)), on_item=report,
+                video_options=VideoOptions(audio=not no_audio, crf=video_crf(quality or DEFAULT_VIDEO_QUALITY)), on_item=report,
                 provenance=provenance, screener=screener if screener.enabled else None,
             )
         failed = [o for o in outcomes if not o.ok]

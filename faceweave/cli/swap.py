@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 import typer
 
 from faceweave.cli import console
-from faceweave.cli.marking import AUDIT_HELP, NO_WATERMARK_HELP, SCREENING_HELP
 from faceweave.cli.common import (
     check_output_path,
     check_video_output_path,
@@ -18,6 +17,8 @@ from faceweave.cli.common import (
     target_is_video,
     wants_video_output,
 )
+from faceweave.cli.marking import AUDIT_HELP, NO_WATERMARK_HELP, SCREENING_HELP
+from faceweave.cli.video import DEFAULT_VIDEO_QUALITY
 from faceweave.errors import InvalidOptionError
 from faceweave.options import FACE_ORDERS, SELECTION_MODES, SwapOptions
 
@@ -41,7 +42,7 @@ def swap_command(
     order: Annotated[Optional[str], typer.Option("--order", metavar="ORDER", help=f"Face order: {'|'.join(FACE_ORDERS)} (default {_DEFAULTS.selection.order}).", rich_help_panel=_SELECT)] = None,
     reference_distance: Annotated[Optional[float], typer.Option("--reference-distance", metavar="F", help=f"Largest identity distance that counts as the reference person (default {_DEFAULTS.selection.reference_distance}).", rich_help_panel=_SELECT)] = None,
     min_face_size: Annotated[Optional[int], typer.Option("--min-face-size", metavar="PX", help="Ignore target faces smaller than this many pixels.", rich_help_panel=_SELECT)] = None,
-    quality: Annotated[Optional[int], typer.Option("--quality", min=1, max=100, metavar="Q", help="Output quality 1-100: JPEG / WebP quality (default 95), or video quality (default 80, mapped to the encoder's CRF).", rich_help_panel=_QUALITY)] = None,
+    quality: Annotated[Optional[int], typer.Option("--quality", min=1, max=100, metavar="Q", help="Output quality 1-100: JPEG / WebP quality (default 95), or video quality (default 65, mapped to the encoder's CRF as FaceFusion does: 65 -> CRF 18, 80 -> CRF 10).", rich_help_panel=_QUALITY)] = None,
     max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).", rich_help_panel=_QUALITY)] = None,
     working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size} for photos, 192 for videos); larger is slower.", rich_help_panel=_QUALITY)] = None,
     no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.", rich_help_panel=_QUALITY)] = False,
@@ -166,7 +167,7 @@ def swap_command(
         if reference_face is not None:
             refuse_video(reference_face, role="reference face")
         record["options"].update(
-            swap=options.model_dump(mode="json"), video=is_video, quality=quality or (80 if is_video else 95),
+            swap=options.model_dump(mode="json"), video=is_video, quality=quality or (DEFAULT_VIDEO_QUALITY if is_video else 95),
             **({"trim": trim, "fps": fps, "scale": scale, "audio": not no_audio, "codec": codec, "preset": preset} if is_video else {}),
         )
         # content screening, before any work
@@ -178,7 +179,7 @@ def swap_command(
             screener.video(target)
             return swap_video(
                 term, options, screened, target, output, reference_face, mapping=mapping, trim=trim, fps=fps, scale=scale,
-                audio=not no_audio, codec=codec, preset=preset, quality=quality or 80, preview=preview,
+                audio=not no_audio, codec=codec, preset=preset, quality=quality or DEFAULT_VIDEO_QUALITY, preview=preview,
                 preview_frame=preview_frame, json_output=json_output, provenance=provenance,
             )
         target_ = screener.image(target, role="target", max_pixels=options.max_pixels)

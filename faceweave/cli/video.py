@@ -9,6 +9,12 @@ from faceweave.cli import console
 from faceweave.options import SwapOptions
 
 
+#: the default video quality: CRF 18, visually lossless at about the size of
+#: a typical source (FaceFusion's 80 is CRF 10, about three times larger and
+#: slower to encode)
+DEFAULT_VIDEO_QUALITY = 65
+
+
 def video_crf(quality: int) -> int:
     """CRF (0 best .. 51 worst) for a 1-100 quality, as FaceFusion maps it."""
     return int(round(max(0.0, min(51.0, 51.0 - quality * 0.51))))

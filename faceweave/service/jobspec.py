@@ -109,7 +109,7 @@ class JobOptions(BaseModel):
         from faceweave.video.pipeline import VideoOptions
 
         start, end = parse_trim(self.trim) if self.trim else (0.0, None)
-        crf = int(round(max(0.0, min(51.0, 51.0 - (self.quality or 80) * 0.51))))
+        crf = int(round(max(0.0, min(51.0, 51.0 - (self.quality or 65) * 0.51))))
         return VideoOptions(
             start=start, end=end, fps=self.fps, scale=self.scale, audio=self.audio, codec=self.codec, crf=crf,
             preset=self.preset,
