@@ -64,16 +64,36 @@ class Composite:
     detail: np.ndarray
 
 
+def _face_axis(mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The top of the forehead and the unit vector down the face (towards
+    the chin), both ``(2,)`` float32."""
+    top, chin = mesh[topo.FOREHEAD_TOP, :2].astype(np.float32), mesh[topo.CHIN, :2].astype(np.float32)
+    return top, (chin - top) / (np.linalg.norm(chin - top) + 1e-6)
+
+
+def _along(size: tuple[int, int], origin: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    """``(H, W)`` float32: each pixel's coordinate along ``direction`` from ``origin``."""
+    w, h = size
+    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    return (xx - origin[0]) * direction[0] + (yy - origin[1]) * direction[1]
+
+
+def _above(size: tuple[int, int], mesh: np.ndarray, points: np.ndarray, *, lowest: bool, soft: float) -> np.ndarray:
+    """1 above the lowest (or highest) of ``points`` along the face's own
+    vertical axis, 0 below, with a ``soft`` pixel ramp."""
+    top, down = _face_axis(mesh)
+    along = (points.astype(np.float32) - top) @ down
+    level = float(along.max() if lowest else along.min())
+    t = (_along(size, top, down) - level) / max(soft, 1e-3)
+    return np.clip(0.5 - t, 0.0, 1.0).astype(np.float32)
+
+
 def forehead_fade(size: tuple[int, int], mesh: np.ndarray, *, length: float) -> np.ndarray:
     """0 above the mesh's top (landmark 10), rising smoothly to 1 over
     ``length`` pixels down the face's own vertical axis: the forehead is cut
     where hair usually starts, with no line."""
-    w, h = size
-    top, chin = mesh[topo.FOREHEAD_TOP, :2].astype(np.float32), mesh[topo.CHIN, :2].astype(np.float32)
-    down = (chin - top) / (np.linalg.norm(chin - top) + 1e-6)
-    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    t = ((xx - top[0]) * down[0] + (yy - top[1]) * down[1]) / max(length, 1e-3)
-    t = np.clip(t, 0.0, 1.0)
+    top, down = _face_axis(mesh)
+    t = np.clip(_along(size, top, down) / max(length, 1e-3), 0.0, 1.0)
     return (t * t * (3.0 - 2.0 * t)).astype(np.float32)
 
 
@@ -82,18 +102,15 @@ def below_nose(size: tuple[int, int], mesh: np.ndarray, *, soft: float) -> np.nd
     along the face's own vertical axis and within the mouth's width widened
     by half on each side, 0 elsewhere, with a ``soft`` pixel ramp.  (Hair
     hanging past the cheeks and jaw is outside it.)"""
-    w, h = size
-    top, chin = mesh[topo.FOREHEAD_TOP, :2].astype(np.float32), mesh[topo.CHIN, :2].astype(np.float32)
+    _, down = _face_axis(mesh)
     base = mesh[topo.NOSE_BASE, :2].astype(np.float32)
-    down = (chin - top) / (np.linalg.norm(chin - top) + 1e-6)
     across = np.array([-down[1], down[0]], np.float32)
     left, right = mesh[topo.MOUTH_CORNER_RIGHT, :2], mesh[topo.MOUTH_CORNER_LEFT, :2]
     centre = (left + right) / 2.0
     half_width = float(np.linalg.norm(right - left)) * 0.5 * 2.0
-    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
     soft = max(soft, 1e-3)
-    t = ((xx - base[0]) * down[0] + (yy - base[1]) * down[1]) / soft + 0.5
-    u = (half_width - np.abs((xx - centre[0]) * across[0] + (yy - centre[1]) * across[1])) / soft + 0.5
+    t = _along(size, base, down) / soft + 0.5
+    u = (half_width - np.abs(_along(size, centre, across))) / soft + 0.5
     return (np.clip(t, 0.0, 1.0) * np.clip(u, 0.0, 1.0)).astype(np.float32)
 
 
@@ -136,14 +153,7 @@ def lower_face_cover(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray, face_s
 def above_eyes(size: tuple[int, int], mesh: np.ndarray, *, soft: float) -> np.ndarray:
     """1 above the lowest point of the eyes along the face's own vertical
     axis, 0 below, with a ``soft`` pixel ramp."""
-    w, h = size
-    top, chin = mesh[topo.FOREHEAD_TOP, :2].astype(np.float32), mesh[topo.CHIN, :2].astype(np.float32)
-    down = (chin - top) / (np.linalg.norm(chin - top) + 1e-6)
-    eyes = mesh[np.concatenate([topo.right_eye(), topo.left_eye()]), :2].astype(np.float32)
-    level = float(((eyes - top) @ down).max())
-    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    t = ((xx - top[0]) * down[0] + (yy - top[1]) * down[1] - level) / max(soft, 1e-3)
-    return np.clip(0.5 - t, 0.0, 1.0).astype(np.float32)
+    return _above(size, mesh, mesh[np.concatenate([topo.right_eye(), topo.left_eye()]), :2], lowest=True, soft=soft)
 
 
 def side_lighting(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray) -> float:
@@ -166,8 +176,7 @@ def inner_face(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np.
     axis (the sides of a face are where other things show), soft-edged."""
     oval = mesh[topo.face_oval(), :2].astype(np.float32)
     centre = oval.mean(axis=0)
-    top, chin = mesh[topo.FOREHEAD_TOP, :2], mesh[topo.CHIN, :2]
-    down = (chin - top) / (np.linalg.norm(chin - top) + 1e-6)
+    _, down = _face_axis(mesh)
     across = np.array([-down[1], down[0]], np.float32)
     rel = oval - centre
     along_across = rel @ across
@@ -189,14 +198,8 @@ def face_rim(size: tuple[int, int], mesh: np.ndarray, face_size: float, *, inner
 def above_brows(size: tuple[int, int], mesh: np.ndarray, *, soft: float) -> np.ndarray:
     """1 above the highest point of the eyebrows along the face's own
     vertical axis, 0 below, with a ``soft`` pixel ramp."""
-    w, h = size
-    top, chin = mesh[topo.FOREHEAD_TOP, :2].astype(np.float32), mesh[topo.CHIN, :2].astype(np.float32)
-    down = (chin - top) / (np.linalg.norm(chin - top) + 1e-6)
-    brows = mesh[np.concatenate([topo.right_eyebrow(), topo.left_eyebrow()]), :2].astype(np.float32)
-    level = float(((brows - top) @ down).min())
-    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    t = ((xx - top[0]) * down[0] + (yy - top[1]) * down[1] - level) / max(soft, 1e-3)
-    return np.clip(0.5 - t, 0.0, 1.0).astype(np.float32)
+    brows = np.concatenate([topo.right_eyebrow(), topo.left_eyebrow()])
+    return _above(size, mesh, mesh[brows, :2], lowest=False, soft=soft)
 
 
 def darker_than_skin(lab: np.ndarray, region: np.ndarray) -> np.ndarray:

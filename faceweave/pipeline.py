@@ -334,7 +334,7 @@ class FaceSwapper:
         colours = list(colours) if colours is not None else [None] * len(chosen)
         if len(chosen) > 1 and hasattr(self.swapper, "swap_batch"):
             out = self._swap_batched(pixels, chosen, timings, colours)
-        elif len(chosen) > 1:
+        else:
             # one copy of the frame for all faces; each face is cut from the
             # frame as swapped so far, so a nearer face ends on top
             out = pixels.copy()
@@ -344,10 +344,6 @@ class FaceSwapper:
                 with timed(timings, "swap"):
                     result = self.swapper.swap(source, crop)
                 self.finish_face(pixels, crop, result, timings, into=out, colour=colour)
-        else:
-            out = pixels
-            for (face, source), colour in zip(chosen, colours):
-                out = self.swap_face(out, face, source, timings, colour=colour)
         return self.enhance(out, [face for face, _ in chosen], timings)
 
     def swap_faces(

@@ -18,21 +18,28 @@ import typer
 
 from faceweave.runtime.providers import PROVIDERS, ProviderConfig
 
+#: the help panel these options are listed under
+PANEL = "Neural models (optional)"
+
 ExecutionProviderOption = Annotated[
     str,
     typer.Option("--execution-provider", metavar="NAME",
-                 help=f"Where neural models run: {'|'.join(PROVIDERS)}."),
+                 help=f"Where neural models run: {'|'.join(PROVIDERS)}.", rich_help_panel=PANEL),
 ]
-DeviceIdOption = Annotated[int, typer.Option("--device-id", metavar="N", help="Accelerator index for the execution provider.")]
+DeviceIdOption = Annotated[
+    int, typer.Option("--device-id", metavar="N", min=0, help="Accelerator index for the execution provider.", rich_help_panel=PANEL)
+]
 ProviderFallbackOption = Annotated[
     bool,
-    typer.Option("--provider-fallback", help="Use the CPU (with a warning) when the execution provider is not available."),
+    typer.Option("--provider-fallback", help="Use the CPU (with a warning) when the execution provider is not available.",
+                 rich_help_panel=PANEL),
 ]
 TensorrtCacheOption = Annotated[
     Optional[Path],
-    typer.Option("--tensorrt-cache", metavar="DIR", help="TensorRT: keep built engines in DIR (much faster next start)."),
+    typer.Option("--tensorrt-cache", metavar="DIR", help="TensorRT: keep built engines in DIR (much faster next start).",
+                 rich_help_panel=PANEL),
 ]
-TensorrtFp16Option = Annotated[bool, typer.Option("--tensorrt-fp16", help="TensorRT: build fp16 engines.")]
+TensorrtFp16Option = Annotated[bool, typer.Option("--tensorrt-fp16", help="TensorRT: build fp16 engines.", rich_help_panel=PANEL)]
 
 
 def provider_config(

@@ -18,6 +18,14 @@ from faceweave.cli.common import (
     wants_video_output,
 )
 from faceweave.cli.marking import AUDIT_HELP, NO_WATERMARK_HELP, SCREENING_HELP
+from faceweave.cli.runtime_options import (
+    PANEL,
+    DeviceIdOption,
+    ExecutionProviderOption,
+    ProviderFallbackOption,
+    TensorrtCacheOption,
+    TensorrtFp16Option,
+)
 from faceweave.cli.video import DEFAULT_VIDEO_QUALITY
 from faceweave.errors import InvalidOptionError
 from faceweave.options import FACE_ORDERS, SELECTION_MODES, SwapOptions
@@ -27,7 +35,7 @@ _SELECT = "Face selection"
 _QUALITY = "Quality and limits"
 _VIDEO = "Video"
 _MARKING = "Watermark, screening and audit"
-_MODELS = "Neural models (optional)"
+_MODELS = PANEL
 #: default face size in the working crop for video targets
 VIDEO_WORKING_SIZE = 192
 
@@ -63,9 +71,11 @@ def swap_command(
     face_enhancer_weight: Annotated[float, typer.Option("--face-enhancer-weight", metavar="F", min=0.0, max=1.0, help="CodeFormer fidelity weight (1 = closest to the input).", rich_help_panel=_MODELS)] = 0.5,
     frame_enhancer: Annotated[Optional[str], typer.Option("--frame-enhancer", metavar="NAME", help="Upscale the whole result: real_esrgan_x2, real_esrgan_x4.", rich_help_panel=_MODELS)] = None,
     frame_enhancer_blend: Annotated[float, typer.Option("--frame-enhancer-blend", metavar="F", min=0.0, max=1.0, help="How much of the upscaled frame to keep.", rich_help_panel=_MODELS)] = 1.0,
-    execution_provider: Annotated[str, typer.Option("--execution-provider", metavar="NAME", help="Where neural models run: cpu, cuda, tensorrt, cann, openvino, coreml, directml, rocm, migraphx.", rich_help_panel=_MODELS)] = "cpu",
-    device_id: Annotated[int, typer.Option("--device-id", metavar="N", min=0, help="Accelerator index for the execution provider.", rich_help_panel=_MODELS)] = 0,
-    provider_fallback: Annotated[bool, typer.Option("--provider-fallback", help="Use the CPU, with a warning, when the execution provider is not available.", rich_help_panel=_MODELS)] = False,
+    execution_provider: ExecutionProviderOption = "cpu",
+    device_id: DeviceIdOption = 0,
+    provider_fallback: ProviderFallbackOption = False,
+    tensorrt_cache: TensorrtCacheOption = None,
+    tensorrt_fp16: TensorrtFp16Option = False,
     models_dir: Annotated[Optional[Path], typer.Option("--models-dir", metavar="DIR", help="Model folder (default $FACEWEAVE_MODELS or ~/.cache/faceweave/models).", rich_help_panel=_MODELS)] = None,
     no_watermark: Annotated[bool, typer.Option("--no-watermark", help=NO_WATERMARK_HELP, rich_help_panel=_MARKING)] = False,
     screening: Annotated[str, typer.Option("--screening", metavar="POLICY", help=SCREENING_HELP, rich_help_panel=_MARKING)] = "off",
@@ -144,6 +154,8 @@ def swap_command(
                 "execution_provider": execution_provider,
                 "device_id": device_id,
                 "provider_fallback": provider_fallback,
+                "tensorrt_cache": str(tensorrt_cache) if tensorrt_cache is not None else None,
+                "tensorrt_fp16": tensorrt_fp16,
                 "models_dir": str(models_dir) if models_dir is not None else None,
             },
             enhance={

@@ -248,7 +248,12 @@ class NeuralSwapper:
 
     # -- family hooks -----------------------------------------------------
     def source_tensor(self, source: SourceFace) -> np.ndarray:
-        """What the model's ``source`` input gets for this face: ``(1, D)`` or ``(1, 3, h, w)``."""
+        """What the model's ``source`` input gets for this face: ``(1, D)`` or
+        ``(1, 3, h, w)``.  Models that take a source image get the source
+        crop on their template; the embedding families say how their
+        embedding is made."""
+        if self.spec.source == "image":
+            return self.source_image(source)
         raise NotImplementedError
 
     def source_embedding(self, source: SourceFace) -> np.ndarray:

@@ -4,9 +4,6 @@ RGB in ``[0, 1]``) instead of an embedding."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from faceweave.swappers.base import SourceFace
 from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
 
 BLENDSWAP_256 = NeuralSpec(
@@ -17,5 +14,4 @@ BLENDSWAP_256 = NeuralSpec(
 
 
 class BlendSwap(NeuralSwapper):
-    def source_tensor(self, source: SourceFace) -> np.ndarray:
-        return self.source_image(source)
+    """A source image crop, not an embedding, goes to the model (``spec.source == "image"``)."""

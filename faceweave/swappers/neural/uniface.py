@@ -4,9 +4,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from faceweave.swappers.base import SourceFace
 from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
 
 UNIFACE_256 = NeuralSpec(
@@ -17,5 +14,4 @@ UNIFACE_256 = NeuralSpec(
 
 
 class UniFace(NeuralSwapper):
-    def source_tensor(self, source: SourceFace) -> np.ndarray:
-        return self.source_image(source)
+    """A source image crop, not an embedding, goes to the model (``spec.source == "image"``)."""
