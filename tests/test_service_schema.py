@@ -389,3 +389,13 @@ class _AsSchemathesis:
         self.content = response.content
         self.status_code = response.status_code
         self.headers = {k: [v] for k, v in response.headers.items()}
+
+
+def test_generated_storage_names_are_left_out_of_messages():
+    from faceweave.service.errors import clean_message
+
+    stored = "uploads/01f3f82107e9cf03309c7a051cda1ef4.part"
+    assert clean_message(f"target image '{stored}' is truncated or corrupt") == "target image is truncated or corrupt"
+    assert clean_message(f"no face found in target image {stored}") == "no face found in target image"
+    job_file = "jobs/0123456789abcdef0123456789abcdef/target"
+    assert clean_message(f"the video '{job_file}' lasts 7 s") == "the video lasts 7 s"

@@ -9,6 +9,7 @@ messages so that no server path reaches a client.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -100,12 +101,19 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
+#: the names storage gives uploads and job files (random, meaningless to the
+#: caller): cut from messages, which already say which file ("target image")
+_STORED_NAME = re.compile(r"'?\b(?:(?:uploads|scratch)/[0-9a-f]{32}[\w.]*|jobs/[0-9a-f]{32}/[\w.-]+)'?")
+
+
 def clean_message(text: str, hide: tuple[str, ...] = ()) -> str:
     """One line, with the storage folder (and other ``hide`` folders) cut out:
-    paths under them become relative, the folder itself "the server's folder"."""
+    paths under them become relative, the folder itself "the server's folder",
+    and the generated names of stored files are left out."""
     for part in hide:
         if part:
             text = text.replace(part.rstrip("/") + "/", "").replace(part, "the server's folder")
+    text = _STORED_NAME.sub("", text)
     return " ".join(text.split())[:1000]
 
 
