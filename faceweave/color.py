@@ -78,6 +78,10 @@ def match_statistics(
     return apply_statistics(lab, masked_stats(lab, src_mask), masked_stats(ref_lab, ref_mask), max_gain=max_gain)
 
 
+#: chroma more than this many skin spreads beyond the skin's mean is shifted, not scaled
+TINT_SPREADS = 1.0
+
+
 def apply_statistics(
     lab: np.ndarray,
     own: tuple[np.ndarray, np.ndarray],
@@ -109,7 +113,17 @@ def apply_statistics(
             g = float(np.clip(mu_r[c] / mu_s[c], 1.0 / max_chroma_gain, max_chroma_gain))
         else:
             g = 1.0
-        out[..., c] = lab[..., c] * g + (mu_r[c] - g * mu_s[c])
+        shift = mu_r[c] - g * mu_s[c]
+        scaled = lab[..., c] * g + shift
+        if g > 1.0 and not achromatic and mu_s[c] * mu_r[c] > 0:
+            # beyond the skin's own range of tint (brows, lips, a flush) a
+            # stronger tint is shifted, not scaled: scaling would turn light-brown
+            # brows orange and pink lips red on a warmer target
+            sign = float(np.sign(mu_s[c]))
+            edge = sign * (abs(float(mu_s[c])) + TINT_SPREADS * float(sd_s[c]))  # the skin's own range ends here
+            beyond = lab[..., c] * sign > abs(edge)
+            scaled = np.where(beyond, lab[..., c] + (g * edge + shift - edge), scaled)
+        out[..., c] = scaled
     return out
 
 

@@ -47,6 +47,10 @@ FOREHEAD_CENTRE = 151
 #: a difference in side lighting (lightness units) between source and target
 #: that makes the shading transfer complete
 SIDE_LIGHT_SPAN = 20.0
+#: glasses: the middle part of the gap between the inner eye corners that is
+#: sampled for the bridge, and the part of one line across it that must be dark
+GLASSES_SPAN = 0.6
+GLASSES_COVER = 0.85
 #: bands of the multi-band blend
 BLEND_LEVELS = 5
 
@@ -241,13 +245,30 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
 
 
 def wears_glasses(size: tuple[int, int], mesh: np.ndarray, frames: np.ndarray, face_size: float) -> bool:
-    """Whether thin dark structures cross the nose bridge between the eyes,
-    as the bridge of a pair of glasses does."""
-    bridge = np.zeros((size[1], size[0]), np.uint8)
-    a, b = mesh[topo.NOSE_BRIDGE_TOP, :2], mesh[topo.NOSE_BRIDGE_MID, :2]
-    cv2.line(bridge, tuple(int(v) for v in np.round(a)), tuple(int(v) for v in np.round(b)), 1, max(1, int(0.05 * face_size)))
-    sel = bridge > 0
-    return bool(sel.any() and float(frames[sel].mean()) > 0.12)
+    """Whether a thin dark bar runs across the nose bridge between the eyes,
+    as the bridge of a pair of glasses does.
+
+    Lines across the face are sampled at several heights around the top of
+    the nose bridge, over the middle :data:`GLASSES_SPAN` of the gap between
+    the inner eye corners; glasses cover nearly all of one such line with
+    ``frames``.  Frown lines and wrinkles run along the face or are short,
+    so they cover only part of every line."""
+    del size  # the sample points are clipped to ``frames`` itself
+    top, down = _face_axis(mesh)
+    across = np.array([-down[1], down[0]], np.float32)
+    gap = abs(float((mesh[topo.LEFT_EYE_INNER, :2] - mesh[topo.RIGHT_EYE_INNER, :2]) @ across))
+    t = np.linspace(-0.5, 0.5, 24, dtype=np.float32) * gap * GLASSES_SPAN
+    levels = np.linspace(-0.10, 0.02, 9, dtype=np.float32) * face_size
+    slack = np.linspace(-0.015, 0.015, 5, dtype=np.float32) * face_size
+    bridge = mesh[topo.NOSE_BRIDGE_TOP, :2].astype(np.float32)
+    # (levels, slack, samples, 2) points; a bar counts where it is dark within the slack
+    pts = (bridge + levels[:, None, None, None] * down + slack[None, :, None, None] * down
+           + t[None, None, :, None] * across)
+    h, w = frames.shape
+    xi = np.clip(np.round(pts[..., 0]).astype(int), 0, w - 1)
+    yi = np.clip(np.round(pts[..., 1]).astype(int), 0, h - 1)
+    dark = frames[yi, xi].max(axis=1) > 0.5  # (levels, samples)
+    return bool(dark.mean(axis=1).max() >= GLASSES_COVER)
 
 
 def skin_region(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np.ndarray:

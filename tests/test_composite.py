@@ -199,3 +199,73 @@ def test_a_bare_lower_face_is_not_taken_for_a_mask(faces_dir, photo):
     crop = cut_crop(pixels, face, face_size=128)
     skin = skin_region(crop.size, crop.mesh, crop.face_size)
     assert lower_face_cover(color.to_lab(crop.pixels), crop.mesh, skin, crop.face_size) is None
+
+
+def _bridge_geometry(mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """The top of the nose bridge, the unit vector across the face and the
+    face width of a mesh."""
+    top, chin = mesh[topo.FOREHEAD_TOP, :2], mesh[topo.CHIN, :2]
+    down = (chin - top) / np.linalg.norm(chin - top)
+    return mesh[topo.NOSE_BRIDGE_TOP, :2], np.array([-down[1], down[0]]), float(np.ptp(mesh[topo.face_oval(), 0]))
+
+
+@pytest.mark.slow
+def test_glasses_are_a_dark_bar_across_the_bridge_not_frown_lines(mesh):
+    import cv2
+
+    from faceweave.composite import wears_glasses
+
+    bridge, across, width = _bridge_geometry(mesh)
+    gap = float(np.linalg.norm(mesh[topo.LEFT_EYE_INNER, :2] - mesh[topo.RIGHT_EYE_INNER, :2]))
+    h, w = SIZE[1], SIZE[0]
+
+    def drawn(*segments: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        frames = np.zeros((h, w), np.float32)
+        for a, b in segments:
+            cv2.line(frames, tuple(int(v) for v in np.round(a)), tuple(int(v) for v in np.round(b)), 1.0, 2)
+        return frames
+
+    bar = drawn((bridge - across * gap * 0.6, bridge + across * gap * 0.6))
+    assert wears_glasses(SIZE, mesh, bar, width)
+    # two frown lines between the brows run down the face, as long as the bar is wide
+    down = np.array([across[1], -across[0]])
+    frown = drawn(*[(bridge + across * s - down * gap * 0.5, bridge + across * s + down * gap * 0.5) for s in (-6, 6)])
+    assert not wears_glasses(SIZE, mesh, frown, width)
+    # a short crease beside the bridge is not a bar either
+    crease = drawn((bridge - across * gap * 0.1, bridge + across * gap * 0.1))
+    assert not wears_glasses(SIZE, mesh, crease, width)
+    assert not wears_glasses(SIZE, mesh, np.zeros((h, w), np.float32), width)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "photo, glasses",
+    [
+        ("hard/glasses_curly_lp_d8.jpg", True),
+        ("identity/sundar_pichai/df_img24.jpg", True),
+        # strong frown lines and wrinkles between the eyes, no glasses
+        ("identity/jeff_bezos/df_img21.jpg", False),
+        ("identity/robert_downey_jr/rd_d3.jpeg", False),
+        ("identity/mark_zuckerberg/df_img14.jpg", False),
+    ],
+)
+def test_glasses_on_real_photos(faces_dir, photo, glasses):
+    from faceweave import masks
+    from faceweave.composite import wears_glasses
+    from faceweave.io import read_image
+    from faceweave.pipeline import FaceSwapper, cut_crop
+
+    pixels = read_image(faces_dir / photo).pixels
+    with FaceSwapper() as swapper:
+        face = swapper.find_faces(pixels)[0]
+    crop = cut_crop(pixels, face, face_size=256)
+    # as the compositing stage looks: at half resolution
+    half = (crop.size[0] // 2, crop.size[1] // 2)
+    mesh = crop.mesh.copy()
+    mesh[:, :2] = (mesh[:, :2] + 0.5) / 2.0 - 0.5
+    import cv2
+
+    lab = color.to_lab(cv2.resize(crop.pixels, half, interpolation=cv2.INTER_AREA))
+    fs = crop.face_size / 2.0
+    frames = masks.thin_dark(lab[..., 0], width=0.08 * fs)
+    assert wears_glasses(half, mesh, frames, fs) is glasses

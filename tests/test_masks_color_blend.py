@@ -210,10 +210,13 @@ def test_match_statistics_makes_masked_means_and_lightness_spread_equal_the_refe
     mu_o, sd_o = color.masked_stats(out, src_mask)
     mu_s, sd_s = color.masked_stats(lab, src_mask)
     mu_r, sd_r = color.masked_stats(ref, ref_mask)
-    np.testing.assert_allclose(mu_o, mu_r, atol=1e-3)
+    np.testing.assert_allclose(mu_o[0], mu_r[0], atol=1e-3)
     np.testing.assert_allclose(sd_o[0], sd_r[0], rtol=1e-3)  # lightness spread matched
-    # chroma is scaled about neutral grey by the ratio of the means
-    np.testing.assert_allclose(sd_o[1:], sd_s[1:] * mu_r[1:] / mu_s[1:], rtol=1e-3)
+    # chroma is scaled about neutral grey by the ratio of the means, except
+    # the pixels more than a spread beyond the mean (shifted instead)
+    np.testing.assert_allclose(mu_o[1:], mu_r[1:], rtol=0.02)
+    scaled = sd_s[1:] * mu_r[1:] / mu_s[1:]
+    assert np.all(sd_o[1:] <= scaled * 1.001) and np.all(sd_o[1:] > scaled * 0.9)
 
 
 @pytest.mark.parametrize(
@@ -267,6 +270,22 @@ def test_neutral_grey_stays_neutral_when_the_skin_tint_is_scaled():
     out = color.apply_statistics(grey, own, ref)
 
     np.testing.assert_allclose(out[0, 0, 1:], [0.0, 0.0], atol=1e-4)
+
+
+def test_a_tint_stronger_than_the_skin_is_shifted_not_scaled():
+    """Light-brown brows or pink lips on a warmer target: below the skin's
+    own tint the chroma is scaled about grey, beyond it shifted, so features
+    do not turn orange or red."""
+    own = (np.array([50.0, 10.0, 10.0], np.float32), np.ones(3, np.float32))  # skin tint 10 +- 1
+    ref = (np.array([50.0, 15.0, 15.0], np.float32), np.ones(3, np.float32))
+    lab = np.array([[[50.0, 5.0, 5.0], [50.0, 11.0, 11.0], [50.0, 22.0, 22.0]]], np.float32)
+
+    out = color.apply_statistics(lab, own, ref)
+
+    np.testing.assert_allclose(out[0, 0, 1:], [7.5, 7.5], atol=1e-4)  # scaled x1.5 below the skin
+    np.testing.assert_allclose(out[0, 1, 1:], [16.5, 16.5], atol=1e-4)  # the skin's range: scaled
+    # beyond the skin's range (10 + 1 spread = 11, which goes to 16.5): +11 more, not x1.5 = 33
+    np.testing.assert_allclose(out[0, 2, 1:], [27.5, 27.5], atol=1e-4)
 
 
 @pytest.mark.parametrize("sigma", [3.0, 20.0])  # direct, and at reduced resolution
