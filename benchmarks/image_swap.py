@@ -90,7 +90,7 @@ def main() -> int:
             cases.append((f"1 face {name}", path, SwapOptions()))
         cases.append(("group 6 faces", group, SwapOptions(selection=SelectionOptions(mode="many"))))
 
-        print(f"{'case':18s} " + " ".join(f"{k:>7s}" for k in ("decode", "detect", "mesh", "crop", "swap", "blend", "paste", "encode", "total")) + "  faces")
+        print(f"{'case':18s} " + " ".join(f"{k[:7]:>7s}" for k in ("decode", "detect", "mesh", "crop", "swap", "blend", "expression", "paste", "encode", "total")) + "  faces")
         for label, path, options in cases:
             with FaceSwapper(options) as swapper:
                 load_ms = swapper.prepare()
@@ -103,7 +103,7 @@ def main() -> int:
                     t0 = time.perf_counter()
                     swapper.swap([source], path)
                     whole.append((time.perf_counter() - t0) * 1000.0)
-            row = " ".join(f"{med.get(k, 0.0):7.1f}" for k in ("decode", "detect", "mesh", "crop", "swap", "blend", "paste", "encode", "total"))
+            row = " ".join(f"{med.get(k, 0.0):7.1f}" for k in ("decode", "detect", "mesh", "crop", "swap", "blend", "expression", "paste", "encode", "total"))
             print(f"{label:18s} {row}  {int(med['faces'])}   swap() with source: {statistics.median(whole):.1f}")
         print(f"\nmodel load + warm-up: {load_ms:.0f} ms; source preparation (once per run): {src_ms:.0f} ms")
         print("medians in milliseconds; 'total' is one target image from file to file with sources prepared;")

@@ -18,12 +18,13 @@ from typing import Union
 import cv2
 import numpy as np
 
-from faceweave.analysis import FaceAnalyser
-from faceweave.composite import composite, source_clean_map
+from faceweave.analysis import FaceAnalyser, mesh_box
+from faceweave.composite import Composite, composite, source_clean_map
 from faceweave.blend import match_detail, paste_back
 from faceweave.color import ColourMatch
 from faceweave.errors import InputError, NoFaceError
 from faceweave.geometry.align import crop_matrix, transform_points
+from faceweave.geometry.expression import expression_ratios
 from faceweave.io import image_from_array, read_image
 from faceweave.masks import SelfieSegmenter
 from faceweave.options import SwapOptions
@@ -39,6 +40,13 @@ ImageInput = Union[str, os.PathLike, bytes, Image, np.ndarray]
 CROP_MARGIN = 1.8
 #: smallest face size in a working crop, pixels
 MIN_WORKING_SIZE = 96
+#: the expression check: a mouth width (over the eye distance) read this far
+#: from the target's is corrected; the correction is the ratio raised to
+#: EXPRESSION_GAIN (the width read off a face follows its geometry less than
+#: one to one) and kept within EXPRESSION_LIMITS
+EXPRESSION_TOLERANCE = 0.01
+EXPRESSION_GAIN = 1.7
+EXPRESSION_LIMITS = (0.75, 1.3)
 
 
 def cut_crop(pixels: np.ndarray, face: Face, *, face_size: int) -> AlignedCrop:
@@ -263,22 +271,15 @@ class FaceSwapper:
 
     def finish_face(
         self, pixels: np.ndarray, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float],
-        *, into: np.ndarray | None = None, colour: ColourMatch | None = None,
+        *, into: np.ndarray | None = None, colour: ColourMatch | None = None, comp: Composite | None = None,
     ) -> np.ndarray:
         """Masks, colour and blending of a swapper's output, pasted into the
         frame: a new frame, or written into ``into`` (a caller-owned copy of
         ``pixels`` that several faces are pasted into, so that a frame with
-        many faces is copied once)."""
-        person = None
-        if self.segmenter is not None:
-            # a mediapipe graph runs one image at a time; video renders frames on several threads
-            with timed(timings, "segment"), self._segment_lock:
-                person = self.segmenter.person_mask(crop.pixels)
-        with timed(timings, "blend"):
-            comp = composite(
-                crop, out, mask_options=self.options.masks, shading=self.options.shading, person_mask=person,
-                colour=colour,
-            )
+        many faces is copied once).  ``comp``: the output's composite when
+        it has been made already (by :meth:`check_expression`)."""
+        if comp is None:
+            comp = self._composite(crop, out, timings, colour)
         with timed(timings, "paste"):
             if into is None:
                 pasted = paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
@@ -286,6 +287,54 @@ class FaceSwapper:
             paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
             # the grain and blur to match are the target photo's own
             return match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask)
+
+    def _composite(
+        self, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float], colour: ColourMatch | None
+    ) -> Composite:
+        person = None
+        if self.segmenter is not None:
+            # a mediapipe graph runs one image at a time; video renders frames on several threads
+            with timed(timings, "segment"), self._segment_lock:
+                person = self.segmenter.person_mask(crop.pixels)
+        with timed(timings, "blend"):
+            return composite(
+                crop, out, mask_options=self.options.masks, shading=self.options.shading, person_mask=person,
+                colour=colour,
+            )
+
+    def check_expression(
+        self, crop: AlignedCrop, source: SourceFace, out: SwapOutput, timings: dict[str, float],
+        colour: ColourMatch | None = None,
+    ) -> tuple[SwapOutput, Composite | None]:
+        """Look at the new face once and correct its mouth width.
+
+        The new geometry has the target's mouth width exactly, but the eye
+        reads the width off the texture: a source's smile crease that
+        continues the line of the lips reads as a wider mouth, a moustache
+        over the corners as a narrower one.  The composited face is measured
+        again with the face mesh; when the mouth width (over the eye
+        distance) differs from the target's by more than
+        :data:`EXPRESSION_TOLERANCE`, the face is made again with the lips
+        stretched or narrowed to make up for it.  Returns the output to use,
+        and its composite when it is still valid (no correction was needed).
+        Only swappers that take a ``mouth_width`` (the mesh swapper) are
+        checked; costs one mesh inference, plus one more swap when corrected."""
+        if not getattr(self.swapper, "adjusts_expression", False):
+            return out, None
+        comp = self._composite(crop, out, timings, colour)
+        with timed(timings, "expression"):
+            seen = self.analyser.mesher.landmarks(comp.pixels, mesh_box(out.mesh))
+        if seen is None:
+            return out, comp
+        try:
+            want, got = expression_ratios(crop.mesh).mouth_width, expression_ratios(seen).mouth_width
+        except ValueError:  # a degenerate mesh: nothing to correct against
+            return out, comp
+        if abs(want - got) <= EXPRESSION_TOLERANCE or got <= 1e-6:
+            return out, comp
+        factor = float(np.clip((want / got) ** EXPRESSION_GAIN, *EXPRESSION_LIMITS))
+        with timed(timings, "swap"):
+            return self.swapper.swap(source, crop, mouth_width=factor), None
 
     def _swap_batched(
         self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float],
@@ -325,11 +374,13 @@ class FaceSwapper:
 
     def swap_many(
         self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float] | None = None,
-        *, colours: Sequence[ColourMatch | None] | None = None,
+        *, colours: Sequence[ColourMatch | None] | None = None, check_expression: bool = False,
     ) -> np.ndarray:
         """Swap each ``(face, source)`` in order (later ones end on top), in
         one batch when the swapper takes batches, then run the enhancers.
-        ``colours``: a fixed colour mapping per face, or ``None`` entries."""
+        ``colours``: a fixed colour mapping per face, or ``None`` entries.
+        ``check_expression``: look at each new face once and correct its
+        mouth width (:meth:`check_expression`; photos, not video frames)."""
         timings = {} if timings is None else timings
         colours = list(colours) if colours is not None else [None] * len(chosen)
         if len(chosen) > 1 and hasattr(self.swapper, "swap_batch"):
@@ -343,7 +394,10 @@ class FaceSwapper:
                     crop = cut_crop(out, face, face_size=self.working_size(face))
                 with timed(timings, "swap"):
                     result = self.swapper.swap(source, crop)
-                self.finish_face(pixels, crop, result, timings, into=out, colour=colour)
+                comp = None
+                if check_expression:
+                    result, comp = self.check_expression(crop, source, result, timings, colour)
+                self.finish_face(pixels, crop, result, timings, into=out, colour=colour, comp=comp)
         return self.enhance(out, [face for face, _ in chosen], timings)
 
     def swap_faces(
@@ -359,7 +413,7 @@ class FaceSwapper:
         timings = {} if timings is None else timings
         order = sorted(indices, key=lambda k: faces[k].bbox.area)
         chosen = [(faces[i], self.choose_source(sources, faces[i])) for i in order]
-        out = self.swap_many(pixels, chosen, timings)
+        out = self.swap_many(pixels, chosen, timings, check_expression=self.options.expression_check)
         swapped = []
         for i, (face, source) in zip(order, chosen):
             gap = float(np.hypot(source.face.pose.yaw - face.pose.yaw, source.face.pose.pitch - face.pose.pitch))

@@ -478,11 +478,69 @@ def test_transfer_shape_takes_the_fitted_source_on_the_stable_points(real_meshes
     fitted = apply_similarity(s, *procrustes(s[stable], t[stable]))
     eyes = float(np.linalg.norm(t[topo.RIGHT_IRIS[0], :2] - t[topo.LEFT_IRIS[0], :2]))
 
-    new = transfer_shape(t, s)
+    new = transfer_shape(t, s, surround=0.0)
 
     assert np.linalg.norm(new[stable] - fitted[stable], axis=1).max() < 0.01 * eyes
     # and the shape did change: two people's faces differ by a few % of the eye distance
     assert np.linalg.norm(t[stable] - fitted[stable], axis=1).mean() > 0.01 * eyes
+    # with the skin around the lips and eyes following them, the outline of
+    # the face is still the source's (the jaw beside a wide-open mouth moves
+    # by about 1 % of the eye distance)
+    outline = topo.face_oval()
+    spread = transfer_shape(t, s)
+    assert np.linalg.norm(spread[outline] - fitted[outline], axis=1).max() < 0.03 * eyes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, source", PAIRS)
+def test_the_skin_around_the_mouth_follows_the_targets_lips(real_meshes, target, source):
+    """Beside each mouth corner the new skin moves with the corner (a smile
+    pulls the cheeks with it), instead of staying where the source's resting
+    face has it; far from the mouth nothing moves."""
+    t, s = real_meshes[target], real_meshes[source]
+    rigid, spread = transfer_shape(t, s, surround=0.0), transfer_shape(t, s)
+    eyes = float(np.linalg.norm(t[topo.RIGHT_IRIS[0], :2] - t[topo.LEFT_IRIS[0], :2]))
+    fitted = apply_similarity(s, *procrustes(s[topo.stable_points()], t[topo.stable_points()]))
+    # mesh points just outside the mouth corners (image left, image right)
+    checked = 0
+    for corner, beside in ((topo.MOUTH_CORNER_RIGHT, 57), (topo.MOUTH_CORNER_LEFT, 287)):
+        corner_moved = rigid[corner, :2] - fitted[corner, :2]
+        followed = spread[beside, :2] - rigid[beside, :2]
+        if np.linalg.norm(corner_moved) > 0.03 * eyes:  # the target's corner is elsewhere than the source's
+            # the skin beside the corner moved the same way as the corner, by at least a third of it
+            assert float(followed @ corner_moved) / float(corner_moved @ corner_moved) > 0.33
+            checked += 1
+    assert checked >= 1  # every pair differs at one corner at least (measured: 3 % to 10 % of the eye distance)
+    np.testing.assert_allclose(spread[topo.FOREHEAD_TOP], rigid[topo.FOREHEAD_TOP], atol=0.005 * eyes)
+    # the lips and eyes themselves are the same either way
+    np.testing.assert_allclose(spread[topo.lips_block()], rigid[topo.lips_block()], atol=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("factor", [0.8, 1.15])
+def test_transfer_shape_stretches_only_the_mouth_width(real_meshes, factor):
+    t, s = real_meshes["happy"], real_meshes["biden"]
+    plain, wide = transfer_shape(t, s), transfer_shape(t, s, mouth_width=factor)
+    a, b = expression_ratios(plain), expression_ratios(wide)
+    assert b.mouth_width == pytest.approx(a.mouth_width * factor, rel=1e-3)
+    assert b.mouth_open == pytest.approx(a.mouth_open, abs=1e-3)
+    assert b.eye_open == pytest.approx(a.eye_open, abs=1e-6)
+    others = np.setdiff1d(np.arange(478), topo.lips_block())
+    np.testing.assert_allclose(wide[others], plain[others], atol=1e-4)
+
+
+def test_scale_mouth_width_of_a_flat_mouth():
+    from faceweave.geometry.shape import scale_mouth_width
+
+    mesh = np.zeros((478, 3), np.float32)
+    mesh[topo.lips_block(), 0] = np.linspace(-10.0, 10.0, len(topo.lips_block()))
+    mesh[topo.lips_block(), 1] = 3.0 * np.sign(mesh[topo.lips_block(), 0])  # heights stay
+    mesh[topo.MOUTH_CORNER_RIGHT, :2] = (-10.0, 0.0)
+    mesh[topo.MOUTH_CORNER_LEFT, :2] = (10.0, 0.0)
+    out = scale_mouth_width(mesh, 1.5)
+    np.testing.assert_allclose(out[topo.lips_block(), 0], mesh[topo.lips_block(), 0] * 1.5, atol=1e-4)
+    np.testing.assert_allclose(out[topo.lips_block(), 1], mesh[topo.lips_block(), 1], atol=1e-4)
+    np.testing.assert_array_equal(scale_mouth_width(mesh, 1.0), mesh)
 
 
 @pytest.mark.slow

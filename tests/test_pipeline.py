@@ -330,3 +330,111 @@ def test_mask_options(swapper, path, masks):
     big = b.scaled(2.0)
     outside[max(int(big.y1), 0) : int(big.y2), max(int(big.x1), 0) : int(big.x2)] = False
     assert np.array_equal(result.image[outside], target[outside])
+
+
+# -- the expression check -------------------------------------------------------
+
+
+class _SeenMesh:
+    """A stand-in face mesh model that reads a fixed mesh off any picture."""
+
+    def __init__(self, mesh):
+        self.mesh, self.calls = mesh, 0
+
+    def landmarks(self, rgb, box):
+        self.calls += 1
+        return None if self.mesh is None else self.mesh.copy()
+
+
+class _CountingSwapper:
+    """Wraps the mesh swapper and records the ``mouth_width`` of each call."""
+
+    name = "mesh"
+    adjusts_expression = True
+
+    def __init__(self, inner):
+        self.inner, self.widths = inner, []
+
+    def swap(self, source, target, *, mouth_width=1.0):
+        self.widths.append(mouth_width)
+        return self.inner.swap(source, target, mouth_width=mouth_width)
+
+
+def _widened(mesh, factor):
+    from faceweave.geometry.shape import scale_mouth_width
+
+    return scale_mouth_width(mesh, factor)
+
+
+@pytest.mark.parametrize(
+    "seen_factor, expect_calls",
+    [
+        (1.0, []),  # read as the target's: nothing more to do
+        (0.9, [pytest.approx((1 / 0.9) ** 1.7, rel=1e-3)]),  # read narrower: widened, more than the gap
+        (1.5, [0.75]),  # far too wide: narrowed, within the limits
+    ],
+)
+def test_check_expression_corrects_the_mouth_width_it_reads(swapper, path, seen_factor, expect_calls, monkeypatch):
+    from faceweave.pipeline import EXPRESSION_GAIN, cut_crop
+
+    assert EXPRESSION_GAIN == 1.7
+    pixels = read_image(path(COLLINS)).pixels
+    face = swapper.find_faces(pixels)[0]
+    (source,) = swapper.load_sources([path(BIDEN)])
+    crop = cut_crop(pixels, face, face_size=swapper.working_size(face))
+    counting = _CountingSwapper(swapper.swapper)
+    seen = _SeenMesh(_widened(crop.mesh, seen_factor))
+    monkeypatch.setattr(swapper, "swapper", counting)
+    monkeypatch.setattr(swapper.analyser, "mesher", seen)
+    first = counting.swap(source, crop)
+    counting.widths.clear()
+
+    out, comp = swapper.check_expression(crop, source, first, {})
+
+    assert seen.calls == 1
+    assert counting.widths == expect_calls
+    if expect_calls:
+        assert comp is None and out is not first  # made again: its composite is made by finish_face
+    else:
+        assert comp is not None and out is first  # the composite already made is used
+
+
+def test_check_expression_leaves_other_swappers_and_unread_faces_alone(swapper, path, monkeypatch):
+    from faceweave.pipeline import cut_crop
+
+    pixels = read_image(path(COLLINS)).pixels
+    face = swapper.find_faces(pixels)[0]
+    (source,) = swapper.load_sources([path(BIDEN)])
+    crop = cut_crop(pixels, face, face_size=swapper.working_size(face))
+    first = swapper.swapper.swap(source, crop)
+    # the face mesh finds nothing in the result: keep it
+    monkeypatch.setattr(swapper.analyser, "mesher", _SeenMesh(None))
+    out, comp = swapper.check_expression(crop, source, first, {})
+    assert out is first and comp is not None
+    # a swapper that cannot stretch the mouth (a neural model) is not checked at all
+    seen = _SeenMesh(crop.mesh)
+    monkeypatch.setattr(swapper.analyser, "mesher", seen)
+    monkeypatch.setattr(swapper.swapper, "adjusts_expression", False, raising=False)
+    out, comp = swapper.check_expression(crop, source, first, {})
+    assert out is first and comp is None and seen.calls == 0
+
+
+def test_the_expression_check_brings_the_mouth_width_read_off_the_result_closer(path, faces_dir):
+    """On real pairs whose mouth reads off by more than the tolerance, the
+    checked swap reads closer to the target's mouth width than the unchecked
+    one; both keep the identity moved towards the source."""
+    from faceweave.geometry.expression import expression_ratios
+
+    pairs = [("identity/robert_downey_jr/rd_d1.jpeg", "single/astronaut_eileen_collins.png"),
+             ("identity/katy_perry/df_img43.jpg", "identity/robert_downey_jr/rd_d3.jpeg")]
+    errors = {True: [], False: []}
+    with FaceSwapper(SwapOptions(expression_check=False)) as plain, FaceSwapper(SwapOptions(expression_check=True)) as checked:
+        for src, tgt in pairs:
+            target = read_image(path(tgt)).pixels
+            face = max(plain.find_faces(target), key=lambda f: f.bbox.area)
+            want = expression_ratios(face.mesh).mouth_width
+            for check, model in ((False, plain), (True, checked)):
+                image = model.swap([path(src)], target).image
+                found = max(model.analyser.analyse(np.ascontiguousarray(image)), key=lambda f: f.bbox.iou(face.bbox))
+                errors[check].append(abs(expression_ratios(found.mesh).mouth_width - want))
+    assert sum(errors[True]) < sum(errors[False])

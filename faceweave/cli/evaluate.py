@@ -28,6 +28,7 @@ def evaluate_command(
     max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).")] = None,
     no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.")] = False,
     no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.")] = False,
+    no_expression_check: Annotated[bool, typer.Option("--no-expression-check", help="Photos: do not look at each new face again to correct its mouth width to the target's (saves one mesh inference and sometimes one swap per face).")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
     """Swap PAIRS source/target pairs from DATA_DIR, write the results to --out and print a summary."""
@@ -36,6 +37,7 @@ def evaluate_command(
         options = swap_options(
             working_size=working_size, max_pixels=max_pixels,
             occlusion=not no_occlusion, mouth_mask=not no_mouth_mask,
+            expression_check=not no_expression_check,
         )
         if data_dir.is_file():
             from faceweave.cli.common import refuse_video, target_is_video

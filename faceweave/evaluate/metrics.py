@@ -12,13 +12,12 @@ A metric that cannot be measured (an empty mask, no reference photos) returns
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import cv2
 import numpy as np
 
-from faceweave.geometry import topology as topo
+from faceweave.geometry.expression import ExpressionRatios, expression_ratios
 from faceweave.types import Pose
 
 #: PSNR reported when two images are identical over the compared pixels
@@ -114,44 +113,6 @@ def psnr(a: np.ndarray, b: np.ndarray, mask: np.ndarray | None = None, *, cap: f
 def pose_error(result: Pose, target: Pose) -> float:
     """Largest absolute difference, in degrees, of yaw, pitch and roll."""
     return float(max(abs(result.yaw - target.yaw), abs(result.pitch - target.pitch), abs(result.roll - target.roll)))
-
-
-@dataclass(frozen=True)
-class ExpressionRatios:
-    """Mouth and eye openings divided by the distance between the iris centres.
-
-    ``mouth_open``: inner lips 13-14; ``mouth_width``: mouth corners 61-291;
-    ``eye_open``: mean of the lid gaps 159-145 and 386-374.
-    """
-
-    mouth_open: float
-    mouth_width: float
-    eye_open: float
-
-    def as_tuple(self) -> tuple[float, float, float]:
-        return (self.mouth_open, self.mouth_width, self.eye_open)
-
-
-def expression_ratios(mesh: np.ndarray) -> ExpressionRatios:
-    """:class:`ExpressionRatios` of a ``(478, 2+)`` refined mesh, from the x, y
-    image coordinates.  Raises ``ValueError`` when the iris centres coincide."""
-    p = np.asarray(mesh, dtype=np.float64)
-    if p.ndim != 2 or p.shape[0] != 478 or p.shape[1] < 2:
-        raise ValueError(f"mesh: expected (478, 2+), got {p.shape}")
-    p = p[:, :2]
-
-    def dist(i: int, j: int) -> float:
-        return float(np.linalg.norm(p[i] - p[j]))
-
-    eyes = dist(int(topo.RIGHT_IRIS[0]), int(topo.LEFT_IRIS[0]))
-    if eyes <= 1e-6:
-        raise ValueError("mesh: the iris centres coincide")
-    eye_open = (dist(topo.RIGHT_EYE_UPPER, topo.RIGHT_EYE_LOWER) + dist(topo.LEFT_EYE_UPPER, topo.LEFT_EYE_LOWER)) / 2.0
-    return ExpressionRatios(
-        mouth_open=dist(topo.UPPER_LIP_INNER, topo.LOWER_LIP_INNER) / eyes,
-        mouth_width=dist(topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT) / eyes,
-        eye_open=eye_open / eyes,
-    )
 
 
 def expression_differences(result_mesh: np.ndarray, target_mesh: np.ndarray) -> ExpressionRatios:

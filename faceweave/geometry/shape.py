@@ -7,8 +7,41 @@ import numpy as np
 from faceweave.geometry import topology as topo
 from faceweave.geometry.align import apply_similarity, procrustes
 
+#: how far the lips' and eyes' expression offsets spread into the skin around
+#: them, as the Gaussian width over the mouth's (or eye's) own width
+SURROUND = 0.25
 
-def transfer_shape(target: np.ndarray, source: np.ndarray, *, amount: float = 1.0) -> np.ndarray:
+
+def _blocks() -> tuple[tuple[np.ndarray, tuple[int, int]], ...]:
+    """The moving blocks (lips, each eyelid loop with its iris) and the two
+    points whose distance is each block's width."""
+    return (
+        (topo.lips_block(), (topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT)),
+        (np.concatenate([topo.right_eye(), topo.RIGHT_IRIS]), (topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER)),
+        (np.concatenate([topo.left_eye(), topo.LEFT_IRIS]), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER)),
+    )
+
+
+def scale_mouth_width(mesh: np.ndarray, factor: float) -> np.ndarray:
+    """A copy of a ``(478, 3)`` mesh with the lips stretched along the line of
+    the mouth corners by ``factor`` about their midpoint (their height and
+    depth unchanged)."""
+    out = np.array(mesh, np.float64)
+    lips = topo.lips_block()
+    a, b = out[topo.MOUTH_CORNER_RIGHT, :2], out[topo.MOUTH_CORNER_LEFT, :2]
+    length = float(np.linalg.norm(b - a))
+    if length <= 1e-6 or factor == 1.0:
+        return out.astype(np.float32)
+    u = (b - a) / length
+    rel = out[lips, :2] - (a + b) / 2.0
+    out[lips, :2] += np.outer((factor - 1.0) * (rel @ u), u)
+    return out.astype(np.float32)
+
+
+def transfer_shape(
+    target: np.ndarray, source: np.ndarray, *, amount: float = 1.0, surround: float = SURROUND,
+    mouth_width: float = 1.0,
+) -> np.ndarray:
     """A new ``(478, 3)`` mesh with the source's face shape in the target's pose.
 
     The source mesh is fitted onto the target with a 3D similarity on stable
@@ -17,21 +50,44 @@ def transfer_shape(target: np.ndarray, source: np.ndarray, *, amount: float = 1.
     points moved as blocks: shifted by their mean offset and scaled about
     their centre by the change of the distance between the eyes, so that the
     target's expression (mouth and eye opening, mouth width, all relative to
-    the eye distance) stays.  ``amount`` in ``[0, 1]`` blends from the
-    target's shape (0) to the source's (1).
+    the eye distance) stays.
+
+    The skin around the lips and eyes follows them: each block's offset from
+    the fitted source spreads to the points around it, falling off as a
+    Gaussian ``surround`` times the mouth's (eye's) width wide.  Without it a
+    wide smile sits in the source's resting cheeks, whose texture then shows
+    the source's mouth corners.  ``mouth_width`` stretches the new lips along
+    the line of the mouth corners (a correction after the result has been
+    looked at, see :class:`faceweave.pipeline.FaceSwapper`).  ``amount`` in
+    ``[0, 1]`` blends from the target's shape (0) to the source's (1).
     """
     target = np.asarray(target, np.float64)
     stable = topo.stable_points()
     s, r, t = procrustes(np.asarray(source, np.float64)[stable], target[stable])
     fitted = apply_similarity(source, s, r, t).astype(np.float64)
     new = fitted.copy()
-    eyes = (np.concatenate([topo.right_eye(), topo.RIGHT_IRIS]), np.concatenate([topo.left_eye(), topo.LEFT_IRIS]))
+    blocks = _blocks()
 
     def eye_distance(mesh: np.ndarray) -> float:
-        return float(np.linalg.norm(mesh[eyes[0]].mean(axis=0) - mesh[eyes[1]].mean(axis=0)))
+        return float(np.linalg.norm(mesh[blocks[1][0]].mean(axis=0) - mesh[blocks[2][0]].mean(axis=0)))
 
     k = eye_distance(fitted) / max(eye_distance(target), 1e-6)
-    for block in (topo.lips_block(), *eyes):
+    for block, _ in blocks:
         centre_t = target[block].mean(axis=0)
         new[block] = fitted[block].mean(axis=0) + k * (target[block] - centre_t)
+    if surround > 0:
+        moving = np.concatenate([b for b, _ in blocks])
+        free = np.setdiff1d(np.arange(len(new)), moving)
+        shift = np.zeros((len(free), 3))
+        for block, (i, j) in blocks:
+            offset = new[block] - fitted[block]
+            sigma = surround * max(float(np.linalg.norm(fitted[i, :2] - fitted[j, :2])), 1e-6)
+            w = np.exp(-((fitted[free, None, :2] - fitted[None, block, :2]) ** 2).sum(-1) / (2.0 * sigma**2))
+            # the weighted mean offset of the block's points, faded by the distance to the nearest
+            shift += (w @ offset) / np.maximum(w.sum(axis=1), 1e-12)[:, None] * w.max(axis=1)[:, None]
+        new[free] += shift
+    if mouth_width != 1.0:
+        # the lips alone: the skin around them keeps its place, so that the
+        # corners move against the texture beside them
+        new = scale_mouth_width(new, mouth_width).astype(np.float64)
     return (target + amount * (new - target)).astype(np.float32)
