@@ -17,8 +17,11 @@ from faceweave.swappers.base import AlignedCrop, SwapOutput
 
 
 #: sizes as fractions of the face size: erosion and feather of the face edge,
-#: length of the fade from the top of the forehead, scale of the shading
-EDGE_ERODE = 0.01
+#: length of the fade from the top of the forehead, scale of the shading.
+#: (No erosion of the face edge: the side inset and the trust ramp on the
+#: coverage keep it off the mesh's very edge; an erosion also widened the
+#: line between the lips where the target shows, which cost identity.)
+EDGE_ERODE = 0.0
 EDGE_FEATHER = 0.015
 FOREHEAD_FADE = 0.08
 SHADING_SIGMA = 0.12
@@ -239,7 +242,7 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     keep = np.maximum(np.maximum(features, beard), middle)
     # the mesh outline runs along the very edge of the face, where background,
     # ears or hair show in the source: only the face well inside it is trusted
-    inside = masks.feather(masks.polygon_mask(size, mesh[topo.face_oval()]), erode=0.025 * fs, blur=0.015 * fs)
+    inside = masks.feather(masks.polygon_mask(size, mesh[topo.face_oval()]), erode=0.0235 * fs, blur=0.015 * fs)
     clean = (np.maximum(free, keep) * inside).astype(np.float32)
     return cv2.resize(clean, full, interpolation=cv2.INTER_LINEAR)
 
@@ -369,7 +372,7 @@ def composite(
         if out.source_clean is not None:
             occ = np.minimum(occ, _half(out.source_clean))
         occ = cv2.morphologyEx(occ, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3)))
-        occlusion = masks.feather(occ, erode=0.01 * fs, blur=0.012 * fs)
+        occlusion = masks.feather(occ, erode=0.008 * fs, blur=0.012 * fs)
     if person_mask is not None:
         person = _half(person_mask)
         occlusion = masks.combine(occlusion, person) if occlusion is not None else person

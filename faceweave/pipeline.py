@@ -24,7 +24,7 @@ from faceweave.blend import match_detail, paste_back
 from faceweave.color import ColourMatch
 from faceweave.errors import InputError, NoFaceError
 from faceweave.geometry.align import crop_matrix, transform_points
-from faceweave.geometry.expression import expression_ratios
+from faceweave.geometry.expression import ExpressionCorrection, expression_ratios, next_correction
 from faceweave.io import image_from_array, read_image
 from faceweave.masks import SelfieSegmenter
 from faceweave.options import SwapOptions
@@ -40,13 +40,13 @@ ImageInput = Union[str, os.PathLike, bytes, Image, np.ndarray]
 CROP_MARGIN = 1.8
 #: smallest face size in a working crop, pixels
 MIN_WORKING_SIZE = 96
-#: the expression check: a mouth width (over the eye distance) read this far
-#: from the target's is corrected; the correction is the ratio raised to
-#: EXPRESSION_GAIN (the width read off a face follows its geometry less than
-#: one to one) and kept within EXPRESSION_LIMITS
+#: the expression check: a ratio (over the eye distance) read this far from
+#: the target's is corrected, with this gain (the reading follows the
+#: geometry less than one to one), in at most this many rounds; the eyes too
 EXPRESSION_TOLERANCE = 0.01
 EXPRESSION_GAIN = 1.7
-EXPRESSION_LIMITS = (0.75, 1.3)
+EXPRESSION_ROUNDS = 1
+EXPRESSION_EYES = True
 
 
 def cut_crop(pixels: np.ndarray, face: Face, *, face_size: int) -> AlignedCrop:
@@ -306,35 +306,47 @@ class FaceSwapper:
         self, crop: AlignedCrop, source: SourceFace, out: SwapOutput, timings: dict[str, float],
         colour: ColourMatch | None = None,
     ) -> tuple[SwapOutput, Composite | None]:
-        """Look at the new face once and correct its mouth width.
+        """Look at the new face and correct how its expression reads.
 
-        The new geometry has the target's mouth width exactly, but the eye
-        reads the width off the texture: a source's smile crease that
+        The new geometry has the target's mouth and eye ratios exactly, but
+        the eye reads them off the texture: a source's smile crease that
         continues the line of the lips reads as a wider mouth, a moustache
-        over the corners as a narrower one.  The composited face is measured
-        again with the face mesh; when the mouth width (over the eye
-        distance) differs from the target's by more than
-        :data:`EXPRESSION_TOLERANCE`, the face is made again with the lips
-        stretched or narrowed to make up for it.  Returns the output to use,
-        and its composite when it is still valid (no correction was needed).
-        Only swappers that take a ``mouth_width`` (the mesh swapper) are
-        checked; costs one mesh inference, plus one more swap when corrected."""
+        over the corners as a narrower one, heavy lids as half-closed eyes.
+        The composited face is measured again with the face mesh; while a
+        ratio (mouth width, mouth opening, eye opening, over the eye
+        distance) reads more than :data:`EXPRESSION_TOLERANCE` away from the
+        target's, the face is made again with its lips and lids changed to
+        make up for it (:func:`faceweave.geometry.expression.next_correction`),
+        at most :data:`EXPRESSION_ROUNDS` times.  Returns the output to use and
+        its composite.  Only swappers that take a ``correction`` (the mesh
+        swapper) are checked; each round costs one mesh inference, a swap
+        and a composite."""
         if not getattr(self.swapper, "adjusts_expression", False):
             return out, None
         comp = self._composite(crop, out, timings, colour)
-        with timed(timings, "expression"):
-            seen = self.analyser.mesher.landmarks(comp.pixels, mesh_box(out.mesh))
-        if seen is None:
-            return out, comp
         try:
-            want, got = expression_ratios(crop.mesh).mouth_width, expression_ratios(seen).mouth_width
+            want = expression_ratios(crop.mesh)
         except ValueError:  # a degenerate mesh: nothing to correct against
             return out, comp
-        if abs(want - got) <= EXPRESSION_TOLERANCE or got <= 1e-6:
-            return out, comp
-        factor = float(np.clip((want / got) ** EXPRESSION_GAIN, *EXPRESSION_LIMITS))
-        with timed(timings, "swap"):
-            return self.swapper.swap(source, crop, mouth_width=factor), None
+        correction = ExpressionCorrection()
+        for _ in range(EXPRESSION_ROUNDS):
+            with timed(timings, "expression"):
+                seen = self.analyser.mesher.landmarks(comp.pixels, mesh_box(out.mesh))
+            if seen is None:
+                break
+            try:
+                got = expression_ratios(seen)
+            except ValueError:
+                break
+            correction = next_correction(
+                correction, want, got, tolerance=EXPRESSION_TOLERANCE, gain=EXPRESSION_GAIN, eyes=EXPRESSION_EYES
+            )
+            if correction is None:
+                break
+            with timed(timings, "swap"):
+                out = self.swapper.swap(source, crop, correction=correction)
+            comp = self._composite(crop, out, timings, colour)
+        return out, comp
 
     def _swap_batched(
         self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float],

@@ -519,8 +519,10 @@ def test_the_skin_around_the_mouth_follows_the_targets_lips(real_meshes, target,
 @pytest.mark.slow
 @pytest.mark.parametrize("factor", [0.8, 1.15])
 def test_transfer_shape_stretches_only_the_mouth_width(real_meshes, factor):
+    from faceweave.geometry.expression import ExpressionCorrection
+
     t, s = real_meshes["happy"], real_meshes["biden"]
-    plain, wide = transfer_shape(t, s), transfer_shape(t, s, mouth_width=factor)
+    plain, wide = transfer_shape(t, s), transfer_shape(t, s, correction=ExpressionCorrection(mouth_width=factor))
     a, b = expression_ratios(plain), expression_ratios(wide)
     assert b.mouth_width == pytest.approx(a.mouth_width * factor, rel=1e-3)
     assert b.mouth_open == pytest.approx(a.mouth_open, abs=1e-3)
@@ -529,20 +531,46 @@ def test_transfer_shape_stretches_only_the_mouth_width(real_meshes, factor):
     np.testing.assert_allclose(wide[others], plain[others], atol=1e-4)
 
 
-def test_scale_mouth_width_of_a_flat_mouth():
-    from faceweave.geometry.shape import scale_mouth_width
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["happy", "biden"])  # an open smile, a closed mouth
+def test_corrections_of_mouth_opening_and_eyes(real_meshes, target):
+    from faceweave.geometry.expression import ExpressionCorrection, apply_correction
 
-    mesh = np.zeros((478, 3), np.float32)
-    mesh[topo.lips_block(), 0] = np.linspace(-10.0, 10.0, len(topo.lips_block()))
-    mesh[topo.lips_block(), 1] = 3.0 * np.sign(mesh[topo.lips_block(), 0])  # heights stay
-    mesh[topo.MOUTH_CORNER_RIGHT, :2] = (-10.0, 0.0)
-    mesh[topo.MOUTH_CORNER_LEFT, :2] = (10.0, 0.0)
-    out = scale_mouth_width(mesh, 1.5)
-    np.testing.assert_allclose(out[topo.lips_block(), 0], mesh[topo.lips_block(), 0] * 1.5, atol=1e-4)
-    np.testing.assert_allclose(out[topo.lips_block(), 1], mesh[topo.lips_block(), 1], atol=1e-4)
-    np.testing.assert_array_equal(scale_mouth_width(mesh, 1.0), mesh)
+    mesh = real_meshes[target]
+    before = expression_ratios(mesh)
+    opened = expression_ratios(apply_correction(mesh, ExpressionCorrection(mouth_open=0.05)))
+    assert opened.mouth_open == pytest.approx(before.mouth_open + 0.05, abs=2e-3)
+    assert opened.mouth_width == pytest.approx(before.mouth_width, abs=1e-3)  # the corners stay
+    # a mouth cannot close past shut
+    shut = expression_ratios(apply_correction(mesh, ExpressionCorrection(mouth_open=-1.0)))
+    assert shut.mouth_open == pytest.approx(0.0, abs=0.01)
+    eyes = expression_ratios(apply_correction(mesh, ExpressionCorrection(eye_open=1.2)))
+    # the lid gaps (measured point to point, not only across the eye) open by nearly the factor
+    assert before.eye_open * 1.12 < eyes.eye_open <= before.eye_open * 1.2 + 1e-6
+    assert eyes.mouth_open == before.mouth_open and eyes.mouth_width == before.mouth_width
+    np.testing.assert_array_equal(apply_correction(mesh, ExpressionCorrection()), np.asarray(mesh, np.float32))
 
 
+def test_next_correction_moves_towards_what_is_wanted_and_stops_within_tolerance():
+    from faceweave.geometry.expression import ExpressionCorrection, ExpressionRatios, next_correction
+
+    want = ExpressionRatios(mouth_open=0.10, mouth_width=0.90, eye_open=0.11)
+    none = ExpressionCorrection()
+    assert next_correction(none, want, want, tolerance=0.01, gain=1.7) is None
+    seen = ExpressionRatios(mouth_open=0.05, mouth_width=1.00, eye_open=0.095)
+    step = next_correction(none, want, seen, tolerance=0.01, gain=1.7)
+    assert step.mouth_width == pytest.approx((0.9 / 1.0) ** 1.7)  # read too wide: narrowed
+    assert step.mouth_open == pytest.approx(1.7 * 0.05)  # read too shut: opened
+    assert step.eye_open == pytest.approx((0.11 / 0.095) ** 1.7)  # read too narrow: opened
+    # corrections build on the current one and stay within their limits
+    again = next_correction(step, want, seen, tolerance=0.01, gain=1.7)
+    assert again.mouth_width == 0.75 and again.mouth_open == pytest.approx(0.15)  # 0.84 ** 2 = 0.70, limited
+    assert again.eye_open == 1.33  # 1.28 ** 2 = 1.65, limited
+    # the eyes can be left alone; a closed eye is not divided by
+    only_mouth = next_correction(none, want, seen, tolerance=0.01, gain=1.7, eyes=False)
+    assert only_mouth.eye_open == 1.0
+    closed = ExpressionRatios(mouth_open=0.10, mouth_width=0.90, eye_open=0.0)  # seen shut: left alone
+    assert next_correction(none, want, closed, tolerance=0.01, gain=1.7) is None
 @pytest.mark.slow
 @pytest.mark.parametrize("target, source", PAIRS)
 def test_transfer_shape_keeps_the_targets_head_pose(real_meshes, target, source):

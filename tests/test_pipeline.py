@@ -347,37 +347,37 @@ class _SeenMesh:
 
 
 class _CountingSwapper:
-    """Wraps the mesh swapper and records the ``mouth_width`` of each call."""
+    """Wraps the mesh swapper and records the ``correction`` of each call."""
 
     name = "mesh"
     adjusts_expression = True
 
     def __init__(self, inner):
-        self.inner, self.widths = inner, []
+        self.inner, self.corrections = inner, []
 
-    def swap(self, source, target, *, mouth_width=1.0):
-        self.widths.append(mouth_width)
-        return self.inner.swap(source, target, mouth_width=mouth_width)
+    def swap(self, source, target, *, correction=None):
+        self.corrections.append(correction)
+        return self.inner.swap(source, target, correction=correction)
 
 
 def _widened(mesh, factor):
-    from faceweave.geometry.shape import scale_mouth_width
+    from faceweave.geometry.expression import ExpressionCorrection, apply_correction
 
-    return scale_mouth_width(mesh, factor)
+    return apply_correction(mesh, ExpressionCorrection(mouth_width=factor))
 
 
 @pytest.mark.parametrize(
-    "seen_factor, expect_calls",
+    "seen_factor, expect_width",
     [
-        (1.0, []),  # read as the target's: nothing more to do
-        (0.9, [pytest.approx((1 / 0.9) ** 1.7, rel=1e-3)]),  # read narrower: widened, more than the gap
-        (1.5, [0.75]),  # far too wide: narrowed, within the limits
+        (1.0, None),  # read as the target's: nothing more to do
+        (0.9, pytest.approx((1 / 0.9) ** 1.7, rel=1e-3)),  # read narrower: widened, more than the gap
+        (1.5, 0.75),  # far too wide: narrowed, within the limits
     ],
 )
-def test_check_expression_corrects_the_mouth_width_it_reads(swapper, path, seen_factor, expect_calls, monkeypatch):
-    from faceweave.pipeline import EXPRESSION_GAIN, cut_crop
+def test_check_expression_corrects_the_mouth_width_it_reads(swapper, path, seen_factor, expect_width, monkeypatch):
+    from faceweave.pipeline import EXPRESSION_GAIN, EXPRESSION_ROUNDS, cut_crop
 
-    assert EXPRESSION_GAIN == 1.7
+    assert EXPRESSION_GAIN == 1.7 and EXPRESSION_ROUNDS == 1
     pixels = read_image(path(COLLINS)).pixels
     face = swapper.find_faces(pixels)[0]
     (source,) = swapper.load_sources([path(BIDEN)])
@@ -387,16 +387,19 @@ def test_check_expression_corrects_the_mouth_width_it_reads(swapper, path, seen_
     monkeypatch.setattr(swapper, "swapper", counting)
     monkeypatch.setattr(swapper.analyser, "mesher", seen)
     first = counting.swap(source, crop)
-    counting.widths.clear()
+    counting.corrections.clear()
 
     out, comp = swapper.check_expression(crop, source, first, {})
 
-    assert seen.calls == 1
-    assert counting.widths == expect_calls
-    if expect_calls:
-        assert comp is None and out is not first  # made again: its composite is made by finish_face
+    assert seen.calls == 1 and comp is not None
+    if expect_width is None:
+        assert counting.corrections == [] and out is first  # its composite is the one made to look at it
     else:
-        assert comp is not None and out is first  # the composite already made is used
+        (correction,) = counting.corrections
+        assert correction.mouth_width == expect_width
+        # the mouth opening and the eyes read as the target's: left alone
+        assert correction.mouth_open == 0.0 and correction.eye_open == 1.0
+        assert out is not first
 
 
 def test_check_expression_leaves_other_swappers_and_unread_faces_alone(swapper, path, monkeypatch):
@@ -411,7 +414,7 @@ def test_check_expression_leaves_other_swappers_and_unread_faces_alone(swapper, 
     monkeypatch.setattr(swapper.analyser, "mesher", _SeenMesh(None))
     out, comp = swapper.check_expression(crop, source, first, {})
     assert out is first and comp is not None
-    # a swapper that cannot stretch the mouth (a neural model) is not checked at all
+    # a swapper that cannot change the lips (a neural model) is not checked at all
     seen = _SeenMesh(crop.mesh)
     monkeypatch.setattr(swapper.analyser, "mesher", seen)
     monkeypatch.setattr(swapper.swapper, "adjusts_expression", False, raising=False)
@@ -422,7 +425,7 @@ def test_check_expression_leaves_other_swappers_and_unread_faces_alone(swapper, 
 def test_the_expression_check_brings_the_mouth_width_read_off_the_result_closer(path, faces_dir):
     """On real pairs whose mouth reads off by more than the tolerance, the
     checked swap reads closer to the target's mouth width than the unchecked
-    one; both keep the identity moved towards the source."""
+    one."""
     from faceweave.geometry.expression import expression_ratios
 
     pairs = [("identity/robert_downey_jr/rd_d1.jpeg", "single/astronaut_eileen_collins.png"),

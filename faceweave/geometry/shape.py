@@ -6,6 +6,7 @@ import numpy as np
 
 from faceweave.geometry import topology as topo
 from faceweave.geometry.align import apply_similarity, procrustes
+from faceweave.geometry.expression import ExpressionCorrection, apply_correction
 
 #: how far the lips' and eyes' expression offsets spread into the skin around
 #: them, as the Gaussian width over the mouth's (or eye's) own width
@@ -22,25 +23,9 @@ def _blocks() -> tuple[tuple[np.ndarray, tuple[int, int]], ...]:
     )
 
 
-def scale_mouth_width(mesh: np.ndarray, factor: float) -> np.ndarray:
-    """A copy of a ``(478, 3)`` mesh with the lips stretched along the line of
-    the mouth corners by ``factor`` about their midpoint (their height and
-    depth unchanged)."""
-    out = np.array(mesh, np.float64)
-    lips = topo.lips_block()
-    a, b = out[topo.MOUTH_CORNER_RIGHT, :2], out[topo.MOUTH_CORNER_LEFT, :2]
-    length = float(np.linalg.norm(b - a))
-    if length <= 1e-6 or factor == 1.0:
-        return out.astype(np.float32)
-    u = (b - a) / length
-    rel = out[lips, :2] - (a + b) / 2.0
-    out[lips, :2] += np.outer((factor - 1.0) * (rel @ u), u)
-    return out.astype(np.float32)
-
-
 def transfer_shape(
     target: np.ndarray, source: np.ndarray, *, amount: float = 1.0, surround: float = SURROUND,
-    mouth_width: float = 1.0,
+    correction: ExpressionCorrection | None = None,
 ) -> np.ndarray:
     """A new ``(478, 3)`` mesh with the source's face shape in the target's pose.
 
@@ -56,9 +41,10 @@ def transfer_shape(
     the fitted source spreads to the points around it, falling off as a
     Gaussian ``surround`` times the mouth's (eye's) width wide.  Without it a
     wide smile sits in the source's resting cheeks, whose texture then shows
-    the source's mouth corners.  ``mouth_width`` stretches the new lips along
-    the line of the mouth corners (a correction after the result has been
-    looked at, see :class:`faceweave.pipeline.FaceSwapper`).  ``amount`` in
+    the source's mouth corners.  ``correction`` then changes the new lips
+    and eyelids alone (:func:`faceweave.geometry.expression.apply_correction`;
+    made after the finished face has been looked at, see
+    :meth:`faceweave.pipeline.FaceSwapper.check_expression`).  ``amount`` in
     ``[0, 1]`` blends from the target's shape (0) to the source's (1).
     """
     target = np.asarray(target, np.float64)
@@ -86,8 +72,8 @@ def transfer_shape(
             # the weighted mean offset of the block's points, faded by the distance to the nearest
             shift += (w @ offset) / np.maximum(w.sum(axis=1), 1e-12)[:, None] * w.max(axis=1)[:, None]
         new[free] += shift
-    if mouth_width != 1.0:
-        # the lips alone: the skin around them keeps its place, so that the
-        # corners move against the texture beside them
-        new = scale_mouth_width(new, mouth_width).astype(np.float64)
+    if correction is not None and not correction.is_none:
+        # the lips and lids alone: the skin around them keeps its place, so
+        # that the corners move against the texture beside them
+        new = apply_correction(new, correction).astype(np.float64)
     return (target + amount * (new - target)).astype(np.float32)

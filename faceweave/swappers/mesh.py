@@ -23,6 +23,7 @@ import numpy as np
 
 from faceweave.analysis.pose import head_pose
 from faceweave.geometry import topology as topo
+from faceweave.geometry.expression import ExpressionCorrection
 from faceweave.geometry.shape import transfer_shape
 from faceweave.geometry.warp import (
     ellipse_ring,
@@ -106,7 +107,7 @@ class MeshSwapper:
     """Shape-aware texture swap on mediapipe's 478-point mesh."""
 
     name = "mesh"
-    #: :meth:`swap` takes ``mouth_width`` (see :meth:`faceweave.pipeline.FaceSwapper.check_expression`)
+    #: :meth:`swap` takes a ``correction`` (see :meth:`faceweave.pipeline.FaceSwapper.check_expression`)
     adjusts_expression = True
 
     def __init__(self, *, shape_transfer: float = 1.0) -> None:
@@ -121,13 +122,15 @@ class MeshSwapper:
     def close(self) -> None:
         """Nothing to release: the mesh swapper holds no model."""
 
-    def swap(self, source: SourceFace, target: AlignedCrop, *, mouth_width: float = 1.0) -> SwapOutput:
-        """``mouth_width``: stretch the new lips along the line of their
-        corners by this factor (the pipeline's expression check)."""
+    def swap(
+        self, source: SourceFace, target: AlignedCrop, *, correction: ExpressionCorrection | None = None
+    ) -> SwapOutput:
+        """``correction``: changes to the new lips and eyelids (the
+        pipeline's expression check)."""
         size = target.size
         texture = source.prepared if source.prepared is not None else source_texture(source.crop.mesh)
         amount = self.shape_transfer * shape_confidence(source.face.pose.yaw, head_pose(target.mesh).yaw)
-        new_mesh = transfer_shape(target.mesh, source.crop.mesh, amount=amount, mouth_width=mouth_width)
+        new_mesh = transfer_shape(target.mesh, source.crop.mesh, amount=amount, correction=correction)
         background, changed = self._reshape(target, new_mesh)
         face, coverage, clean = self._texture(source, texture, new_mesh, size, target.face_size)
         return SwapOutput(
