@@ -98,8 +98,10 @@ def match_blur(original: np.ndarray, new: np.ndarray, mask: np.ndarray, sel: np.
     when the photo is as sharp or sharper."""
     # blur is even over a face: on a large face a window in its middle says
     # as much as the whole, for a fraction of the cost
-    ys, xs = np.nonzero(sel)
-    cy, cx = int(ys.mean()), int(xs.mean())
+    moments = cv2.moments(sel.astype(np.uint8), binaryImage=True)
+    if moments["m00"] <= 0:
+        return new
+    cy, cx = int(moments["m01"] / moments["m00"]), int(moments["m10"] / moments["m00"])
     half = _BLUR_WINDOW // 2
     win = (slice(max(cy - half, 0), cy + half), slice(max(cx - half, 0), cx + half))
     o_luma, n_luma, w_sel = _luma(original[win]), _luma(new[win]), sel[win]
@@ -141,7 +143,10 @@ def match_detail(
     unchanged = frame if out is None else out
     if x2 <= x1 or y2 <= y1:
         return unchanged
-    m = cv2.warpAffine(mask.astype(np.float32), inv_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=0.0)
+    # both masks in one warp (two channels)
+    masks_in = mask.astype(np.float32) if blur_mask is None else cv2.merge([mask.astype(np.float32), blur_mask.astype(np.float32)])
+    warped = cv2.warpAffine(masks_in, inv_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=0.0)
+    m = warped if blur_mask is None else warped[..., 0]
     bx1, by1, bw, bh = cv2.boundingRect((m > 0.01).astype(np.uint8))
     if bw * bh < 64:
         return unchanged
@@ -151,12 +156,11 @@ def match_detail(
     orig = original[y1:y2, x1:x2].astype(np.float32)
     new = frame[y1:y2, x1:x2].astype(np.float32)
     sel = m > 0.5
-    if sel.sum() < 64:
+    if cv2.countNonZero(sel.astype(np.uint8)) < 64:
         return unchanged
     if blur_mask is not None:
-        whole = cv2.warpAffine(blur_mask.astype(np.float32), inv_roi, (x2 - x1 + bx1, y2 - y1 + by1), flags=cv2.INTER_LINEAR, borderValue=0.0)
-        whole = whole[by1:, bx1:][: y2 - y1, : x2 - x1]
-        if (whole > 0.5).sum() >= 64:
+        whole = np.ascontiguousarray(warped[by1:by2, bx1:bx2, 1])
+        if cv2.countNonZero((whole > 0.5).astype(np.uint8)) >= 64:
             new = match_blur(orig, new, whole, whole > 0.5)
 
     def band(x: np.ndarray) -> np.ndarray:
@@ -178,7 +182,10 @@ def match_detail(
     else:
         c = _smallest_step(qa, qb, qc)
     out = frame.copy() if out is None else out
-    out[y1:y2, x1:x2] = np.clip(new + c * direction + 0.5, 0, 255).astype(np.uint8)
+    if c != 0.0:
+        new += c * direction
+    new += 0.5  # round to the nearest
+    out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
     return out
 
 

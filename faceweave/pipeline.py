@@ -271,15 +271,13 @@ class FaceSwapper:
 
     def finish_face(
         self, pixels: np.ndarray, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float],
-        *, into: np.ndarray | None = None, colour: ColourMatch | None = None, comp: Composite | None = None,
+        *, into: np.ndarray | None = None, colour: ColourMatch | None = None,
     ) -> np.ndarray:
         """Masks, colour and blending of a swapper's output, pasted into the
         frame: a new frame, or written into ``into`` (a caller-owned copy of
         ``pixels`` that several faces are pasted into, so that a frame with
-        many faces is copied once).  ``comp``: the output's composite when
-        it has been made already (by :meth:`check_expression`)."""
-        if comp is None:
-            comp = self._composite(crop, out, timings, colour)
+        many faces is copied once)."""
+        comp = self._composite(crop, out, timings, colour)
         with timed(timings, "paste"):
             if into is None:
                 pasted = paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
@@ -305,38 +303,41 @@ class FaceSwapper:
     def check_expression(
         self, crop: AlignedCrop, source: SourceFace, out: SwapOutput, timings: dict[str, float],
         colour: ColourMatch | None = None,
-    ) -> tuple[SwapOutput, Composite | None]:
+    ) -> SwapOutput:
         """Look at the new face and correct how its expression reads.
 
         The new geometry has the target's mouth and eye ratios exactly, but
         the eye reads them off the texture: a source's smile crease that
         continues the line of the lips reads as a wider mouth, a moustache
         over the corners as a narrower one, heavy lids as half-closed eyes.
-        The composited face is measured again with the face mesh; while a
-        ratio (mouth width, mouth opening, eye opening, over the eye
-        distance) reads more than :data:`EXPRESSION_TOLERANCE` away from the
-        target's, the face is made again with its lips and lids changed to
-        make up for it (:func:`faceweave.geometry.expression.next_correction`),
-        at most :data:`EXPRESSION_ROUNDS` times.  Returns the output to use and
-        its composite.  Only swappers that take a ``correction`` (the mesh
-        swapper) are checked; each round costs one mesh inference, a swap
-        and a composite."""
+        The face is composited (without the occlusion test, a third of the
+        cost; the lips and lids read the same) and measured again with the
+        face mesh; while a ratio (mouth width, mouth opening, eye opening,
+        over the eye distance) reads more than :data:`EXPRESSION_TOLERANCE`
+        away from the target's, the face is made again with its lips and
+        lids changed to make up for it
+        (:func:`faceweave.geometry.expression.next_correction`), at most
+        :data:`EXPRESSION_ROUNDS` times.  Returns the output to use.  Only
+        swappers that take a ``correction`` (the mesh swapper) are checked;
+        a look costs a composite and a mesh inference, a correction one
+        more swap."""
         if not getattr(self.swapper, "adjusts_expression", False):
-            return out, None
-        comp = self._composite(crop, out, timings, colour)
+            return out
         try:
             want = expression_ratios(crop.mesh)
         except ValueError:  # a degenerate mesh: nothing to correct against
-            return out, comp
-        correction = ExpressionCorrection()
+            return out
+        look_masks = self.options.masks.model_copy(update={"occlusion": False})
+        correction: ExpressionCorrection | None = ExpressionCorrection()
         for _ in range(EXPRESSION_ROUNDS):
             with timed(timings, "expression"):
-                seen = self.analyser.mesher.landmarks(comp.pixels, mesh_box(out.mesh))
-            if seen is None:
-                break
-            try:
-                got = expression_ratios(seen)
-            except ValueError:
+                look = composite(crop, out, mask_options=look_masks, shading=self.options.shading, colour=colour)
+                seen = self.analyser.mesher.landmarks(look.pixels, mesh_box(out.mesh))
+                try:
+                    got = expression_ratios(seen) if seen is not None else None
+                except ValueError:
+                    got = None
+            if got is None:
                 break
             correction = next_correction(
                 correction, want, got, tolerance=EXPRESSION_TOLERANCE, gain=EXPRESSION_GAIN, eyes=EXPRESSION_EYES
@@ -345,8 +346,7 @@ class FaceSwapper:
                 break
             with timed(timings, "swap"):
                 out = self.swapper.swap(source, crop, correction=correction)
-            comp = self._composite(crop, out, timings, colour)
-        return out, comp
+        return out
 
     def _swap_batched(
         self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float],
@@ -406,10 +406,9 @@ class FaceSwapper:
                     crop = cut_crop(out, face, face_size=self.working_size(face))
                 with timed(timings, "swap"):
                     result = self.swapper.swap(source, crop)
-                comp = None
                 if check_expression:
-                    result, comp = self.check_expression(crop, source, result, timings, colour)
-                self.finish_face(pixels, crop, result, timings, into=out, colour=colour, comp=comp)
+                    result = self.check_expression(crop, source, result, timings, colour)
+                self.finish_face(pixels, crop, result, timings, into=out, colour=colour)
         return self.enhance(out, [face for face, _ in chosen], timings)
 
     def swap_faces(

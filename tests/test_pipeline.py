@@ -389,11 +389,11 @@ def test_check_expression_corrects_the_mouth_width_it_reads(swapper, path, seen_
     first = counting.swap(source, crop)
     counting.corrections.clear()
 
-    out, comp = swapper.check_expression(crop, source, first, {})
+    out = swapper.check_expression(crop, source, first, {})
 
-    assert seen.calls == 1 and comp is not None
+    assert seen.calls == 1
     if expect_width is None:
-        assert counting.corrections == [] and out is first  # its composite is the one made to look at it
+        assert counting.corrections == [] and out is first
     else:
         (correction,) = counting.corrections
         assert correction.mouth_width == expect_width
@@ -412,14 +412,12 @@ def test_check_expression_leaves_other_swappers_and_unread_faces_alone(swapper, 
     first = swapper.swapper.swap(source, crop)
     # the face mesh finds nothing in the result: keep it
     monkeypatch.setattr(swapper.analyser, "mesher", _SeenMesh(None))
-    out, comp = swapper.check_expression(crop, source, first, {})
-    assert out is first and comp is not None
+    assert swapper.check_expression(crop, source, first, {}) is first
     # a swapper that cannot change the lips (a neural model) is not checked at all
     seen = _SeenMesh(crop.mesh)
     monkeypatch.setattr(swapper.analyser, "mesher", seen)
     monkeypatch.setattr(swapper.swapper, "adjusts_expression", False, raising=False)
-    out, comp = swapper.check_expression(crop, source, first, {})
-    assert out is first and comp is None and seen.calls == 0
+    assert swapper.check_expression(crop, source, first, {}) is first and seen.calls == 0
 
 
 def test_the_expression_check_brings_the_mouth_width_read_off_the_result_closer(path, faces_dir):

@@ -43,8 +43,12 @@ def tps_displacement(
     gw, gh = w // step + 2, h // step + 2
     gx, gy = np.meshgrid(np.arange(gw) * step, np.arange(gh) * step)
     g = np.stack([gx.ravel(), gy.ravel()], axis=1) / scale
-    kg = _tps_kernel(((g[:, None, :] - p[None, :, :]) ** 2).sum(-1))
-    field = kg @ coef[:n] + np.hstack([np.ones((len(g), 1)), g]) @ coef[n:]
+    # the field on the grid in float32 (a tenth of the time of float64, and
+    # far finer than a pixel); squared distances as |g|^2 + |p|^2 - 2 g.p
+    g32, p32 = g.astype(np.float32), p.astype(np.float32)
+    r2 = np.maximum((g32 * g32).sum(1)[:, None] + (p32 * p32).sum(1)[None, :] - 2.0 * (g32 @ p32.T), 0.0)
+    kg = r2 * np.log(np.maximum(r2, np.float32(1e-30)))  # r^2 log r^2, 0 at r = 0
+    field = kg @ coef[:n].astype(np.float32) + np.hstack([np.ones((len(g), 1)), g]).astype(np.float32) @ coef[n:].astype(np.float32)
     fx = field[:, 0].reshape(gh, gw).astype(np.float32)
     fy = field[:, 1].reshape(gh, gw).astype(np.float32)
     # grid sample k sits at pixel k * step: interpolate at pixel / step
