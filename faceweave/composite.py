@@ -34,6 +34,10 @@ SIDE_INSET = 0.06
 #: must not travel) and the target (whose hair must stay in front)
 SOURCE_HAIR_RIM = 0.65
 TARGET_HAIR_RIM = 0.75
+#: covered parts of the source face that reach its edge (hair coming in from
+#: outside) are grown by this much, so the dark rims of strands and the gaps
+#: between them do not show as streaks
+SOURCE_HAIR_GROW = 0.025
 #: colour tolerance (robust spreads) of the occluder test in the middle of the target face
 CENTRE_TOLERANCE = 6.0
 #: the same test in the middle of the source face, tighter: a strand of blond
@@ -221,7 +225,9 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     bare face.  Low over hair at the rim of the face and over the forehead,
     and over background at its very edge; the middle of the face, the eyes,
     brows, lips and a beard (darker than the skin, below the nose) count as
-    clean.  Built at half resolution (it is smooth) and resized."""
+    clean.  Covered parts that reach the edge of the face (hair coming in
+    from outside) are grown by :data:`SOURCE_HAIR_GROW`.  Built at half
+    resolution (it is smooth) and resized."""
     full = crop.size
     size, fs = (full[0] // 2, full[1] // 2), crop.face_size / 2.0
     mesh = crop.mesh.copy()
@@ -243,7 +249,22 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     # the mesh outline runs along the very edge of the face, where background,
     # ears or hair show in the source: only the face well inside it is trusted
     inside = masks.feather(masks.polygon_mask(size, mesh[topo.face_oval()]), erode=0.0235 * fs, blur=0.015 * fs)
-    clean = (np.maximum(free, keep) * inside).astype(np.float32)
+    bare = np.maximum(free, keep)
+    r = SOURCE_HAIR_GROW * fs
+    if r > 0:
+        # hair comes in from outside the face: the covered parts that reach
+        # the edge of the face are grown, so a strand's own dark rim and the
+        # gaps between strands go with it (isolated specks are left alone)
+        covered = (bare < 0.5).astype(np.uint8)
+        edge = 1 - masks.polygon_mask(size, mesh[topo.face_oval()]).astype(np.uint8)
+        covered = np.maximum(covered, edge)
+        n, labels = cv2.connectedComponents(covered, connectivity=8)
+        touching = np.unique(labels[edge > 0])
+        hair = np.isin(labels, touching[touching > 0]).astype(np.uint8) * (1 - edge)
+        k = int(round(r)) * 2 + 1
+        hair = cv2.dilate(hair, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+        bare = np.minimum(bare, 1.0 - hair.astype(np.float32))
+    clean = (bare * inside).astype(np.float32)
     return cv2.resize(clean, full, interpolation=cv2.INTER_LINEAR)
 
 

@@ -269,3 +269,51 @@ def test_glasses_on_real_photos(faces_dir, photo, glasses):
     fs = crop.face_size / 2.0
     frames = masks.thin_dark(lab[..., 0], width=0.08 * fs)
     assert wears_glasses(half, mesh, frames, fs) is glasses
+
+
+@pytest.mark.slow
+def test_hair_coming_in_from_the_edge_is_grown_but_a_speck_is_not(faces_dir, monkeypatch):
+    """A grey strand that enters the source face from its edge is left out
+    with a margin around it (its rim and the gaps beside it would show as
+    streaks); a speck in the middle of the cheek keeps its surroundings."""
+    import cv2
+    from dataclasses import replace
+
+    import faceweave.composite as comp
+    from faceweave.io import read_image
+    from faceweave.pipeline import FaceSwapper, cut_crop
+
+    pixels = read_image(faces_dir / "single/biden2.jpg").pixels.copy()
+    with FaceSwapper() as swapper:
+        face = swapper.find_faces(pixels)[0]
+        crop = cut_crop(pixels, face, face_size=256)
+    mesh, fs = crop.mesh, crop.face_size
+    oval = mesh[topo.face_oval(), :2]
+    centre = oval.mean(axis=0)
+    # from outside the cheek on the image left (at the height of the nose
+    # tip), in across the cheek, below the eye
+    left = oval[oval[:, 0] < centre[0]]
+    edge = left[np.argmin(np.abs(left[:, 1] - mesh[topo.NOSE_TIP, 1]))]
+    strand = np.zeros(crop.pixels.shape[:2], np.uint8)
+    a, b = centre + (edge - centre) * 1.2, centre + (edge - centre) * 0.45
+    cv2.line(strand, tuple(int(v) for v in a), tuple(int(v) for v in b), 1, 5)
+    speck = np.zeros_like(strand)
+    cv2.circle(speck, tuple(int(v) for v in mesh[425, :2]), 4, 1, -1)  # the other cheek
+    grey = color.to_rgb(np.array([[[60.0, 0.0, 1.0]]], np.float32))[0, 0]
+    painted = crop.pixels.copy()
+    painted[(strand > 0) | (speck > 0)] = grey
+    photo = replace(crop, pixels=painted)
+
+    monkeypatch.setattr(comp, "SOURCE_HAIR_GROW", 0.0)
+    plain = comp.source_clean_map(photo)
+    monkeypatch.undo()
+    grown = comp.source_clean_map(photo)
+
+    def beside(mark: np.ndarray) -> np.ndarray:
+        k = int(round(0.6 * comp.SOURCE_HAIR_GROW * fs)) * 2 + 1
+        near = cv2.dilate(mark, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+        return (near > 0) & (mark == 0) & (plain > 0.9)  # bare skin before growing
+
+    assert plain[strand > 0].mean() < 0.3 and grown[strand > 0].mean() < 0.3
+    assert grown[beside(strand)].mean() < 0.3  # the margin beside the strand is left out too
+    assert plain[beside(speck)].mean() > 0.9 and grown[beside(speck)].mean() > 0.9  # a speck's surroundings stay
