@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from faceweave.geometry import topology as topo
@@ -21,6 +23,15 @@ def _blocks() -> tuple[tuple[np.ndarray, tuple[int, int]], ...]:
         (np.concatenate([topo.right_eye(), topo.RIGHT_IRIS]), (topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER)),
         (np.concatenate([topo.left_eye(), topo.LEFT_IRIS]), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER)),
     )
+
+
+@lru_cache(maxsize=1)
+def _free_points() -> np.ndarray:
+    """Mesh points that belong to no moving block (read-only)."""
+    moving = np.concatenate([b for b, _ in _blocks()])
+    free = np.setdiff1d(np.arange(468), moving)
+    free.setflags(write=False)
+    return free
 
 
 def transfer_shape(
@@ -62,16 +73,17 @@ def transfer_shape(
         centre_t = target[block].mean(axis=0)
         new[block] = fitted[block].mean(axis=0) + k * (target[block] - centre_t)
     if surround > 0:
-        moving = np.concatenate([b for b, _ in blocks])
-        free = np.setdiff1d(np.arange(len(new)), moving)
-        shift = np.zeros((len(free), 3))
+        free = _free_points()
         for block, (i, j) in blocks:
-            offset = new[block] - fitted[block]
+            offset = (new[block] - fitted[block]).astype(np.float32)
             sigma = surround * max(float(np.linalg.norm(fitted[i, :2] - fitted[j, :2])), 1e-6)
-            w = np.exp(-((fitted[free, None, :2] - fitted[None, block, :2]) ** 2).sum(-1) / (2.0 * sigma**2))
+            # only points within four sigmas of the block are moved noticeably
+            lo, hi = fitted[block, :2].min(axis=0) - 4.0 * sigma, fitted[block, :2].max(axis=0) + 4.0 * sigma
+            near = free[np.all((fitted[free, :2] >= lo) & (fitted[free, :2] <= hi), axis=1)]
+            d = fitted[near, None, :2].astype(np.float32) - fitted[None, block, :2].astype(np.float32)
+            w = np.exp(-(d * d).sum(-1) / np.float32(2.0 * sigma**2))
             # the weighted mean offset of the block's points, faded by the distance to the nearest
-            shift += (w @ offset) / np.maximum(w.sum(axis=1), 1e-12)[:, None] * w.max(axis=1)[:, None]
-        new[free] += shift
+            new[near] += (w @ offset) / np.maximum(w.sum(axis=1), 1e-12)[:, None] * w.max(axis=1)[:, None]
     if correction is not None and not correction.is_none:
         # the lips and lids alone: the skin around them keeps its place, so
         # that the corners move against the texture beside them
