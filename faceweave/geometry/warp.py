@@ -95,27 +95,35 @@ def triangle_affines(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
     onto its source triangle ``(T, 3, 2)`` (degenerate triangles get a
     least-squares map)."""
     d = np.asarray(dst, np.float64)
-    dh = np.concatenate([d, np.ones((len(d), 3, 1))], axis=2)  # (T, 3, 3)
-    # twice the signed area: the determinant of dh
-    det = (d[:, 1, 0] - d[:, 0, 0]) * (d[:, 2, 1] - d[:, 0, 1]) - (d[:, 2, 0] - d[:, 0, 0]) * (d[:, 1, 1] - d[:, 0, 1])
+    s = np.asarray(src, np.float64)
+    # per triangle, with e1 = d1 - d0, e2 = d2 - d0 (and f1, f2 for the
+    # source): the linear part L solves L [e1 e2] = [f1 f2], in closed form
+    e1, e2 = d[:, 1] - d[:, 0], d[:, 2] - d[:, 0]
+    f1, f2 = s[:, 1] - s[:, 0], s[:, 2] - s[:, 0]
+    det = e1[:, 0] * e2[:, 1] - e2[:, 0] * e1[:, 1]  # twice the signed area
     ok = np.abs(det) > 1e-6
-    inv = np.empty_like(dh)
-    inv[ok] = np.linalg.inv(dh[ok])  # an exact inverse is far cheaper than a pseudo-inverse
-    if not ok.all():
-        inv[~ok] = np.linalg.pinv(dh[~ok])
-    sol = inv @ np.asarray(src, np.float64)  # (T, 3, 2)
-    return np.transpose(sol, (0, 2, 1)).astype(np.float32)
+    out = np.empty((len(d), 2, 3))
+    safe = np.where(ok, det, 1.0)
+    # inverse of [e1 e2] = [[e2y, -e2x], [-e1y, e1x]] / det
+    inv = np.stack([np.stack([e2[:, 1], -e2[:, 0]], 1), np.stack([-e1[:, 1], e1[:, 0]], 1)], 1) / safe[:, None, None]
+    lin = np.stack([f1, f2], axis=2) @ inv  # (T, 2, 2)
+    out[:, :, :2] = lin
+    out[:, :, 2] = s[:, 0] - np.einsum("tij,tj->ti", lin, d[:, 0])
+    if not ok.all():  # degenerate triangles: a least-squares map
+        dh = np.concatenate([d[~ok], np.ones((int((~ok).sum()), 3, 1))], axis=2)
+        out[~ok] = np.transpose(np.linalg.pinv(dh) @ s[~ok], (0, 2, 1))
+    return out.astype(np.float32)
 
 
 def piecewise_affine_maps(ids: np.ndarray, affines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Backward maps for ``cv2.remap`` from a triangle-index map and per
     triangle affines; pixels with no triangle map to ``-1`` (outside)."""
     h, w = ids.shape
-    map_x = np.full((h, w), -1.0, np.float32)
-    map_y = np.full((h, w), -1.0, np.float32)
-    ys, xs = np.nonzero(ids >= 0)
-    a = affines[ids[ys, xs]]
-    xf, yf = xs.astype(np.float32), ys.astype(np.float32)
-    map_x[ys, xs] = a[:, 0, 0] * xf + a[:, 0, 1] * yf + a[:, 0, 2]
-    map_y[ys, xs] = a[:, 1, 0] * xf + a[:, 1, 1] * yf + a[:, 1, 2]
+    # one more "affine" for pixels with no triangle: everything to -1
+    table = np.concatenate([affines.reshape(-1, 6), np.array([[0, 0, -1, 0, 0, -1]], np.float32)]).astype(np.float32)
+    a = table[np.where(ids >= 0, ids, len(affines))]  # (H, W, 6)
+    xf = np.arange(w, dtype=np.float32)[None, :]
+    yf = np.arange(h, dtype=np.float32)[:, None]
+    map_x = a[..., 0] * xf + a[..., 1] * yf + a[..., 2]
+    map_y = a[..., 3] * xf + a[..., 4] * yf + a[..., 5]
     return map_x, map_y
