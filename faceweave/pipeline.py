@@ -47,6 +47,9 @@ EXPRESSION_TOLERANCE = 0.01
 EXPRESSION_GAIN = 1.7
 EXPRESSION_ROUNDS = 1
 EXPRESSION_EYES = True
+#: faces smaller than this (pixels in the photo) are not checked: their mesh
+#: reads too coarsely to correct by, and a correction could not be seen
+EXPRESSION_MIN_FACE = 80
 
 
 def cut_crop(pixels: np.ndarray, face: Face, *, face_size: int) -> AlignedCrop:
@@ -406,7 +409,7 @@ class FaceSwapper:
                     crop = cut_crop(out, face, face_size=self.working_size(face))
                 with timed(timings, "swap"):
                     result = self.swapper.swap(source, crop)
-                if check_expression:
+                if check_expression and face.size >= EXPRESSION_MIN_FACE:
                     result = self.check_expression(crop, source, result, timings, colour)
                 self.finish_face(pixels, crop, result, timings, into=out, colour=colour)
         return self.enhance(out, [face for face, _ in chosen], timings)

@@ -439,3 +439,28 @@ def test_the_expression_check_brings_the_mouth_width_read_off_the_result_closer(
                 found = max(model.analyser.analyse(np.ascontiguousarray(image)), key=lambda f: f.bbox.iou(face.bbox))
                 errors[check].append(abs(expression_ratios(found.mesh).mouth_width - want))
     assert sum(errors[True]) < sum(errors[False])
+
+
+def test_small_faces_are_not_checked(swapper, path, monkeypatch):
+    import cv2
+
+    from faceweave.pipeline import EXPRESSION_MIN_FACE
+
+    calls = []
+    original = swapper.check_expression
+
+    def counting(crop, source, out, timings, colour=None):
+        calls.append(crop.face_size)
+        return original(crop, source, out, timings, colour)
+
+    monkeypatch.setattr(swapper, "check_expression", counting)
+    pixels = read_image(path(COLLINS)).pixels
+    face = swapper.find_faces(pixels)[0]
+    assert face.size > EXPRESSION_MIN_FACE
+    swapper.swap([path(BIDEN)], pixels)
+    assert len(calls) == 1
+    scale = 0.8 * EXPRESSION_MIN_FACE / face.size
+    small = cv2.resize(pixels, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+    result = swapper.swap([path(BIDEN)], small)
+    assert result.swapped and result.faces[0].size < EXPRESSION_MIN_FACE
+    assert len(calls) == 1  # the small face was swapped without a look
