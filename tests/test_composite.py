@@ -317,3 +317,22 @@ def test_hair_coming_in_from_the_edge_is_grown_but_a_speck_is_not(faces_dir, mon
     assert plain[strand > 0].mean() < 0.3 and grown[strand > 0].mean() < 0.3
     assert grown[beside(strand)].mean() < 0.3  # the margin beside the strand is left out too
     assert plain[beside(speck)].mean() > 0.9 and grown[beside(speck)].mean() > 0.9  # a speck's surroundings stay
+
+
+@pytest.mark.slow
+def test_a_closed_eye_keeps_the_targets_lids(mesh):
+    """The source's open eye is not squeezed into a shut eye's slit (it shows
+    as a white smear): the triangles around a closing eye fade out, an open
+    eye's stay."""
+    from faceweave.geometry.expression import ExpressionCorrection, apply_correction
+    from faceweave.swappers.mesh import _eyelid_weights, eye_openness
+
+    tris = topo.triangles()
+    touching = np.isin(tris, topo.right_eye()).any(axis=1) | np.isin(tris, topo.left_eye()).any(axis=1)
+    opened = _eyelid_weights(mesh, tris)
+    assert eye_openness(mesh, topo.right_eye(), (topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER)) > 0.2
+    assert np.all(opened == 1.0)
+    shut = apply_correction(mesh, ExpressionCorrection(eye_open=0.2))
+    assert eye_openness(shut, topo.left_eye(), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER)) < 0.1
+    closed = _eyelid_weights(shut, tris)
+    assert np.all(closed[touching] == 0.0) and np.all(closed[~touching] == 1.0)

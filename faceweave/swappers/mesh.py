@@ -47,6 +47,8 @@ _SHAPE_FULL_YAW, _SHAPE_NO_YAW = 30.0, 55.0
 _SILHOUETTE = 0.3
 #: source texture seen at less than this facing cosine fades out
 _FORESHORTENED = 0.08
+#: eye opening over eye width at which an eye counts as shut, and as open
+_EYE_SHUT, _EYE_OPEN = 0.11, 0.15
 #: pins of the reshaping warp, relative to the face's half-size
 _PIN_RING = 1.45
 #: points that pull the target crop onto the new geometry: outline, mouth, eyes, brows, nose tip
@@ -101,6 +103,35 @@ def shape_confidence(source_yaw: float, target_yaw: float) -> float:
     a fitted shape from it distorts the mouth and nose)."""
     yaw = max(abs(source_yaw), abs(target_yaw))
     return float(np.clip((_SHAPE_NO_YAW - yaw) / (_SHAPE_NO_YAW - _SHAPE_FULL_YAW), 0.0, 1.0))
+
+
+def eye_openness(mesh: np.ndarray, loop: np.ndarray, corners: tuple[int, int]) -> float:
+    """An eye's opening over its width: the largest gap across the line of
+    its corners between the lid loop's points on either side."""
+    p = np.asarray(mesh, np.float64)[:, :2]
+    a, b = p[corners[0]], p[corners[1]]
+    width = float(np.linalg.norm(b - a))
+    if width <= 1e-6:
+        return 0.0
+    u = (b - a) / width
+    across = (p[loop] - a) @ np.array([-u[1], u[0]])
+    return float((across.max() - across.min()) / width)
+
+
+def _eyelid_weights(mesh: np.ndarray, tris: np.ndarray) -> np.ndarray:
+    """``(T,)`` weight of each triangle: 1, except around an eye that is
+    closing, where the triangles that touch its lid loop fade out (to 0 at
+    :data:`_EYE_SHUT`, 1 from :data:`_EYE_OPEN`)."""
+    weights = np.ones(len(tris), np.float32)
+    for loop, corners in (
+        (topo.right_eye(), (topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER)),
+        (topo.left_eye(), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER)),
+    ):
+        open_ = float(np.clip((eye_openness(mesh, loop, corners) - _EYE_SHUT) / (_EYE_OPEN - _EYE_SHUT), 0.0, 1.0))
+        if open_ < 1.0:
+            touching = np.isin(tris, loop).any(axis=1)
+            weights[touching] = np.minimum(weights[touching], open_)
+    return weights
 
 
 class MeshSwapper:
@@ -174,6 +205,9 @@ class MeshSwapper:
         stretch = triangle_areas(new_mesh[:, :2][tris]) / np.maximum(triangle_areas(texture.coords) * scale, 1e-6)
         magnified = np.clip((_MAX_STRETCH - stretch) / (_MAX_STRETCH / 2.0), 0.0, 1.0)
         weight = np.minimum(np.minimum(facing, texture.quality), magnified)
+        # a closed (or nearly closed) eye keeps the target's own lids: the
+        # source's open eye squeezed into a slit shows as a white smear
+        weight = weight * _eyelid_weights(new_mesh, tris)
         coverage = np.where(ids >= 0, weight[np.maximum(ids, 0)], 0.0).astype(np.float32)
         clean = None
         if source.clean is not None:
