@@ -63,6 +63,10 @@ def _luma(rgb: np.ndarray) -> np.ndarray:
 _BLUR_STEPS = (0.6, 0.9, 1.3, 1.8, 2.5, 3.5)
 #: how much sharper (ratio of fine to coarse detail) the new face must be before it is softened
 _SHARPER = 1.25
+#: unsharp-mask radius (frame pixels) and amounts tried to sharpen a new face
+#: that is softer than its photo
+_SHARPEN_SIGMA = 1.2
+_SHARPEN_STEPS = (0.25, 0.5, 0.75, 1.0, 1.5)
 #: side of the window in the middle of a face where its blur is measured
 _BLUR_WINDOW = 160
 
@@ -89,13 +93,17 @@ def _sharpness(luma: np.ndarray, sel: np.ndarray) -> float:
     return fine / max(coarse, 1e-6)
 
 
-def match_blur(original: np.ndarray, new: np.ndarray, mask: np.ndarray, sel: np.ndarray) -> np.ndarray:
+def match_blur(
+    original: np.ndarray, new: np.ndarray, mask: np.ndarray, sel: np.ndarray, *, sharpen: bool = False
+) -> np.ndarray:
     """``new`` (float32 RGB patch) softened under ``mask`` to the blur of
     ``original`` (the photo at the same place), when the photo is clearly
     softer: a sharp source face pasted into a defocused or motion-blurred
     picture looks cut out.  The blur is the smallest Gaussian that brings the
-    new face's fine-to-coarse detail ratio down to the photo's.  Unchanged
-    when the photo is as sharp or sharper."""
+    new face's fine-to-coarse detail ratio down to the photo's.  With
+    ``sharpen``, a face clearly softer than the photo is sharpened towards it
+    (:func:`_sharpen`; photos only: in a video the amount would change from
+    frame to frame).  Otherwise unchanged."""
     # blur is even over a face: on a large face a window in its middle says
     # as much as the whole, for a fraction of the cost
     moments = cv2.moments(sel.astype(np.uint8), binaryImage=True)
@@ -108,7 +116,10 @@ def match_blur(original: np.ndarray, new: np.ndarray, mask: np.ndarray, sel: np.
     if w_sel.sum() < 64:
         o_luma, n_luma, w_sel, win = _luma(original), _luma(new), sel, (slice(None), slice(None))
     want = _sharpness(o_luma, w_sel)
-    if _sharpness(n_luma, w_sel) <= want * _SHARPER:
+    have = _sharpness(n_luma, w_sel)
+    if sharpen and have * _SHARPER < want:
+        return _sharpen(new, n_luma, mask, w_sel, want)
+    if have <= want * _SHARPER:
         return new
     blurred, sigma = new, 0.0
     for sigma in _BLUR_STEPS:
@@ -121,9 +132,25 @@ def match_blur(original: np.ndarray, new: np.ndarray, mask: np.ndarray, sel: np.
     return new + (blurred - new) * weight[..., None]
 
 
+def _sharpen(new: np.ndarray, n_luma: np.ndarray, mask: np.ndarray, w_sel: np.ndarray, want: float) -> np.ndarray:
+    """``new`` sharpened under ``mask`` by the smallest unsharp mask (radius
+    :data:`_SHARPEN_SIGMA`, amounts :data:`_SHARPEN_STEPS`) that brings its
+    fine-to-coarse detail ratio up towards the photo's ``want``: a face
+    resampled from a smaller source, or through the working crop, looks
+    waxy beside the photo's own detail."""
+    amount = 0.0
+    soft = cv2.GaussianBlur(n_luma, (0, 0), _SHARPEN_SIGMA)
+    for amount in _SHARPEN_STEPS:
+        if _sharpness(n_luma + amount * (n_luma - soft), w_sel) * _SHARPER >= want:
+            break
+    detail = new - cv2.GaussianBlur(new, (0, 0), _SHARPEN_SIGMA)
+    weight = np.clip(mask, 0.0, 1.0)
+    return new + amount * detail * weight[..., None]
+
+
 def match_detail(
     original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, sigma: float = 0.6,
-    out: np.ndarray | None = None, blur_mask: np.ndarray | None = None,
+    out: np.ndarray | None = None, blur_mask: np.ndarray | None = None, sharpen: bool = False,
 ) -> np.ndarray:
     """Match the swapped face's fine detail to the photo's, at full resolution.
 
@@ -161,7 +188,7 @@ def match_detail(
     if blur_mask is not None:
         whole = np.ascontiguousarray(warped[by1:by2, bx1:bx2, 1])
         if cv2.countNonZero((whole > 0.5).astype(np.uint8)) >= 64:
-            new = match_blur(orig, new, whole, whole > 0.5)
+            new = match_blur(orig, new, whole, whole > 0.5, sharpen=sharpen)
 
     def band(x: np.ndarray) -> np.ndarray:
         return x - cv2.GaussianBlur(x, (0, 0), sigma)

@@ -274,7 +274,7 @@ class FaceSwapper:
 
     def finish_face(
         self, pixels: np.ndarray, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float],
-        *, into: np.ndarray | None = None, colour: ColourMatch | None = None,
+        *, into: np.ndarray | None = None, colour: ColourMatch | None = None, still: bool = False,
     ) -> np.ndarray:
         """Masks, colour and blending of a swapper's output, pasted into the
         frame: a new frame, or written into ``into`` (a caller-owned copy of
@@ -284,10 +284,10 @@ class FaceSwapper:
         with timed(timings, "paste"):
             if into is None:
                 pasted = paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
-                return match_detail(pixels, pasted, comp.detail, crop.matrix, out=pasted, blur_mask=comp.mask)
+                return match_detail(pixels, pasted, comp.detail, crop.matrix, out=pasted, blur_mask=comp.mask, sharpen=still)
             paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
             # the grain and blur to match are the target photo's own
-            return match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask)
+            return match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask, sharpen=still)
 
     def _composite(
         self, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float], colour: ColourMatch | None
@@ -353,7 +353,7 @@ class FaceSwapper:
 
     def _swap_batched(
         self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float],
-        colours: Sequence[ColourMatch | None],
+        colours: Sequence[ColourMatch | None], *, still: bool = False,
     ) -> np.ndarray:
         """Several faces through a swapper that takes a batch: one inference
         per source for all its faces (crops are cut from the frame before any
@@ -371,7 +371,7 @@ class FaceSwapper:
                     outputs[k] = result
         out = pixels.copy()
         for crop, result, colour in zip(crops, outputs, colours):
-            self.finish_face(pixels, crop, result, timings, into=out, colour=colour)
+            self.finish_face(pixels, crop, result, timings, into=out, colour=colour, still=still)
         return out
 
     def enhance(self, pixels: np.ndarray, faces: Sequence[Face], timings: dict[str, float] | None = None) -> np.ndarray:
@@ -389,17 +389,19 @@ class FaceSwapper:
 
     def swap_many(
         self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float] | None = None,
-        *, colours: Sequence[ColourMatch | None] | None = None, check_expression: bool = False,
+        *, colours: Sequence[ColourMatch | None] | None = None, still: bool = False,
     ) -> np.ndarray:
         """Swap each ``(face, source)`` in order (later ones end on top), in
         one batch when the swapper takes batches, then run the enhancers.
         ``colours``: a fixed colour mapping per face, or ``None`` entries.
-        ``check_expression``: look at each new face once and correct its
-        mouth width (:meth:`check_expression`; photos, not video frames)."""
+        ``still``: a photo, not a frame of a video; then each new face is
+        looked at once and its expression corrected (:meth:`check_expression`,
+        when the options ask for it) and a face softer than the photo is
+        sharpened (in a video both would change from frame to frame)."""
         timings = {} if timings is None else timings
         colours = list(colours) if colours is not None else [None] * len(chosen)
         if len(chosen) > 1 and hasattr(self.swapper, "swap_batch"):
-            out = self._swap_batched(pixels, chosen, timings, colours)
+            out = self._swap_batched(pixels, chosen, timings, colours, still=still)
         else:
             # one copy of the frame for all faces; each face is cut from the
             # frame as swapped so far, so a nearer face ends on top
@@ -409,9 +411,9 @@ class FaceSwapper:
                     crop = cut_crop(out, face, face_size=self.working_size(face))
                 with timed(timings, "swap"):
                     result = self.swapper.swap(source, crop)
-                if check_expression and face.size >= EXPRESSION_MIN_FACE:
+                if still and self.options.expression_check and face.size >= EXPRESSION_MIN_FACE:
                     result = self.check_expression(crop, source, result, timings, colour)
-                self.finish_face(pixels, crop, result, timings, into=out, colour=colour)
+                self.finish_face(pixels, crop, result, timings, into=out, colour=colour, still=still)
         return self.enhance(out, [face for face, _ in chosen], timings)
 
     def swap_faces(
@@ -427,7 +429,7 @@ class FaceSwapper:
         timings = {} if timings is None else timings
         order = sorted(indices, key=lambda k: faces[k].bbox.area)
         chosen = [(faces[i], self.choose_source(sources, faces[i])) for i in order]
-        out = self.swap_many(pixels, chosen, timings, check_expression=self.options.expression_check)
+        out = self.swap_many(pixels, chosen, timings, still=True)
         swapped = []
         for i, (face, source) in zip(order, chosen):
             gap = float(np.hypot(source.face.pose.yaw - face.pose.yaw, source.face.pose.pitch - face.pose.pitch))

@@ -494,3 +494,18 @@ def test_match_blur_leaves_a_face_alone_when_the_photo_is_as_sharp():
     new, photo = _texture(3), _texture(4)
     mask = np.ones(new.shape[:2], np.float32)
     assert np.array_equal(match_blur(photo, new, mask, mask > 0.5), new)
+
+
+def test_match_blur_sharpens_a_soft_face_in_a_sharp_photo_only_under_the_mask_and_only_when_asked():
+    from faceweave.blend import _luma, _sharpness, match_blur
+
+    soft = cv2.GaussianBlur(_texture(5), (0, 0), 2.0)
+    photo = _texture(6)
+    mask = np.zeros(soft.shape[:2], np.float32)
+    mask[:, :60] = 1.0
+    sel = mask > 0.5
+    out = match_blur(photo, soft, mask, sel, sharpen=True)
+    assert _sharpness(_luma(out), sel) > 1.25 * _sharpness(_luma(soft), sel)
+    np.testing.assert_array_equal(out[:, 60:], soft[:, 60:])  # nothing outside the mask
+    # video frames are not sharpened (the amount would change from frame to frame)
+    assert np.array_equal(match_blur(photo, soft, mask, sel), soft)
