@@ -109,7 +109,7 @@ class SwapOptions(_Options):
     shape_transfer: float = Field(1.0, ge=0.0, le=1.0, description="how much of the source face shape is carried over")
     shading: float = Field(0.5, ge=0.0, le=1.0, description="how much of the target's low-frequency shading the result takes")
     expression_check: bool = Field(
-        True, description="photos: look at each new face once and correct its mouth width to the target's (video frames are not checked)"
+        True, description="photos: look at each new face once and correct its mouth width, mouth opening and eye opening to read as the target's (video frames are not checked)"
     )
     multi_source: Literal["pose", "first"] = Field("pose", description="with several source photos: closest head pose, or the first")
     selection: SelectionOptions = SelectionOptions()

@@ -28,7 +28,7 @@ def evaluate_command(
     max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).")] = None,
     no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.")] = False,
     no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.")] = False,
-    no_expression_check: Annotated[bool, typer.Option("--no-expression-check", help="Photos: do not look at each new face again to correct its mouth width to the target's (saves one mesh inference and sometimes one swap per face).")] = False,
+    no_expression_check: Annotated[bool, typer.Option("--no-expression-check", help="Photos: do not look at each new face again to correct how its mouth and eyes read against the target's expression (saves a composite and a mesh inference, and sometimes a swap, per face).")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
     """Swap PAIRS source/target pairs from DATA_DIR, write the results to --out and print a summary."""

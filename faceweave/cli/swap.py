@@ -55,7 +55,7 @@ def swap_command(
     working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size} for photos, 192 for videos); larger is slower.", rich_help_panel=_QUALITY)] = None,
     no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.", rich_help_panel=_QUALITY)] = False,
     no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.", rich_help_panel=_QUALITY)] = False,
-    no_expression_check: Annotated[bool, typer.Option("--no-expression-check", help="Photos: do not look at each new face again to correct its mouth width to the target's (saves one mesh inference and sometimes one swap per face).", rich_help_panel=_QUALITY)] = False,
+    no_expression_check: Annotated[bool, typer.Option("--no-expression-check", help="Photos: do not look at each new face again to correct how its mouth and eyes read against the target's expression (saves a composite and a mesh inference, and sometimes a swap, per face).", rich_help_panel=_QUALITY)] = False,
     map_: Annotated[Optional[list[str]], typer.Option("--map", metavar="INDEX=PHOTO", help="Video: swap person INDEX (see 'faceweave people') with this photo; repeatable, replaces --source.", rich_help_panel=_VIDEO)] = None,
     trim: Annotated[Optional[str], typer.Option("--trim", metavar="START-END", help="Video: only this part, e.g. 00:00:05-00:00:20 or 5-20 (seconds).", rich_help_panel=_VIDEO)] = None,
     fps: Annotated[Optional[float], typer.Option("--fps", metavar="N", min=0.1, help="Video: drop frames down to at most N per second.", rich_help_panel=_VIDEO)] = None,
