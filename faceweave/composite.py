@@ -258,7 +258,7 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
         covered = (bare < 0.5).astype(np.uint8)
         edge = 1 - masks.polygon_mask(size, mesh[topo.face_oval()]).astype(np.uint8)
         covered = np.maximum(covered, edge)
-        n, labels = cv2.connectedComponents(covered, connectivity=8)
+        _, labels = cv2.connectedComponents(covered, connectivity=8)
         touching = np.unique(labels[edge > 0])
         hair = np.isin(labels, touching[touching > 0]).astype(np.uint8) * (1 - edge)
         k = int(round(r)) * 2 + 1
@@ -278,7 +278,7 @@ def wears_glasses(size: tuple[int, int], mesh: np.ndarray, frames: np.ndarray, f
     ``frames``.  Frown lines and wrinkles run along the face or are short,
     so they cover only part of every line."""
     del size  # the sample points are clipped to ``frames`` itself
-    top, down = _face_axis(mesh)
+    _, down = _face_axis(mesh)
     across = np.array([-down[1], down[0]], np.float32)
     gap = abs(float((mesh[topo.LEFT_EYE_INNER, :2] - mesh[topo.RIGHT_EYE_INNER, :2]) @ across))
     t = np.linspace(-0.5, 0.5, 24, dtype=np.float32) * gap * GLASSES_SPAN

@@ -101,7 +101,7 @@ def apply_correction(mesh: np.ndarray, correction: ExpressionCorrection) -> np.n
             # the lips part along a curve through the corners and the middle
             # of the opening (a smile's corners sit above both lips' middles)
             middle = float(((upper + lower) / 2.0 - centre) @ v)
-            parting = middle * np.clip(1.0 - (2.0 * along / width) ** 2, 0.0, 1.0)
+            parting = middle * profile
             side = np.where((across - parting) * up > 0, 1.0, -1.0)  # +1 on the upper lip
             across = across + side * up * profile * delta / 2.0
         along = along * correction.mouth_width

@@ -15,6 +15,7 @@ from faceweave.geometry.expression import ExpressionCorrection, apply_correction
 SURROUND = 0.25
 
 
+@lru_cache(maxsize=1)
 def _blocks() -> tuple[tuple[np.ndarray, tuple[int, int]], ...]:
     """The moving blocks (lips, each eyelid loop with its iris) and the two
     points whose distance is each block's width."""

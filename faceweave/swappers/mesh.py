@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import lru_cache
 
 import cv2
 import numpy as np
@@ -118,18 +119,30 @@ def eye_openness(mesh: np.ndarray, loop: np.ndarray, corners: tuple[int, int]) -
     return float((across.max() - across.min()) / width)
 
 
-def _eyelid_weights(mesh: np.ndarray, tris: np.ndarray) -> np.ndarray:
-    """``(T,)`` weight of each triangle: 1, except around an eye that is
-    closing, where the triangles that touch its lid loop fade out (to 0 at
-    :data:`_EYE_SHUT`, 1 from :data:`_EYE_OPEN`)."""
-    weights = np.ones(len(tris), np.float32)
+@lru_cache(maxsize=1)
+def _eyes() -> tuple[tuple[np.ndarray, tuple[int, int], np.ndarray], ...]:
+    """Each eye's lid loop, its corners, and which triangles touch the loop
+    (read-only; the topology does not change)."""
+    tris = topo.triangles()
+    out = []
     for loop, corners in (
         (topo.right_eye(), (topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER)),
         (topo.left_eye(), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER)),
     ):
+        touching = np.isin(tris, loop).any(axis=1)
+        touching.setflags(write=False)
+        out.append((loop, corners, touching))
+    return tuple(out)
+
+
+def _eyelid_weights(mesh: np.ndarray, tris: np.ndarray) -> np.ndarray:
+    """``(T,)`` weight of each triangle of ``tris`` (the mesh triangles): 1,
+    except around an eye that is closing, where the triangles that touch its
+    lid loop fade out (to 0 at :data:`_EYE_SHUT`, 1 from :data:`_EYE_OPEN`)."""
+    weights = np.ones(len(tris), np.float32)
+    for loop, corners, touching in _eyes():
         open_ = float(np.clip((eye_openness(mesh, loop, corners) - _EYE_SHUT) / (_EYE_OPEN - _EYE_SHUT), 0.0, 1.0))
         if open_ < 1.0:
-            touching = np.isin(tris, loop).any(axis=1)
             weights[touching] = np.minimum(weights[touching], open_)
     return weights
 
