@@ -143,9 +143,10 @@ def _sharpen(new: np.ndarray, n_luma: np.ndarray, mask: np.ndarray, w_sel: np.nd
     for amount in _SHARPEN_STEPS:
         if _sharpness(n_luma + amount * (n_luma - soft), w_sel) * _SHARPER >= want:
             break
-    detail = new - cv2.GaussianBlur(new, (0, 0), _SHARPEN_SIGMA)
-    weight = np.clip(mask, 0.0, 1.0)
-    return new + amount * detail * weight[..., None]
+    # on luma alone: sharpening colour would only add coloured fringes
+    luma = _luma(new)
+    detail = (luma - cv2.GaussianBlur(luma, (0, 0), _SHARPEN_SIGMA)) * (amount * np.clip(mask, 0.0, 1.0))
+    return new + detail[..., None]
 
 
 def match_detail(
@@ -166,24 +167,34 @@ def match_detail(
     (:func:`match_blur`).
     Returns a new frame, or writes into ``out`` (which may be ``frame``
     itself) and returns it."""
-    x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (mask.shape[1], mask.shape[0]), matrix)
     unchanged = frame if out is None else out
+    # only the footprint of the mask's bounding box, not of the whole crop
+    cx1, cy1, cw, ch = cv2.boundingRect((mask > 0.01).astype(np.uint8))
+    if cw * ch == 0:
+        return unchanged
+    sub = matrix.astype(np.float64).copy()
+    sub[:, 2] -= (cx1, cy1)
+    x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (cw, ch), sub)
     if x2 <= x1 or y2 <= y1:
         return unchanged
     # both masks in one warp (two channels)
-    masks_in = mask.astype(np.float32) if blur_mask is None else cv2.merge([mask.astype(np.float32), blur_mask.astype(np.float32)])
+    window = (slice(cy1, cy1 + ch), slice(cx1, cx1 + cw))
+    masks_in = (
+        np.ascontiguousarray(mask[window], np.float32) if blur_mask is None
+        else cv2.merge([mask[window].astype(np.float32), blur_mask[window].astype(np.float32)])
+    )
     warped = cv2.warpAffine(masks_in, inv_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=0.0)
     m = warped if blur_mask is None else warped[..., 0]
     bx1, by1, bw, bh = cv2.boundingRect((m > 0.01).astype(np.uint8))
     if bw * bh < 64:
         return unchanged
     bx2, by2 = bx1 + bw, by1 + bh
-    m = m[by1:by2, bx1:bx2]
+    m = np.ascontiguousarray(m[by1:by2, bx1:bx2])
     x1, y1, x2, y2 = x1 + bx1, y1 + by1, x1 + bx2, y1 + by2
     orig = original[y1:y2, x1:x2].astype(np.float32)
     new = frame[y1:y2, x1:x2].astype(np.float32)
-    sel = m > 0.5
-    if cv2.countNonZero(sel.astype(np.uint8)) < 64:
+    sel = (m > 0.5).astype(np.uint8)
+    if cv2.countNonZero(sel) < 64:
         return unchanged
     if blur_mask is not None:
         whole = np.ascontiguousarray(warped[by1:by2, bx1:bx2, 1])
@@ -193,24 +204,25 @@ def match_detail(
     def band(x: np.ndarray) -> np.ndarray:
         return x - cv2.GaussianBlur(x, (0, 0), sigma)
 
-    # energies on luma (the band is linear: the band of the luma is the luma of the band)
+    def mean_under(x: np.ndarray) -> float:
+        return float(cv2.mean(x, mask=sel)[0])
+
+    # everything is measured on luma (the band is linear: the band of the
+    # luma is the luma of the band, and so is the luma of a band times the mask)
     bo_luma, bn_luma = band(_luma(orig)), band(_luma(new))
-    e_o = float(np.mean(bo_luma[sel] ** 2))
-    e_n = float(np.mean(bn_luma[sel] ** 2))
+    e_o = mean_under(bo_luma * bo_luma)
+    e_n = mean_under(bn_luma * bn_luma)
     # move along one direction (the original's grain, or away from our own
     # detail) by the amount c that makes the band energy equal: the band of
     # the result is band_n + c * band(direction), a quadratic in c
-    direction = band(orig) * m[..., None] if e_n < e_o else band(new) * -m[..., None]
-    bd = band(_luma(direction))[sel]
-    bn = bn_luma[sel]
-    qa, qb, qc = float(np.mean(bd * bd)), 2.0 * float(np.mean(bn * bd)), e_n - e_o
-    if qa <= 1e-9:
-        c = 0.0
-    else:
-        c = _smallest_step(qa, qb, qc)
+    add_grain = e_n < e_o
+    bd = band(bo_luma * m if add_grain else bn_luma * -m)
+    qa, qb, qc = mean_under(bd * bd), 2.0 * mean_under(bn_luma * bd), e_n - e_o
+    c = 0.0 if qa <= 1e-9 else _smallest_step(qa, qb, qc)
     out = frame.copy() if out is None else out
     if c != 0.0:
-        new += c * direction
+        direction = band(orig) if add_grain else -band(new)
+        new += direction * (c * m)[..., None]
     new += 0.5  # round to the nearest
     out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
     return out

@@ -60,6 +60,9 @@ GLASSES_SPAN = 0.6
 GLASSES_COVER = 0.85
 #: bands of the multi-band blend
 BLEND_LEVELS = 5
+#: non-skin spots inside the face that touch nothing outside it and are
+#: smaller than this fraction of the face's area are not occluders
+ISLAND_MAX = 0.03
 
 
 @dataclass(frozen=True, eq=False)
@@ -250,22 +253,42 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     # ears or hair show in the source: only the face well inside it is trusted
     inside = masks.feather(masks.polygon_mask(size, mesh[topo.face_oval()]), erode=0.0235 * fs, blur=0.015 * fs)
     bare = np.maximum(free, keep)
+    if ISLAND_MAX > 0:
+        bare = _without_islands(bare, mesh, fs)
     r = SOURCE_HAIR_GROW * fs
     if r > 0:
         # hair comes in from outside the face: the covered parts that reach
         # the edge of the face are grown, so a strand's own dark rim and the
         # gaps between strands go with it (isolated specks are left alone)
-        covered = (bare < 0.5).astype(np.uint8)
         edge = 1 - masks.polygon_mask(size, mesh[topo.face_oval()]).astype(np.uint8)
-        covered = np.maximum(covered, edge)
-        _, labels = cv2.connectedComponents(covered, connectivity=8)
-        touching = np.unique(labels[edge > 0])
-        hair = np.isin(labels, touching[touching > 0]).astype(np.uint8) * (1 - edge)
+        hair = masks.edge_connected((bare < 0.5).astype(np.uint8), edge)
         k = int(round(r)) * 2 + 1
         hair = cv2.dilate(hair, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
         bare = np.minimum(bare, 1.0 - hair.astype(np.float32))
     clean = (bare * inside).astype(np.float32)
     return cv2.resize(clean, full, interpolation=cv2.INTER_LINEAR)
+
+
+def _without_islands(skin: np.ndarray, mesh: np.ndarray, face_size: float) -> np.ndarray:
+    """``skin`` (soft, 1 = bare skin) with small non-skin islands inside the
+    face cleared.  Hair, hands and microphones come in from beyond the face;
+    small dark spots that touch nothing outside it are the face's own
+    (nostrils, eyeliner wings, eye corners, moles) and go with the source."""
+    size = (skin.shape[1], skin.shape[0])
+    edge = 1 - masks.polygon_mask(size, mesh[topo.face_oval()]).astype(np.uint8)
+    covered = ((skin < 0.5) & (edge == 0)).astype(np.uint8)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(covered, connectivity=8)
+    if n <= 1:
+        return skin
+    reaching = masks.edge_connected(covered, edge)
+    small = stats[:, cv2.CC_STAT_AREA] < ISLAND_MAX * face_size * face_size
+    small[0] = False
+    islands = small[labels] & (reaching == 0)
+    if not islands.any():
+        return skin
+    k = max(3, int(round(0.02 * face_size)) * 2 + 1)
+    islands = cv2.dilate(islands.astype(np.uint8), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    return np.maximum(skin, islands.astype(np.float32))
 
 
 def wears_glasses(size: tuple[int, int], mesh: np.ndarray, frames: np.ndarray, face_size: float) -> bool:
@@ -374,6 +397,8 @@ def composite(
         centre, spread = masks.skin_statistics(bg_lab_h, skin)
         middle = masks.skin_likelihood(bg_lab_h, centre, spread, tolerance=CENTRE_TOLERANCE)
         target_skin = rim * masks.occluder_free(bg_lab_h, skin, face_size=fs, hair_zone=rim) + (1.0 - rim) * middle
+        if ISLAND_MAX > 0:
+            target_skin = _without_islands(target_skin, mesh, fs)
         # the target's moustache and beard are not occluders: the source's
         # mouth and chin replace them
         below = below_nose(size, mesh, soft=0.05 * fs)

@@ -162,6 +162,16 @@ def occluder_free(
     return np.minimum(skin_likelihood(lab, centre, spread), hair_free).astype(np.float32)
 
 
+def edge_connected(covered: np.ndarray, edge: np.ndarray) -> np.ndarray:
+    """``{0, 1}`` uint8: the parts of ``covered`` (``{0, 1}``) that touch
+    ``edge`` (``{0, 1}``), 8-connected (``edge`` itself counts as covered,
+    so parts joined only through it are kept too; it is not in the result)."""
+    joined = np.maximum(covered, edge).astype(np.uint8)
+    _, labels = cv2.connectedComponents(joined, connectivity=8)
+    touching = np.unique(labels[edge > 0])
+    return (np.isin(labels, touching[touching > 0]) & (edge == 0)).astype(np.uint8)
+
+
 def thin_dark(lightness: np.ndarray, *, width: float, contrast: float = 14.0) -> np.ndarray:
     """Soft ``[0, 1]`` mask of thin dark structures narrower than ``width``
     pixels (glasses frames, hair strands) on a CIELAB lightness image: the

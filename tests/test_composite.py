@@ -336,3 +336,56 @@ def test_a_closed_eye_keeps_the_targets_lids(mesh):
     assert eye_openness(shut, topo.left_eye(), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER)) < 0.1
     closed = _eyelid_weights(shut, tris)
     assert np.all(closed[touching] == 0.0) and np.all(closed[~touching] == 1.0)
+
+
+@pytest.mark.slow
+def test_small_spots_inside_the_face_are_not_occluders(mesh):
+    """A nostril, an eyeliner wing or a mole is not something in front of the
+    face: small non-skin islands that touch nothing outside the face are
+    cleared; a strand reaching in from beyond the outline and a large patch
+    stay covered."""
+    import cv2
+
+    from faceweave.composite import ISLAND_MAX, _without_islands
+
+    face_size = float(np.ptp(mesh[topo.face_oval(), 0]))
+    skin = np.ones(SIZE[::-1], np.float32)
+    oval = mesh[topo.face_oval(), :2]
+    centre = oval.mean(axis=0)
+
+    def point(p: np.ndarray) -> tuple[int, int]:
+        return int(round(p[0])), int(round(p[1]))
+
+    tip = point(mesh[topo.NOSE_TIP] + np.array([0.0, 10.0, 0.0]))
+    cv2.circle(skin, tip, 4, 0.0, -1)  # a nostril-sized spot
+    # a strand from beyond the outline to the middle of one cheek, and the
+    # same strand alone, not reaching the outline
+    side, other = oval[np.argmax(oval[:, 0])], oval[np.argmin(oval[:, 0])]
+    strand_end = point((side + centre) / 2.0)
+    cv2.line(skin, point(side + (side - centre) * 0.3), strand_end, 0.0, 3)
+    lone = point((other + centre) / 2.0), point(other * 0.2 + centre * 0.8)
+    cv2.line(skin, lone[0], lone[1], 0.0, 3)
+    big = int(np.sqrt(2.0 * ISLAND_MAX) * face_size / 2.0)  # a square of twice the largest island's area
+    fx, fy = point(mesh[topo.FOREHEAD_TOP, :2] * 0.4 + centre * 0.6)
+    skin[fy - big : fy + big, fx - big : fx + big] = 0.0
+
+    out = _without_islands(skin, mesh, face_size)
+
+    assert out[tip[1], tip[0]] == 1.0  # the spot is skin again
+    assert out[lone[0][1], lone[0][0]] == 1.0  # so is the strand that reaches nothing
+    assert out[strand_end[1], strand_end[0]] < 0.5  # the strand from outside still covers
+    assert out[fy, fx] < 0.5  # so does the large patch
+    assert out.min() >= 0.0 and out.max() <= 1.0 and (out >= skin).all()
+
+
+def test_only_triangles_near_the_outline_fade_at_a_silhouette():
+    from faceweave.swappers.mesh import _SILHOUETTE_RINGS, _silhouette_triangles
+
+    near = _silhouette_triangles()
+    tris = topo.triangles()
+    rings = topo.oval_rings()[tris].min(axis=1)
+    assert near.shape == (len(tris),) and not near.flags.writeable
+    assert near[rings == 0].all() and not near[rings > _SILHOUETTE_RINGS].any()
+    # the nose, the nostrils and the eye fills are inside the face
+    assert not near[np.isin(tris, [topo.NOSE_TIP]).any(axis=1)].any()
+    assert not near[len(topo.tessellation()):].any()

@@ -552,25 +552,29 @@ def test_corrections_of_mouth_opening_and_eyes(real_meshes, target):
 
 
 def test_next_correction_moves_towards_what_is_wanted_and_stops_within_tolerance():
-    from faceweave.geometry.expression import ExpressionCorrection, ExpressionRatios, next_correction
+    from faceweave.geometry.expression import EYE_OPEN_LIMITS, ExpressionCorrection, ExpressionRatios, next_correction
 
     want = ExpressionRatios(mouth_open=0.10, mouth_width=0.90, eye_open=0.11)
     none = ExpressionCorrection()
     assert next_correction(none, want, want, tolerance=0.01, gain=1.7) is None
-    seen = ExpressionRatios(mouth_open=0.05, mouth_width=1.00, eye_open=0.095)
-    step = next_correction(none, want, seen, tolerance=0.01, gain=1.7)
+    seen = ExpressionRatios(mouth_open=0.05, mouth_width=1.00, eye_open=0.102)
+    step = next_correction(none, want, seen, tolerance=0.005, gain=1.7)
     assert step.mouth_width == pytest.approx((0.9 / 1.0) ** 1.7)  # read too wide: narrowed
     assert step.mouth_open == pytest.approx(1.7 * 0.05)  # read too shut: opened
-    assert step.eye_open == pytest.approx((0.11 / 0.095) ** 1.7)  # read too narrow: opened
+    assert step.eye_open == pytest.approx((0.11 / 0.102) ** 1.7)  # read too narrow: opened
     # corrections build on the current one and stay within their limits
-    again = next_correction(step, want, seen, tolerance=0.01, gain=1.7)
+    again = next_correction(step, want, seen, tolerance=0.005, gain=1.7)
     assert again.mouth_width == 0.75 and again.mouth_open == pytest.approx(0.15)  # 0.84 ** 2 = 0.70, limited
-    assert again.eye_open == 1.33  # 1.28 ** 2 = 1.65, limited
+    assert again.eye_open == EYE_OPEN_LIMITS[1] == 1.15  # 1.14 ** 2 = 1.29: the lids open no further
+    narrow = next_correction(none, want, ExpressionRatios(0.10, 0.90, 0.20), tolerance=0.005, gain=1.7)
+    assert narrow.eye_open == EYE_OPEN_LIMITS[0] == 0.85
     # the eyes can be left alone; a closed eye is not divided by
     only_mouth = next_correction(none, want, seen, tolerance=0.01, gain=1.7, eyes=False)
     assert only_mouth.eye_open == 1.0
     closed = ExpressionRatios(mouth_open=0.10, mouth_width=0.90, eye_open=0.0)  # seen shut: left alone
     assert next_correction(none, want, closed, tolerance=0.01, gain=1.7) is None
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("target, source", PAIRS)
 def test_transfer_shape_keeps_the_targets_head_pose(real_meshes, target, source):
@@ -587,3 +591,80 @@ def test_kps5_from_a_real_frontal_mesh_are_in_insightface_order(real_meshes):
     assert eye_l[0] < nose[0] < eye_r[0]  # image-left eye first
     assert mouth_l[0] < nose[0] < mouth_r[0]
     assert max(eye_l[1], eye_r[1]) < nose[1] < min(mouth_l[1], mouth_r[1])  # y grows downwards
+
+
+def test_oval_rings_count_edges_from_the_face_outline():
+    rings = topo.oval_rings()
+    assert rings.shape == (478,)
+    assert (rings[topo.face_oval()] == 0).all()
+    assert (rings[:468] > 0).sum() == 468 - len(topo.face_oval())
+    # every surface vertex is reached, and a neighbour is at most one ring further
+    assert rings[:468].max() < 100
+    for a, b in topo.tessellation_edges():
+        assert abs(int(rings[a]) - int(rings[b])) <= 1
+    assert rings[topo.NOSE_TIP] > 5
+    assert (rings[topo.RIGHT_IRIS] > 1000).all()  # the irises are not on the surface
+
+
+def test_lip_anchors_hang_each_lip_point_from_its_own_lips_edge():
+    from faceweave.geometry.shape import _lip_anchors
+
+    weights = _lip_anchors()
+    block = topo.lips_block().tolist()
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-6)
+    inner = set(topo.lips_inner().tolist())
+    assert set(np.flatnonzero(weights.sum(axis=0)).tolist()) <= inner
+    # the inner line hangs from itself, the middle of each outer lip from the
+    # middle of its own lip's edge (upper 0 -> 13, lower 17 -> 14)
+    for v in inner:
+        assert weights[block.index(v), v] == pytest.approx(1.0)
+    assert weights[block.index(0), topo.UPPER_LIP_INNER] == pytest.approx(1.0)
+    assert weights[block.index(17), topo.LOWER_LIP_INNER] == pytest.approx(1.0)
+
+
+def _across_mouth(mesh: np.ndarray, a: int, b: int) -> float:
+    """Distance of points a and b across the line of the mouth corners."""
+    left, right = mesh[topo.MOUTH_CORNER_RIGHT, :2], mesh[topo.MOUTH_CORNER_LEFT, :2]
+    u = (right - left) / np.linalg.norm(right - left)
+    return float((mesh[a, :2] - mesh[b, :2]) @ np.array([-u[1], u[0]]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, source", PAIRS)
+def test_transfer_shape_gives_the_lips_the_sources_thickness(real_meshes, target, source):
+    """The new lips are as thick as the source's (fitted) lips, around the
+    target's own mouth line; with no lip shape they keep the target's."""
+    from faceweave.geometry import shape
+
+    t, s = real_meshes[target], real_meshes[source]
+    stable = topo.stable_points()
+    fitted = apply_similarity(s, *procrustes(s[stable], t[stable]))
+    new = transfer_shape(t, s, surround=0.0)
+    eyes = float(np.linalg.norm(t[topo.RIGHT_IRIS[0], :2] - t[topo.LEFT_IRIS[0], :2]))
+    for outer, inner in ((0, topo.UPPER_LIP_INNER), (17, topo.LOWER_LIP_INNER)):
+        assert _across_mouth(new, outer, inner) == pytest.approx(_across_mouth(fitted, outer, inner), abs=0.01 * eyes)
+    old = shape.LIP_SHAPE
+    try:
+        shape.LIP_SHAPE = 0.0
+        kept = transfer_shape(t, s, surround=0.0)
+    finally:
+        shape.LIP_SHAPE = old
+    k = np.linalg.norm(fitted[topo.RIGHT_IRIS[0], :2] - fitted[topo.LEFT_IRIS[0], :2]) / eyes
+    assert _across_mouth(kept, 0, topo.UPPER_LIP_INNER) == pytest.approx(
+        k * _across_mouth(t, 0, topo.UPPER_LIP_INNER), abs=0.01 * eyes
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, source", PAIRS)
+def test_transfer_shape_gives_the_eyes_the_sources_width(real_meshes, target, source):
+    """Each new eye is as wide as the source's fitted eye, and as open as the
+    target's (relative to the eye distance: see the expression test)."""
+    t, s = real_meshes[target], real_meshes[source]
+    stable = topo.stable_points()
+    fitted = apply_similarity(s, *procrustes(s[stable], t[stable]))
+    new = transfer_shape(t, s, surround=0.0)
+    eyes = float(np.linalg.norm(t[topo.RIGHT_IRIS[0], :2] - t[topo.LEFT_IRIS[0], :2]))
+    for a, b in ((topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER)):
+        width = lambda m: float(np.linalg.norm(m[a, :2] - m[b, :2]))  # noqa: E731
+        assert width(new) == pytest.approx(width(fitted), abs=0.01 * eyes)

@@ -509,3 +509,18 @@ def test_match_blur_sharpens_a_soft_face_in_a_sharp_photo_only_under_the_mask_an
     np.testing.assert_array_equal(out[:, 60:], soft[:, 60:])  # nothing outside the mask
     # video frames are not sharpened (the amount would change from frame to frame)
     assert np.array_equal(match_blur(photo, soft, mask, sel), soft)
+
+
+def test_edge_connected_keeps_the_parts_that_touch_the_edge():
+    covered = np.zeros((20, 20), np.uint8)
+    covered[5:8, 2:10] = 1  # touches the edge column through its left end
+    covered[12:14, 12:14] = 1  # an island
+    covered[15, 15] = 1  # a diagonal neighbour of the edge row below
+    edge = np.zeros((20, 20), np.uint8)
+    edge[:, :2] = 1
+    edge[16:, :] = 1
+    out = masks.edge_connected(covered, edge)
+    assert out.dtype == np.uint8
+    assert out[5:8, 2:10].all() and out[15, 15] == 1
+    assert not out[12:14, 12:14].any()
+    assert not out[edge > 0].any()  # the edge itself is not in the result

@@ -71,6 +71,11 @@ class ExpressionCorrection:
         return self.mouth_width == 1.0 and self.mouth_open == 0.0 and self.eye_open == 1.0
 
 
+#: how far the eyelid gap may be scaled: opened further, the source's eye
+#: texture is stretched into a smear of lashes
+EYE_OPEN_LIMITS = (0.85, 1.15)
+
+
 def _axes(p: np.ndarray, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """Midpoint of points ``a`` and ``b``, the unit vector from ``a`` to
     ``b``, its normal, and their distance (x, y only)."""
@@ -136,7 +141,7 @@ def next_correction(
         opening = float(np.clip(opening + gain * (want.mouth_open - seen.mouth_open), -0.15, 0.15))
         changed = True
     if eyes and abs(want.eye_open - seen.eye_open) > tolerance and seen.eye_open > 0.02:
-        eye = float(np.clip(eye * (want.eye_open / seen.eye_open) ** gain, 0.75, 1.33))
+        eye = float(np.clip(eye * (want.eye_open / seen.eye_open) ** gain, *EYE_OPEN_LIMITS))
         changed = True
     if not changed:
         return None

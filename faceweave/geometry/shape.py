@@ -13,6 +13,11 @@ from faceweave.geometry.expression import ExpressionCorrection, apply_correction
 #: how far the lips' and eyes' expression offsets spread into the skin around
 #: them, as the Gaussian width over the mouth's (or eye's) own width
 SURROUND = 0.25
+#: how much of the source's own lip shape the moved lips take (their
+#: thickness and outline around the target's mouth line), and of its eye
+#: shape (the lids' outline and the eye's width around the target's opening)
+LIP_SHAPE = 1.0
+EYE_SHAPE = 1.0
 
 
 @lru_cache(maxsize=1)
@@ -24,6 +29,96 @@ def _blocks() -> tuple[tuple[np.ndarray, tuple[int, int]], ...]:
         (np.concatenate([topo.right_eye(), topo.RIGHT_IRIS]), (topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER)),
         (np.concatenate([topo.left_eye(), topo.LEFT_IRIS]), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER)),
     )
+
+
+@lru_cache(maxsize=1)
+def _lip_anchors() -> np.ndarray:
+    """``(len(lips_block), 478)`` float32 weights, read-only: for each vertex
+    of :func:`topo.lips_block` (in its order), the point of the inner lip
+    line it hangs from, as a mix of two neighbouring inner-line vertices.
+
+    On the frontal reference face, the inner line is split at its corners
+    into the upper and the lower lip's edge; a vertex belongs to the lip on
+    whose side of the line between them it lies, and hangs from that lip's
+    edge straight above or below it."""
+    ref = topo.reference_mesh()
+    inner = topo.lips_inner()
+    x = ref[inner, 0]
+    a, b = int(np.argmin(x)), int(np.argmax(x))
+    lo, hi = min(a, b), max(a, b)
+    chains = [inner[lo : hi + 1], np.concatenate([inner[hi:], inner[: lo + 1]])]
+    chains = [c[np.argsort(ref[c, 0])] for c in chains]
+    chains.sort(key=lambda c: float(ref[c, 1].mean()))  # upper lip edge first (y grows downwards)
+    block = topo.lips_block()
+
+    def on_chain(chain: np.ndarray, xv: float) -> tuple[int, int, float]:
+        cx = ref[chain, 0]
+        xv = float(np.clip(xv, cx[0], cx[-1]))
+        k = int(np.clip(np.searchsorted(cx, xv) - 1, 0, len(chain) - 2))
+        t = float((xv - cx[k]) / max(cx[k + 1] - cx[k], 1e-9))
+        return int(chain[k]), int(chain[k + 1]), t
+
+    weights = np.zeros((len(block), 478), np.float32)
+    for row, v in enumerate(block):
+        xv, yv = float(ref[v, 0]), float(ref[v, 1])
+        edges = [on_chain(c, xv) for c in chains]
+        ys = [(1 - t) * ref[i, 1] + t * ref[j, 1] for i, j, t in edges]
+        i, j, t = edges[0] if yv < (ys[0] + ys[1]) / 2.0 else edges[1]
+        weights[row, i] += 1.0 - t
+        weights[row, j] += t
+    weights.setflags(write=False)
+    return weights
+
+
+def _lip_shape(new: np.ndarray, fitted: np.ndarray, amount: float) -> None:
+    """Give the moved lips (in ``new``, in place) the source's thickness and
+    outline: every lip point keeps the target's inner mouth line (the
+    expression) but stands as far across the line of the mouth corners from
+    its point of that line as the source's point does.  Along that line
+    nothing moves, so the mouth keeps the target's width."""
+    block, anchors = topo.lips_block(), _lip_anchors()
+    a, b = new[topo.MOUTH_CORNER_RIGHT, :2], new[topo.MOUTH_CORNER_LEFT, :2]
+    width = float(np.linalg.norm(b - a))
+    if width < 1e-6:
+        return
+    u = (b - a) / width
+    normal = np.array([-u[1], u[0]])
+    source_offset = (fitted[block, :2] - anchors @ fitted[:, :2]) @ normal
+    target_offset = (new[block, :2] - anchors @ new[:, :2]) @ normal
+    new[block, :2] += amount * (source_offset - target_offset)[:, None] * normal
+
+
+def _eye_shape(
+    new: np.ndarray, fitted: np.ndarray, loop: np.ndarray, corners: tuple[int, int], lids: tuple[int, int], amount: float
+) -> None:
+    """Give a moved eye (in ``new``, in place) the source's lid outline and
+    width, opened as far as the target's: in the frame of the target eye's
+    corners, each lid of the source's loop is stretched across so that its
+    middle point (``lids``: upper, lower) lies as far from the line of the
+    corners as the target lid's.  The iris stays (the target's gaze)."""
+    def frame(mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        a, b = mesh[corners[0], :2], mesh[corners[1], :2]
+        width = float(np.linalg.norm(b - a))
+        u = (b - a) / max(width, 1e-9)
+        return (a + b) / 2.0, u, np.array([-u[1], u[0]]), width
+
+    c_t, u_t, n_t, w_t = frame(new)
+    c_s, u_s, n_s, w_s = frame(fitted)
+    if w_t < 1e-6 or w_s < 1e-6:
+        return
+    along = (fitted[loop, :2] - c_s) @ u_s
+    across_s = (fitted[loop, :2] - c_s) @ n_s
+    across_t = (new[loop, :2] - c_t) @ n_t
+    across = across_t.copy()
+    for lid in lids:
+        k = int(np.flatnonzero(loop == lid)[0])
+        side = across_t * across_t[k] > 0  # this lid's half of the loop
+        if abs(float(across_s[k])) > 0.02 * w_s and across_s[k] * across_t[k] > 0:
+            across[side] = across_s[side] * (across_t[k] / across_s[k])
+        # a shut (or inside-out) source lid has no outline to carry: the target's stays
+    # the new eye's width is the source's (the eyes' distance is the source's too)
+    shaped = c_t + along[:, None] * u_t + across[:, None] * n_t
+    new[loop, :2] += amount * (shaped - new[loop, :2])
 
 
 @lru_cache(maxsize=1)
@@ -73,6 +168,14 @@ def transfer_shape(
     for block, _ in blocks:
         centre_t = target[block].mean(axis=0)
         new[block] = fitted[block].mean(axis=0) + k * (target[block] - centre_t)
+    if LIP_SHAPE > 0:
+        _lip_shape(new, fitted, LIP_SHAPE)
+    if EYE_SHAPE > 0:
+        for loop, corners, lids in (
+            (topo.right_eye(), (topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER), (topo.RIGHT_EYE_UPPER, topo.RIGHT_EYE_LOWER)),
+            (topo.left_eye(), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER), (topo.LEFT_EYE_UPPER, topo.LEFT_EYE_LOWER)),
+        ):
+            _eye_shape(new, fitted, loop, corners, lids, EYE_SHAPE)
     if surround > 0:
         free = _free_points()
         for block, (i, j) in blocks:

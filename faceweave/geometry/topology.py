@@ -53,6 +53,12 @@ def _loops(edges) -> list[list[int]]:
 
 
 @cache
+def tessellation_edges() -> np.ndarray:
+    """``(E, 2)`` edges of the face mesh surface."""
+    return _ro(sorted(tuple(sorted(e)) for e in _connections().FACEMESH_TESSELATION))
+
+
+@cache
 def tessellation() -> np.ndarray:
     """``(T, 3)`` triangles of the face mesh surface (vertex indices < 468)."""
     edges = _connections().FACEMESH_TESSELATION
@@ -211,6 +217,29 @@ def eye_fills() -> np.ndarray:
     leaves them empty): each eyelid loop fanned to its iris centre, so the
     source's iris lands where the target's iris is (the target's gaze)."""
     return _ro(_fan(right_eye(), int(RIGHT_IRIS[0])) + _fan(left_eye(), int(LEFT_IRIS[0])))
+
+
+@cache
+def oval_rings() -> np.ndarray:
+    """``(478,)`` how many mesh edges each vertex is from the face outline
+    (0 on the outline; the irises, outside the tessellation, count as far)."""
+    adj: dict[int, set[int]] = {}
+    for a, b in _connections().FACEMESH_TESSELATION:
+        adj.setdefault(a, set()).add(b)
+        adj.setdefault(b, set()).add(a)
+    far = 10_000
+    rings = np.full(478, far, np.int32)
+    frontier = [int(v) for v in face_oval()]
+    rings[frontier] = 0
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for n in adj.get(v, ()):
+                if rings[n] == far:
+                    rings[n] = rings[v] + 1
+                    nxt.append(n)
+        frontier = nxt
+    return _ro(rings)
 
 
 @cache

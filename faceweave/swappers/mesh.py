@@ -44,8 +44,12 @@ _TURNED_AWAY = 0.05
 _MAX_STRETCH = 6.0
 #: head yaw (degrees) up to which the source shape is carried fully, and from which not at all
 _SHAPE_FULL_YAW, _SHAPE_NO_YAW = 30.0, 55.0
-#: output triangles facing the camera less than this (cosine) fade out
+#: output triangles facing the camera less than this (cosine) fade out, if
+#: they lie within this many mesh rings of the face outline (a turned head's
+#: silhouette; steep parts inside the face, the sides of the nose, the
+#: nostrils and the eye sockets, keep the source's texture)
 _SILHOUETTE = 0.3
+_SILHOUETTE_RINGS = 2
 #: source texture seen at less than this facing cosine fades out
 _FORESHORTENED = 0.08
 #: eye opening over eye width at which an eye counts as shut, and as open
@@ -135,6 +139,15 @@ def _eyes() -> tuple[tuple[np.ndarray, tuple[int, int], np.ndarray], ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=1)
+def _silhouette_triangles() -> np.ndarray:
+    """``(T,)`` bool, read-only: the triangles that can form a turned head's
+    silhouette (a corner within :data:`_SILHOUETTE_RINGS` of the outline)."""
+    near = topo.oval_rings()[topo.triangles()].min(axis=1) <= _SILHOUETTE_RINGS
+    near.setflags(write=False)
+    return near
+
+
 def _eyelid_weights(mesh: np.ndarray, tris: np.ndarray) -> np.ndarray:
     """``(T,)`` weight of each triangle of ``tris`` (the mesh triangles): 1,
     except around an eye that is closing, where the triangles that touch its
@@ -214,6 +227,7 @@ class MeshSwapper:
         # far more than the face as a whole (a sliver of the source's cheek
         # spread over the near cheek of a head turned the other way)
         facing = np.clip(triangle_facing(new_mesh, tris) / _SILHOUETTE, 0.0, 1.0)
+        facing[~_silhouette_triangles()] = 1.0
         scale = (target_face_size / source.crop.face_size) ** 2
         stretch = triangle_areas(new_mesh[:, :2][tris]) / np.maximum(triangle_areas(texture.coords) * scale, 1e-6)
         magnified = np.clip((_MAX_STRETCH - stretch) / (_MAX_STRETCH / 2.0), 0.0, 1.0)
