@@ -668,3 +668,41 @@ def test_transfer_shape_gives_the_eyes_the_sources_width(real_meshes, target, so
     for a, b in ((topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER)):
         width = lambda m: float(np.linalg.norm(m[a, :2] - m[b, :2]))  # noqa: E731
         assert width(new) == pytest.approx(width(fitted), abs=0.01 * eyes)
+
+
+def test_lid_arcs_split_each_eye_loop_at_its_corners():
+    from faceweave.geometry.shape import _lid_arcs
+
+    for loop, corners, lids in (
+        (topo.right_eye(), (topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER), (topo.RIGHT_EYE_UPPER, topo.RIGHT_EYE_LOWER)),
+        (topo.left_eye(), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER), (topo.LEFT_EYE_UPPER, topo.LEFT_EYE_LOWER)),
+    ):
+        upper, lower = _lid_arcs(loop, corners, lids)
+        assert lids[0] in loop[upper] and lids[1] in loop[lower]
+        assert len(upper) + len(lower) == len(loop) - 2
+        assert not set(loop[upper]) & set(loop[lower])
+        assert not set(corners) & (set(loop[upper]) | set(loop[lower]))
+        # on the frontal reference face the upper lid lies above the lower one (y grows downwards)
+        ref = topo.reference_mesh()
+        assert ref[loop[upper], 1].mean() < ref[loop[lower], 1].mean()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, source", PAIRS)
+def test_a_shut_target_eye_keeps_its_own_lids(real_meshes, target, source):
+    """A closed (or closing) target eye is not given the source's open lid
+    outline, which would show the source's open eye squeezed into a slit."""
+    from faceweave.geometry import shape
+    from faceweave.geometry.expression import ExpressionCorrection, apply_correction
+
+    t = apply_correction(real_meshes[target], ExpressionCorrection(eye_open=0.2))
+    loop = topo.right_eye()
+    assert shape.eye_openness(t, loop, (topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER)) < shape.EYE_SHUT
+    new = transfer_shape(t, real_meshes[source], surround=0.0)
+    old = shape.EYE_SHAPE
+    try:
+        shape.EYE_SHAPE = 0.0
+        kept = transfer_shape(t, real_meshes[source], surround=0.0)
+    finally:
+        shape.EYE_SHAPE = old
+    np.testing.assert_allclose(new[loop], kept[loop], atol=1e-4)

@@ -18,6 +18,8 @@ SURROUND = 0.25
 #: shape (the lids' outline and the eye's width around the target's opening)
 LIP_SHAPE = 1.0
 EYE_SHAPE = 1.0
+#: an eye's opening over its width at which it counts as shut, and as open
+EYE_SHUT, EYE_OPEN = 0.11, 0.15
 
 
 @lru_cache(maxsize=1)
@@ -88,6 +90,30 @@ def _lip_shape(new: np.ndarray, fitted: np.ndarray, amount: float) -> None:
     new[block, :2] += amount * (source_offset - target_offset)[:, None] * normal
 
 
+def _lid_arcs(loop: np.ndarray, corners: tuple[int, int], lids: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in ``loop`` of the upper and the lower lid (each the arc
+    between the two corners that holds that lid's middle point, corners
+    left out)."""
+    i, j = sorted(int(np.flatnonzero(loop == c)[0]) for c in corners)
+    first = np.arange(i + 1, j)
+    second = np.concatenate([np.arange(j + 1, len(loop)), np.arange(0, i)])
+    upper = int(np.flatnonzero(loop == lids[0])[0])
+    return (first, second) if upper in first else (second, first)
+
+
+def eye_openness(mesh: np.ndarray, loop: np.ndarray, corners: tuple[int, int]) -> float:
+    """An eye's opening over its width: the largest gap across the line of
+    its corners between the lid loop's points on either side."""
+    p = np.asarray(mesh, np.float64)[:, :2]
+    a, b = p[corners[0]], p[corners[1]]
+    width = float(np.linalg.norm(b - a))
+    if width <= 1e-6:
+        return 0.0
+    u = (b - a) / width
+    across = (p[loop] - a) @ np.array([-u[1], u[0]])
+    return float((across.max() - across.min()) / width)
+
+
 def _eye_shape(
     new: np.ndarray, fitted: np.ndarray, loop: np.ndarray, corners: tuple[int, int], lids: tuple[int, int], amount: float
 ) -> None:
@@ -95,7 +121,10 @@ def _eye_shape(
     width, opened as far as the target's: in the frame of the target eye's
     corners, each lid of the source's loop is stretched across so that its
     middle point (``lids``: upper, lower) lies as far from the line of the
-    corners as the target lid's.  The iris stays (the target's gaze)."""
+    corners as the target lid's.  The iris stays (the target's gaze).  An
+    eye that is shut or shutting (openness from :data:`EYE_OPEN` down to
+    :data:`EYE_SHUT`) keeps the target's own lids, as does one whose source
+    eye is (nearly) shut."""
     def frame(mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         a, b = mesh[corners[0], :2], mesh[corners[1], :2]
         width = float(np.linalg.norm(b - a))
@@ -106,16 +135,19 @@ def _eye_shape(
     c_s, u_s, n_s, w_s = frame(fitted)
     if w_t < 1e-6 or w_s < 1e-6:
         return
+    amount *= float(np.clip((eye_openness(new, loop, corners) - EYE_SHUT) / (EYE_OPEN - EYE_SHUT), 0.0, 1.0))
+    amount *= float(np.clip((eye_openness(fitted, loop, corners) - EYE_SHUT) / (EYE_OPEN - EYE_SHUT), 0.0, 1.0))
+    if amount <= 0.0:
+        return
     along = (fitted[loop, :2] - c_s) @ u_s
     across_s = (fitted[loop, :2] - c_s) @ n_s
     across_t = (new[loop, :2] - c_t) @ n_t
     across = across_t.copy()
-    for lid in lids:
+    for lid, arc in zip(lids, _lid_arcs(loop, corners, lids)):
         k = int(np.flatnonzero(loop == lid)[0])
-        side = across_t * across_t[k] > 0  # this lid's half of the loop
         if abs(float(across_s[k])) > 0.02 * w_s and across_s[k] * across_t[k] > 0:
-            across[side] = across_s[side] * (across_t[k] / across_s[k])
-        # a shut (or inside-out) source lid has no outline to carry: the target's stays
+            across[arc] = across_s[arc] * (across_t[k] / across_s[k])
+    across[[int(np.flatnonzero(loop == c)[0]) for c in corners]] = 0.0
     # the new eye's width is the source's (the eyes' distance is the source's too)
     shaped = c_t + along[:, None] * u_t + across[:, None] * n_t
     new[loop, :2] += amount * (shaped - new[loop, :2])

@@ -25,7 +25,7 @@ import numpy as np
 from faceweave.analysis.pose import head_pose
 from faceweave.geometry import topology as topo
 from faceweave.geometry.expression import ExpressionCorrection
-from faceweave.geometry.shape import transfer_shape
+from faceweave.geometry.shape import EYE_OPEN, EYE_SHUT, eye_openness, transfer_shape
 from faceweave.geometry.warp import (
     ellipse_ring,
     piecewise_affine_maps,
@@ -52,8 +52,6 @@ _SILHOUETTE = 0.3
 _SILHOUETTE_RINGS = 2
 #: source texture seen at less than this facing cosine fades out
 _FORESHORTENED = 0.08
-#: eye opening over eye width at which an eye counts as shut, and as open
-_EYE_SHUT, _EYE_OPEN = 0.11, 0.15
 #: pins of the reshaping warp, relative to the face's half-size
 _PIN_RING = 1.45
 #: points that pull the target crop onto the new geometry: outline, mouth, eyes, brows, nose tip
@@ -110,19 +108,6 @@ def shape_confidence(source_yaw: float, target_yaw: float) -> float:
     return float(np.clip((_SHAPE_NO_YAW - yaw) / (_SHAPE_NO_YAW - _SHAPE_FULL_YAW), 0.0, 1.0))
 
 
-def eye_openness(mesh: np.ndarray, loop: np.ndarray, corners: tuple[int, int]) -> float:
-    """An eye's opening over its width: the largest gap across the line of
-    its corners between the lid loop's points on either side."""
-    p = np.asarray(mesh, np.float64)[:, :2]
-    a, b = p[corners[0]], p[corners[1]]
-    width = float(np.linalg.norm(b - a))
-    if width <= 1e-6:
-        return 0.0
-    u = (b - a) / width
-    across = (p[loop] - a) @ np.array([-u[1], u[0]])
-    return float((across.max() - across.min()) / width)
-
-
 @lru_cache(maxsize=1)
 def _eyes() -> tuple[tuple[np.ndarray, tuple[int, int], np.ndarray], ...]:
     """Each eye's lid loop, its corners, and which triangles touch the loop
@@ -151,10 +136,11 @@ def _silhouette_triangles() -> np.ndarray:
 def _eyelid_weights(mesh: np.ndarray, tris: np.ndarray) -> np.ndarray:
     """``(T,)`` weight of each triangle of ``tris`` (the mesh triangles): 1,
     except around an eye that is closing, where the triangles that touch its
-    lid loop fade out (to 0 at :data:`_EYE_SHUT`, 1 from :data:`_EYE_OPEN`)."""
+    lid loop fade out (to 0 at ``EYE_SHUT``, 1 from ``EYE_OPEN``,
+    :mod:`faceweave.geometry.shape`)."""
     weights = np.ones(len(tris), np.float32)
     for loop, corners, touching in _eyes():
-        open_ = float(np.clip((eye_openness(mesh, loop, corners) - _EYE_SHUT) / (_EYE_OPEN - _EYE_SHUT), 0.0, 1.0))
+        open_ = float(np.clip((eye_openness(mesh, loop, corners) - EYE_SHUT) / (EYE_OPEN - EYE_SHUT), 0.0, 1.0))
         if open_ < 1.0:
             weights[touching] = np.minimum(weights[touching], open_)
     return weights
