@@ -13,19 +13,21 @@ def laplacian_blend(front: np.ndarray, back: np.ndarray, mask: np.ndarray, *, le
     blend over wide regions and fine detail over narrow ones."""
     h, w = mask.shape
     levels = max(1, min(levels, int(np.log2(max(1, min(h, w) // 8))) + 1))
+    # the pyramid is linear: mixing the bands of front and back by the mask
+    # is back plus the bands of (front - back) times the mask, so one pyramid
+    # (of the difference) does the work of two
+    back = back.astype(np.float32)
     gm = [mask.astype(np.float32)]
-    ga, gb = [front.astype(np.float32)], [back.astype(np.float32)]
+    gd = [front.astype(np.float32) - back]
     for _ in range(levels - 1):
         gm.append(cv2.pyrDown(gm[-1]))
-        ga.append(cv2.pyrDown(ga[-1]))
-        gb.append(cv2.pyrDown(gb[-1]))
-    out = ga[-1] * gm[-1][..., None] + gb[-1] * (1.0 - gm[-1][..., None])
+        gd.append(cv2.pyrDown(gd[-1]))
+    out = gd[-1] * gm[-1][..., None]
     for i in range(levels - 2, -1, -1):
-        size = (ga[i].shape[1], ga[i].shape[0])
-        la = ga[i] - cv2.pyrUp(ga[i + 1], dstsize=size)
-        lb = gb[i] - cv2.pyrUp(gb[i + 1], dstsize=size)
-        m = gm[i][..., None]
-        out = cv2.pyrUp(out, dstsize=size) + la * m + lb * (1.0 - m)
+        size = (gd[i].shape[1], gd[i].shape[0])
+        band = gd[i] - cv2.pyrUp(gd[i + 1], dstsize=size)
+        out = cv2.pyrUp(out, dstsize=size) + band * gm[i][..., None]
+    out += back
     return out
 
 

@@ -88,8 +88,9 @@ def _face_axis(mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _along(size: tuple[int, int], origin: np.ndarray, direction: np.ndarray) -> np.ndarray:
     """``(H, W)`` float32: each pixel's coordinate along ``direction`` from ``origin``."""
     w, h = size
-    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    return (xx - origin[0]) * direction[0] + (yy - origin[1]) * direction[1]
+    across_x = (np.arange(w, dtype=np.float32) - np.float32(origin[0])) * np.float32(direction[0])
+    across_y = (np.arange(h, dtype=np.float32) - np.float32(origin[1])) * np.float32(direction[1])
+    return across_y[:, None] + across_x[None, :]
 
 
 def _above(size: tuple[int, int], mesh: np.ndarray, points: np.ndarray, *, lowest: bool, soft: float) -> np.ndarray:

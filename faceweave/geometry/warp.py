@@ -62,8 +62,9 @@ def radial_falloff(size: tuple[int, int], center: tuple[float, float], radii: tu
     """``(H, W)`` float32 weight: 1 inside the ellipse scaled by ``inner``,
     falling smoothly to 0 on the ellipse itself and 0 outside."""
     w, h = size
-    xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    r = np.hypot((xx - center[0]) / radii[0], (yy - center[1]) / radii[1])
+    dx = (np.arange(w, dtype=np.float32) - np.float32(center[0])) / np.float32(radii[0])
+    dy = (np.arange(h, dtype=np.float32) - np.float32(center[1])) / np.float32(radii[1])
+    r = np.sqrt(dy[:, None] ** 2 + dx[None, :] ** 2)
     t = np.clip((1.0 - r) / (1.0 - inner), 0.0, 1.0)
     return (t * t * (3.0 - 2.0 * t)).astype(np.float32)
 

@@ -193,9 +193,11 @@ class MeshSwapper:
         dx, dy = tps_displacement(np.concatenate([dst, ring]), np.concatenate([src, ring]), (w, h), step=12)
         weight = radial_falloff((w, h), (float(centre[0]), float(centre[1])), radii, inner=0.8)
         dx, dy = dx * weight, dy * weight
-        xx, yy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-        background = cv2.remap(target.pixels, xx + dx, yy + dy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         changed = np.clip(np.hypot(dx, dy) / 0.3, 0.0, 1.0).astype(np.float32)
+        # the displacements become the sampling maps, in place
+        dx += np.arange(w, dtype=np.float32)[None, :]
+        dy += np.arange(h, dtype=np.float32)[:, None]
+        background = cv2.remap(target.pixels, dx, dy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         return background, changed
 
     @staticmethod
