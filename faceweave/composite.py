@@ -361,6 +361,7 @@ def composite(
     shading: float,
     person_mask: np.ndarray | None = None,
     colour: color.ColourMatch | None = None,
+    hands_mask: np.ndarray | None = None,
 ) -> Composite:
     """Blend ``out.face`` into ``out.background`` and say where to paste.
 
@@ -369,8 +370,16 @@ def composite(
     fixed skin-colour mapping (video holds one per face over a shot);
     without it the mapping is measured on this crop."""
     full = target.size
+    behind = out.background
+    if hands_mask is not None:
+        # hands in front of the face stay in front, and exactly where they
+        # are: the reshaping warp moves only the face behind them
+        hold = np.clip(hands_mask, 0.0, 1.0)
+        mixed = out.background * (1.0 - hold[..., None]) + target.pixels * hold[..., None]
+        behind = np.clip(mixed + 0.5, 0, 255).astype(np.uint8)
+        person_mask = 1.0 - hold if person_mask is None else np.minimum(person_mask, 1.0 - hold)
     face_lab_h = color.to_lab(_half(out.face))
-    bg_lab_h = color.to_lab(_half(out.background))
+    bg_lab_h = color.to_lab(_half(behind))
 
     # -- masks at half resolution -------------------------------------------------
     size = (full[0] // 2, full[1] // 2)
@@ -438,6 +447,9 @@ def composite(
     bare = 1.0 - masks.feather(masks.feature_mask(size, mesh, grow=0.02 * fs), erode=0, blur=0.01 * fs)
     detail = cv2.resize(mask_h * bare, full, interpolation=cv2.INTER_LINEAR)
     paste = np.maximum(cv2.resize(paste_h, full, interpolation=cv2.INTER_LINEAR), out.changed)
+    if hands_mask is not None:
+        # the photo's own pixels of a hand, not their copy through the working crop
+        paste = paste * (1.0 - np.clip(hands_mask, 0.0, 1.0))
 
     # -- colour: statistics on skin both sides can see, then low-frequency shading --
     if colour is None:
@@ -453,20 +465,25 @@ def composite(
     # -- full resolution, only around the face: the blend's support is the mask
     # grown by the coarsest pyramid level --
     x, y, w, h = cv2.boundingRect((mask > 0.002).astype(np.uint8))
-    pixels = out.background.copy()
+    pixels = behind.copy()
     if w > 0 and h > 0:
         margin = 2 ** BLEND_LEVELS
         x0, y0 = max(x - margin, 0), max(y - margin, 0)
         x1, y1 = min(x + w + margin, full[0]), min(y + h + margin, full[1])
         roi = (slice(y0, y1), slice(x0, x1))
         face_lab = color.to_lab(out.face[roi])
-        bg_lab = color.to_lab(out.background[roi])
+        bg_lab = color.to_lab(behind[roi])
         matched = color.apply_statistics(face_lab, s_stats, t_stats, max_gain=MAX_CONTRAST_GAIN)
         shaded = color.transfer_shading(
             matched, shade_region[roi], bg_lab, shade_region[roi], sigma=SHADING_SIGMA * target.face_size, amount=amount
         )
-        background = out.background[roi].astype(np.float32)
+        background = behind[roi].astype(np.float32)
         front = np.where(out.coverage[roi][..., None] > 0.5, color.to_rgb(shaded), background).astype(np.float32)
         blended = laplacian_blend(front, background, mask[roi], levels=BLEND_LEVELS)
+        if hands_mask is not None:
+            # the blend's low frequencies spread over wide regions: a hand
+            # must not take on the face's colour
+            held = np.clip(hands_mask[roi], 0.0, 1.0)[..., None]
+            blended = blended * (1.0 - held) + background * held
         pixels[roi] = np.clip(blended + 0.5, 0, 255).astype(np.uint8)
     return Composite(pixels=pixels, mask=mask, paste=np.clip(paste, 0.0, 1.0), detail=detail)

@@ -4,6 +4,8 @@ class that the caller owns)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import cv2
 import numpy as np
 
@@ -207,6 +209,93 @@ class SelfieSegmenter:
         self.prepare()
         result = self._model.process(np.ascontiguousarray(rgb))
         return np.clip(result.segmentation_mask.astype(np.float32), 0.0, 1.0)
+
+    def close(self) -> None:
+        if self._model is not None:
+            self._model.close()
+            self._model = None
+
+
+#: a hand's fingers are drawn this thick, and the whole hand grown by this
+#: much, as fractions of the length from the wrist to the middle finger's knuckle
+HAND_FINGER_WIDTH = 0.3
+HAND_MARGIN = 0.08
+#: hand landmarks (mediapipe's 21-point hand): the wrist and the knuckles, the palm's outline
+_PALM = (0, 1, 2, 5, 9, 13, 17)
+
+
+def hand_mask(size: tuple[int, int], hands: Sequence[np.ndarray]) -> np.ndarray:
+    """``(H, W)`` float32 in ``[0, 1]``: 1 over the hands drawn from their
+    ``(21, 2)`` landmark pixel coordinates (mediapipe's hand model: palm
+    polygon, thick lines along the finger bones), grown by
+    :data:`HAND_MARGIN` and softened at the edge."""
+    from mediapipe.python.solutions.hands_connections import HAND_CONNECTIONS
+
+    w, h = size
+    out = np.zeros((h, w), np.uint8)
+    soft = 1.0
+    for points in hands:
+        p = np.asarray(points, np.float32).reshape(21, 2)
+        palm = float(np.linalg.norm(p[9] - p[0]))
+        if not np.isfinite(palm) or palm < 1.0:
+            continue
+        width = max(2, int(round(HAND_FINGER_WIDTH * palm)))
+        q = np.round(p * 16.0).astype(np.int32)  # 4 bits of sub-pixel precision
+        cv2.fillPoly(out, [q[list(_PALM)]], 255, lineType=cv2.LINE_8, shift=4)
+        for a, b in HAND_CONNECTIONS:
+            cv2.line(out, tuple(map(int, q[a])), tuple(map(int, q[b])), 255, width, lineType=cv2.LINE_8, shift=4)
+        for k in range(21):
+            cv2.circle(out, tuple(map(int, q[k])), width * 8, 255, -1, lineType=cv2.LINE_8, shift=4)
+        grow = int(round(HAND_MARGIN * palm))
+        if grow > 0:
+            kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1))
+            out = cv2.dilate(out, kernel)
+        soft = max(soft, 0.05 * palm)
+    mask = out.astype(np.float32) / 255.0
+    return cv2.GaussianBlur(mask, (0, 0), soft) if mask.any() else mask
+
+
+class HandDetector:
+    """mediapipe's hand landmarks (palm detector + 21-point hand model).
+    Used as an occlusion mask: a hand in front of the face, which has the
+    colour of skin and so passes the skin-colour test, stays in front."""
+
+    name = "mediapipe_hands"
+
+    def __init__(self, *, max_hands: int = 2, min_confidence: float = 0.5) -> None:
+        self.max_hands = max_hands
+        self.min_confidence = min_confidence
+        self._model = None
+
+    def prepare(self) -> None:
+        if self._model is None:
+            try:
+                import mediapipe as mp
+
+                self._model = mp.solutions.hands.Hands(
+                    static_image_mode=True, max_num_hands=self.max_hands, model_complexity=1,
+                    min_detection_confidence=self.min_confidence,
+                )
+            except Exception as exc:  # pragma: no cover - broken install
+                raise ModelError(f"cannot load mediapipe hand landmarks: {exc}") from exc
+
+    def hands(self, rgb: np.ndarray) -> list[np.ndarray]:
+        """``(21, 2)`` float32 pixel coordinates of each hand found in an RGB image."""
+        self.prepare()
+        h, w = rgb.shape[:2]
+        result = self._model.process(np.ascontiguousarray(rgb))
+        found = []
+        for lm in result.multi_hand_landmarks or ():
+            found.append(np.array([(p.x * w, p.y * h) for p in lm.landmark], np.float32))
+        return found
+
+    def hand_mask(self, rgb: np.ndarray) -> np.ndarray | None:
+        """``(H, W)`` float32 in ``[0, 1]``, 1 over the hands, or ``None`` when
+        there is no hand."""
+        found = self.hands(rgb)
+        if not found:
+            return None
+        return hand_mask((rgb.shape[1], rgb.shape[0]), found)
 
     def close(self) -> None:
         if self._model is not None:

@@ -46,8 +46,9 @@ class MaskOptions(_Options):
     box_blur: float = Field(0.25, ge=0.0, le=1.0, description="feather of the box mask, fraction of the crop")
     region: bool = True
     mouth: bool = True
-    occlusion: bool = Field(True, description="keep hair, hands and glasses in front of the face (skin-colour test)")
+    occlusion: bool = Field(True, description="keep hair, glasses and other things not coloured like skin in front of the face (skin-colour test; see hands for hands)")
     segmentation: bool = Field(False, description="also keep non-person objects in front of the face (selfie segmentation model)")
+    hands: bool = Field(False, description="also keep hands in front of the face (mediapipe hand landmarks; about 6-10 ms per face)")
 
 
 class RuntimeOptions(_Options):

@@ -26,7 +26,7 @@ from faceweave.errors import InputError, NoFaceError
 from faceweave.geometry.align import crop_matrix, transform_points
 from faceweave.geometry.expression import ExpressionCorrection, expression_ratios, next_correction
 from faceweave.io import image_from_array, read_image
-from faceweave.masks import SelfieSegmenter
+from faceweave.masks import HandDetector, SelfieSegmenter
 from faceweave.options import SwapOptions
 from faceweave.selection import order_faces, select_faces
 from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, create_swapper
@@ -124,6 +124,8 @@ class FaceSwapper:
             raise
         self.segmenter = SelfieSegmenter() if options.masks.segmentation else None
         self._segment_lock = threading.Lock()
+        self.hand_detector = HandDetector() if options.masks.hands else None
+        self._hands_lock = threading.Lock()
 
     @property
     def provider(self):
@@ -169,6 +171,8 @@ class FaceSwapper:
         self.swapper.prepare()
         if self.segmenter is not None:
             self.segmenter.prepare()
+        if self.hand_detector is not None:
+            self.hand_detector.prepare()
         return (time.perf_counter() - start) * 1000.0
 
     def close(self) -> None:
@@ -178,6 +182,8 @@ class FaceSwapper:
             self.swapper.close()
         if getattr(self, "segmenter", None) is not None:
             self.segmenter.close()
+        if getattr(self, "hand_detector", None) is not None:
+            self.hand_detector.close()
         if self.pool is not None:
             self.pool.close()
             self.pool = None
@@ -297,10 +303,16 @@ class FaceSwapper:
             # a mediapipe graph runs one image at a time; video renders frames on several threads
             with timed(timings, "segment"), self._segment_lock:
                 person = self.segmenter.person_mask(crop.pixels)
+        hands = None
+        if self.hand_detector is not None:
+            # a hand has the colour of skin: the occlusion test cannot tell it
+            # from the face, the hand model can
+            with timed(timings, "hands"), self._hands_lock:
+                hands = self.hand_detector.hand_mask(crop.pixels)
         with timed(timings, "blend"):
             return composite(
                 crop, out, mask_options=self.options.masks, shading=self.options.shading, person_mask=person,
-                colour=colour,
+                colour=colour, hands_mask=hands,
             )
 
     def check_expression(

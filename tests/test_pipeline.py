@@ -307,7 +307,7 @@ def teeth_match(result: np.ndarray, target: np.ndarray, face: Face) -> float:
 
 @pytest.mark.parametrize(
     "masks",
-    [{}, {"mouth": False}, {"occlusion": False}, {"box": False}, {"region": False}, {"segmentation": True}],
+    [{}, {"mouth": False}, {"occlusion": False}, {"box": False}, {"region": False}, {"segmentation": True}, {"hands": True}],
 )
 def test_mask_options(swapper, path, masks):
     from faceweave.options import MaskOptions
@@ -330,6 +330,95 @@ def test_mask_options(swapper, path, masks):
     big = b.scaled(2.0)
     outside[max(int(big.y1), 0) : int(big.y2), max(int(big.x1), 0) : int(big.x2)] = False
     assert np.array_equal(result.image[outside], target[outside])
+
+
+# -- hands in front of the face --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hand_over_face(path):
+    """Paul Rudd with a real hand (cut from the woman's photo, where it rests
+    under her chin) pasted over his mouth and chin, and the hand's opaque
+    pixels (a ``(H, W)`` bool mask of the picture)."""
+    import cv2
+
+    from faceweave.masks import HandDetector, hand_mask
+
+    woman = read_image(path("single/woman_east_asian.png")).pixels
+    detector = HandDetector()
+    try:
+        (points,) = detector.hands(woman)
+    finally:
+        detector.close()
+    rough = hand_mask((woman.shape[1], woman.shape[0]), [points])
+    # the hand's own pixels: its colour, inside the drawn hand
+    lab = cv2.cvtColor(woman, cv2.COLOR_RGB2LAB).astype(np.float32)
+    centre = np.median(lab[rough > 0.99], axis=0)
+    near = np.linalg.norm((lab - centre) / np.array([40.0, 8.0, 8.0], np.float32), axis=2) < 1.7
+    alpha = cv2.morphologyEx((near & (rough > 0.3)).astype(np.uint8), cv2.MORPH_OPEN, np.ones((5, 5), np.uint8))
+    alpha = cv2.morphologyEx(alpha, cv2.MORPH_CLOSE, np.ones((9, 9), np.uint8))
+    x, y, w, h = cv2.boundingRect(alpha)
+    hand, alpha = woman[y : y + h, x : x + w], alpha[y : y + h, x : x + w]
+
+    target = read_image(path("single/paul_rudd.jpg")).pixels.copy()
+    with FaceSwapper() as swapper:
+        face = max(swapper.find_faces(target), key=lambda f: f.bbox.area)
+    scale = 0.9 * face.bbox.height / h
+    hand = cv2.resize(hand, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+    alpha = cv2.resize(alpha, None, fx=scale, fy=scale, interpolation=cv2.INTER_NEAREST)
+    nose = face.mesh[1, :2]
+    x0, y0 = int(nose[0] - 0.55 * hand.shape[1]), int(nose[1] - 0.05 * hand.shape[0])
+    hh, ww = min(hand.shape[0], target.shape[0] - y0), min(hand.shape[1], target.shape[1] - x0)
+    region = target[y0 : y0 + hh, x0 : x0 + ww]
+    a = alpha[:hh, :ww, None].astype(bool)
+    target[y0 : y0 + hh, x0 : x0 + ww] = np.where(a, hand[:hh, :ww], region)
+    opaque = np.zeros(target.shape[:2], bool)
+    opaque[y0 : y0 + hh, x0 : x0 + ww] = cv2.erode(alpha[:hh, :ww], np.ones((7, 7), np.uint8)) > 0
+    return target, opaque
+
+
+def test_hands_in_front_of_the_face_stay_sharp_and_in_place(swapper, path, hand_over_face):
+    """A skin-coloured hand passes the colour test as face; with the hand
+    model (``MaskOptions.hands``) it stays in front, with its own pixels
+    (not moved by the reshaping warp, nor resampled through the working
+    crop), while the face around it is swapped."""
+    from faceweave.options import MaskOptions
+
+    target, hand = hand_over_face
+
+    def change(masks) -> tuple[float, float]:
+        with FaceSwapper(SwapOptions(masks=MaskOptions(**masks)), analyser=swapper.analyser) as variant:
+            result = variant.swap([path(BIDEN)], target)
+        diff = np.abs(result.image.astype(int) - target.astype(int)).sum(axis=2)
+        face = max(result.faces, key=lambda f: f.bbox.area).bbox
+        upper = np.zeros_like(hand)
+        upper[int(face.y1) : int((face.y1 + face.y2) / 2), int(face.x1) : int(face.x2)] = True
+        return float(np.median(diff[hand])), float(diff[upper & ~hand].mean())
+
+    without_hands, face_without = change({})
+    with_hands, face_with = change({"hands": True})
+    assert face_with > 10 and face_without > 10  # the face is swapped either way
+    assert without_hands >= 6  # without the hand model the hand is moved, blurred or painted over
+    assert with_hands <= 2  # with it, the hand's pixels stay the photo's own
+
+
+def test_hand_mask_draws_the_palm_and_the_fingers():
+    from faceweave.masks import hand_mask
+
+    # a flat right hand, fingers up: wrist at the bottom, knuckles in a row
+    wrist = np.array([100.0, 180.0])
+    points = [wrist]
+    for finger, x in enumerate((60.0, 80.0, 100.0, 120.0, 140.0)):
+        base_y = 140.0 if finger else 160.0
+        points += [np.array([x, base_y - k * 18.0]) for k in range(4)]
+    points = np.array(points, np.float32)
+    mask = hand_mask((200, 220), [points])
+    assert mask.shape == (220, 200) and mask.dtype == np.float32
+    assert mask[170, 100] > 0.99  # the palm
+    assert mask[int(points[8, 1]), int(points[8, 0])] > 0.99  # a fingertip
+    assert mask[5, 5] == 0.0 and mask[215, 195] == 0.0  # far away
+    assert mask.min() >= 0.0 and mask.max() <= 1.0
+    assert not hand_mask((50, 40), []).any()
 
 
 # -- the expression check -------------------------------------------------------

@@ -71,6 +71,7 @@ def swap_options(
     max_pixels: int | None = None,
     occlusion: bool = True,
     mouth_mask: bool = True,
+    hands: bool = False,
     selection: dict[str, Any] | None = None,
     **extra: Any,
 ) -> SwapOptions:
@@ -79,7 +80,7 @@ def swap_options(
 
     Raises pydantic's ``ValidationError`` for a value out of range.
     """
-    data: dict[str, Any] = {"masks": {"occlusion": occlusion, "mouth": mouth_mask}}
+    data: dict[str, Any] = {"masks": {"occlusion": occlusion, "mouth": mouth_mask, "hands": hands}}
     if working_size is not None:
         data["working_size"] = working_size
     if max_pixels is not None:

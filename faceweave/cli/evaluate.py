@@ -26,8 +26,9 @@ def evaluate_command(
     source: Annotated[Optional[Path], typer.Option("--source", "-s", metavar="PHOTO", help="Video mode: the source photo to swap in.")] = None,
     working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); larger is slower.")] = None,
     max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).")] = None,
-    no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, hands and objects in front of the face.")] = False,
+    no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, glasses and other things that are not skin-coloured in front of the face.")] = False,
     no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.")] = False,
+    occlusion_hands: Annotated[bool, typer.Option("--occlusion-hands", help="Also keep hands in front of the face (mediapipe hand landmarks: a hand has the colour of skin, so the occlusion test alone paints over it; about 6-10 ms per face).")] = False,
     no_expression_check: Annotated[bool, typer.Option("--no-expression-check", help="Photos: do not look at each new face again to correct how its mouth and eyes read against the target's expression (saves a composite and a mesh inference, and sometimes a swap, per face).")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
@@ -36,7 +37,7 @@ def evaluate_command(
     def body(term: console.Terminal) -> int:
         options = swap_options(
             working_size=working_size, max_pixels=max_pixels,
-            occlusion=not no_occlusion, mouth_mask=not no_mouth_mask,
+            occlusion=not no_occlusion, mouth_mask=not no_mouth_mask, hands=occlusion_hands,
             expression_check=not no_expression_check,
         )
         if data_dir.is_file():

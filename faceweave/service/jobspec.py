@@ -40,6 +40,7 @@ class JobOptions(BaseModel):
     working_size: int | None = Field(None, ge=96, le=1024)
     occlusion: bool = True
     mouth_mask: bool = True
+    occlusion_hands: bool = Field(False, description="also keep hands in front of the face (hand landmark model)")
     format: Literal["png", "jpg", "webp", "mp4", "webm", "gif", "mov", "mkv"] | None = None
     quality: int | None = Field(None, ge=1, le=100)
     trim: str | None = Field(None, max_length=64, description="video: START-END, e.g. 5-20 or 00:00:05-00:00:20")
@@ -94,7 +95,7 @@ class JobOptions(BaseModel):
         size = self.working_size or (video_working_size if kind == "video" else SwapOptions().working_size)
         return SwapOptions.model_validate({
             "working_size": size, "max_pixels": max_pixels, "selection": selection,
-            "masks": {"occlusion": self.occlusion, "mouth": self.mouth_mask},
+            "masks": {"occlusion": self.occlusion, "mouth": self.mouth_mask, "hands": self.occlusion_hands},
             "swapper": self.swapper, "pixel_boost": self.pixel_boost,
             "enhance": {
                 "face": self.face_enhancer, "face_blend": self.face_enhancer_blend, "face_weight": self.face_enhancer_weight,
