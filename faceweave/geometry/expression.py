@@ -76,7 +76,7 @@ class ExpressionCorrection:
 EYE_OPEN_LIMITS = (0.85, 1.15)
 
 
-def _axes(p: np.ndarray, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+def corner_axes(p: np.ndarray, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """Midpoint of points ``a`` and ``b``, the unit vector from ``a`` to
     ``b``, its normal, and their distance (x, y only)."""
     length = float(np.linalg.norm(p[b, :2] - p[a, :2]))
@@ -91,7 +91,7 @@ def apply_correction(mesh: np.ndarray, correction: ExpressionCorrection) -> np.n
     if correction.is_none:
         return out.astype(np.float32)
     lips = topo.lips_block()
-    centre, u, v, width = _axes(out, topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT)
+    centre, u, v, width = corner_axes(out, topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT)
     if width > 1e-6 and (correction.mouth_width != 1.0 or correction.mouth_open != 0.0):
         rel = out[lips, :2] - centre
         along, across = rel @ u, rel @ v
@@ -116,7 +116,7 @@ def apply_correction(mesh: np.ndarray, correction: ExpressionCorrection) -> np.n
             (topo.right_eye(), topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER),
             (topo.left_eye(), topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER),
         ):
-            c, ue, ve, _ = _axes(out, outer, inner)
+            c, ue, ve, _ = corner_axes(out, outer, inner)
             rel = out[loop, :2] - c
             out[loop, :2] = c + np.outer(rel @ ue, ue) + np.outer((rel @ ve) * correction.eye_open, ve)
     return out.astype(np.float32)

@@ -8,7 +8,7 @@ import numpy as np
 
 from faceweave.geometry import topology as topo
 from faceweave.geometry.align import apply_similarity, procrustes
-from faceweave.geometry.expression import ExpressionCorrection, apply_correction
+from faceweave.geometry.expression import ExpressionCorrection, apply_correction, corner_axes
 
 #: how far the lips' and eyes' expression offsets spread into the skin around
 #: them, as the Gaussian width over the mouth's (or eye's) own width
@@ -79,12 +79,9 @@ def _lip_shape(new: np.ndarray, fitted: np.ndarray, amount: float) -> None:
     its point of that line as the source's point does.  Along that line
     nothing moves, so the mouth keeps the target's width."""
     block, anchors = topo.lips_block(), _lip_anchors()
-    a, b = new[topo.MOUTH_CORNER_RIGHT, :2], new[topo.MOUTH_CORNER_LEFT, :2]
-    width = float(np.linalg.norm(b - a))
+    _, _, normal, width = corner_axes(new, topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT)
     if width < 1e-6:
         return
-    u = (b - a) / width
-    normal = np.array([-u[1], u[0]])
     source_offset = (fitted[block, :2] - anchors @ fitted[:, :2]) @ normal
     target_offset = (new[block, :2] - anchors @ new[:, :2]) @ normal
     new[block, :2] += amount * (source_offset - target_offset)[:, None] * normal
@@ -125,14 +122,8 @@ def _eye_shape(
     eye that is shut or shutting (openness from :data:`EYE_OPEN` down to
     :data:`EYE_SHUT`) keeps the target's own lids, as does one whose source
     eye is (nearly) shut."""
-    def frame(mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-        a, b = mesh[corners[0], :2], mesh[corners[1], :2]
-        width = float(np.linalg.norm(b - a))
-        u = (b - a) / max(width, 1e-9)
-        return (a + b) / 2.0, u, np.array([-u[1], u[0]]), width
-
-    c_t, u_t, n_t, w_t = frame(new)
-    c_s, u_s, n_s, w_s = frame(fitted)
+    c_t, u_t, n_t, w_t = corner_axes(new, *corners)
+    c_s, u_s, n_s, w_s = corner_axes(fitted, *corners)
     if w_t < 1e-6 or w_s < 1e-6:
         return
     amount *= float(np.clip((eye_openness(new, loop, corners) - EYE_SHUT) / (EYE_OPEN - EYE_SHUT), 0.0, 1.0))
