@@ -116,3 +116,25 @@ def test_faces_of_one_frame_go_through_one_inference(models_dir, faces_dir):
         result = swapper.swap([faces_dir / "single/biden2.jpg"], faces_dir / "group/fr_two_people.jpg")
     assert len(result.swapped) == 2
     assert batches == [2]
+
+
+def test_evaluate_compares_a_neural_swapper(models_dir, faces_dir, tmp_path):
+    """``faceweave evaluate --swapper`` runs the same pairs through a neural
+    model, so settings and models are compared with one command; a missing
+    model is a clear error before any pair is swapped."""
+    import json
+
+    from tests.test_cli import assert_clean_error, faceweave
+
+    out = tmp_path / "report"
+    proc = faceweave(
+        "evaluate", faces_dir, "--out", out, "--pairs", "2", "--swapper", "inswapper_128", "--models-dir", models_dir
+    )
+    assert proc.returncode == 0, proc.stderr  # a report, whatever its figures
+    report = json.loads((out / "report.json").read_text())
+    assert report["options"]["swap_options"]["swapper"] == "inswapper_128"
+    assert len(report["pairs"]) == 2
+    proc = faceweave("evaluate", faces_dir, "--out", tmp_path / "none", "--pairs", "2", "--swapper", "ghost_1_256",
+                     "--models-dir", tmp_path)
+    assert_clean_error(proc, 1, "not present", "faceweave models download")
+    assert not (tmp_path / "none" / "report.json").exists()

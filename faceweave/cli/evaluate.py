@@ -9,6 +9,17 @@ import typer
 
 from faceweave.cli import console
 from faceweave.cli.common import swap_options
+from faceweave.cli.runtime_options import (
+    DeviceIdOption,
+    ExecutionProviderOption,
+    ModelsDirOption,
+    PixelBoostOption,
+    ProviderFallbackOption,
+    SwapperOption,
+    TensorrtCacheOption,
+    TensorrtFp16Option,
+    runtime_fields,
+)
 from faceweave.options import SwapOptions
 
 _DEFAULTS = SwapOptions()
@@ -30,15 +41,30 @@ def evaluate_command(
     no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.")] = False,
     occlusion_hands: Annotated[bool, typer.Option("--occlusion-hands", help="Also keep hands in front of the face (mediapipe hand landmarks: a hand has the colour of skin, so the occlusion test alone paints over it; about 6-10 ms per face).")] = False,
     no_expression_check: Annotated[bool, typer.Option("--no-expression-check", help="Photos: do not look at each new face again to correct how its mouth and eyes read against the target's expression (saves a composite and a mesh inference, and sometimes a swap, per face).")] = False,
+    swapper: SwapperOption = "mesh",
+    pixel_boost: PixelBoostOption = None,
+    execution_provider: ExecutionProviderOption = "cpu",
+    device_id: DeviceIdOption = 0,
+    provider_fallback: ProviderFallbackOption = False,
+    tensorrt_cache: TensorrtCacheOption = None,
+    tensorrt_fp16: TensorrtFp16Option = False,
+    models_dir: ModelsDirOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
-    """Swap PAIRS source/target pairs from DATA_DIR, write the results to --out and print a summary."""
+    """Swap PAIRS source/target pairs from DATA_DIR, write the results to --out and print a summary.
+
+    Compare settings and models with it: --swapper runs a neural swapper
+    (its model downloaded or imported first) on the same pairs."""
 
     def body(term: console.Terminal) -> int:
         options = swap_options(
             working_size=working_size, max_pixels=max_pixels,
             occlusion=not no_occlusion, mouth_mask=not no_mouth_mask, hands=occlusion_hands,
             expression_check=not no_expression_check,
+            swapper=swapper, pixel_boost=pixel_boost,
+            runtime=runtime_fields(
+                execution_provider, device_id, provider_fallback, tensorrt_cache, tensorrt_fp16, models_dir
+            ),
         )
         if data_dir.is_file():
             from faceweave.cli.common import refuse_video, target_is_video

@@ -40,6 +40,37 @@ TensorrtCacheOption = Annotated[
                  rich_help_panel=PANEL),
 ]
 TensorrtFp16Option = Annotated[bool, typer.Option("--tensorrt-fp16", help="TensorRT: build fp16 engines.", rich_help_panel=PANEL)]
+SwapperOption = Annotated[
+    str,
+    typer.Option("--swapper", metavar="NAME", help="'mesh' (classical, works offline) or a neural model such as inswapper_128, hyperswap_1a_256, simswap_256 (see 'faceweave models list'; the file must be downloaded or imported first).", rich_help_panel=PANEL),
+]
+PixelBoostOption = Annotated[
+    Optional[int],
+    typer.Option("--pixel-boost", metavar="PX", help="Neural swappers: run the model on tiles of a crop this large (e.g. 256 or 512 for a 128 px model).", rich_help_panel=PANEL),
+]
+ModelsDirOption = Annotated[
+    Optional[Path],
+    typer.Option("--models-dir", metavar="DIR", help="Model folder (default $FACEWEAVE_MODELS or ~/.cache/faceweave/models).", rich_help_panel=PANEL),
+]
+
+
+def runtime_fields(
+    execution_provider: str = "cpu",
+    device_id: int = 0,
+    provider_fallback: bool = False,
+    tensorrt_cache: Path | None = None,
+    tensorrt_fp16: bool = False,
+    models_dir: Path | None = None,
+) -> dict:
+    """The ``runtime`` part of :class:`~faceweave.options.SwapOptions` from the flags above."""
+    return {
+        "execution_provider": execution_provider,
+        "device_id": device_id,
+        "provider_fallback": provider_fallback,
+        "tensorrt_cache": str(tensorrt_cache) if tensorrt_cache is not None else None,
+        "tensorrt_fp16": tensorrt_fp16,
+        "models_dir": str(models_dir) if models_dir is not None else None,
+    }
 
 
 def provider_config(

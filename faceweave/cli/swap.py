@@ -22,9 +22,13 @@ from faceweave.cli.runtime_options import (
     PANEL,
     DeviceIdOption,
     ExecutionProviderOption,
+    ModelsDirOption,
+    PixelBoostOption,
     ProviderFallbackOption,
+    SwapperOption,
     TensorrtCacheOption,
     TensorrtFp16Option,
+    runtime_fields,
 )
 from faceweave.cli.video import DEFAULT_VIDEO_QUALITY
 from faceweave.errors import InvalidOptionError
@@ -66,8 +70,8 @@ def swap_command(
     preset: Annotated[str, typer.Option("--preset", metavar="NAME", help="Video: encoder speed preset (ultrafast ... veryslow).", rich_help_panel=_VIDEO)] = "veryfast",
     preview: Annotated[Optional[Path], typer.Option("--preview", metavar="PNG", help="Video: first write one swapped frame to this image.", rich_help_panel=_VIDEO)] = None,
     preview_frame: Annotated[Optional[int], typer.Option("--preview-frame", metavar="N", min=0, help="Video: the frame the preview shows (default: the first with a face).", rich_help_panel=_VIDEO)] = None,
-    swapper: Annotated[str, typer.Option("--swapper", metavar="NAME", help="'mesh' (classical, works offline) or a neural model such as inswapper_128, hyperswap_1a_256, simswap_256 (see 'faceweave models list'; the file must be downloaded or imported first).", rich_help_panel=_MODELS)] = "mesh",
-    pixel_boost: Annotated[Optional[int], typer.Option("--pixel-boost", metavar="PX", help="Neural swappers: run the model on tiles of a crop this large (e.g. 256 or 512 for a 128 px model).", rich_help_panel=_MODELS)] = None,
+    swapper: SwapperOption = "mesh",
+    pixel_boost: PixelBoostOption = None,
     face_enhancer: Annotated[Optional[str], typer.Option("--face-enhancer", metavar="NAME", help="Restore the swapped faces: gfpgan_1.4, codeformer, gpen_bfr_512, restoreformer_plus_plus.", rich_help_panel=_MODELS)] = None,
     face_enhancer_blend: Annotated[float, typer.Option("--face-enhancer-blend", metavar="F", min=0.0, max=1.0, help="How much of the restored face to keep.", rich_help_panel=_MODELS)] = 0.8,
     face_enhancer_weight: Annotated[float, typer.Option("--face-enhancer-weight", metavar="F", min=0.0, max=1.0, help="CodeFormer fidelity weight (1 = closest to the input).", rich_help_panel=_MODELS)] = 0.5,
@@ -78,7 +82,7 @@ def swap_command(
     provider_fallback: ProviderFallbackOption = False,
     tensorrt_cache: TensorrtCacheOption = None,
     tensorrt_fp16: TensorrtFp16Option = False,
-    models_dir: Annotated[Optional[Path], typer.Option("--models-dir", metavar="DIR", help="Model folder (default $FACEWEAVE_MODELS or ~/.cache/faceweave/models).", rich_help_panel=_MODELS)] = None,
+    models_dir: ModelsDirOption = None,
     no_watermark: Annotated[bool, typer.Option("--no-watermark", help=NO_WATERMARK_HELP, rich_help_panel=_MARKING)] = False,
     screening: Annotated[str, typer.Option("--screening", metavar="POLICY", help=SCREENING_HELP, rich_help_panel=_MARKING)] = "off",
     audit_log: Annotated[Optional[Path], typer.Option("--audit-log", metavar="FILE", help=AUDIT_HELP, rich_help_panel=_MARKING)] = None,
@@ -153,14 +157,9 @@ def swap_command(
             },
             swapper=swapper,
             pixel_boost=pixel_boost,
-            runtime={
-                "execution_provider": execution_provider,
-                "device_id": device_id,
-                "provider_fallback": provider_fallback,
-                "tensorrt_cache": str(tensorrt_cache) if tensorrt_cache is not None else None,
-                "tensorrt_fp16": tensorrt_fp16,
-                "models_dir": str(models_dir) if models_dir is not None else None,
-            },
+            runtime=runtime_fields(
+                execution_provider, device_id, provider_fallback, tensorrt_cache, tensorrt_fp16, models_dir
+            ),
             enhance={
                 "face": face_enhancer,
                 "face_blend": face_enhancer_blend,
