@@ -250,3 +250,22 @@ def test_verify_endpoint_reads_the_label_and_the_watermark(client, faces_dir, tm
     assert plain.status_code == 200 and plain.json()["marked"] is False
     text = client.post("/v1/verify", files={"file": ("x.png", b"hello, not an image")})
     assert text.status_code == 415 and text.json()["error"]["code"]
+
+
+def test_job_options_carry_the_mask_switches_into_the_swap_options():
+    from pydantic import ValidationError
+
+    from faceweave.service.jobspec import JobOptions
+
+    def masks(**fields):
+        options = JobOptions(**fields).swap_options(
+            kind="image", has_reference=False, max_pixels=1_000_000, video_working_size=192
+        )
+        return options.masks
+
+    default = masks()
+    assert default.occlusion and default.mouth and not default.hands
+    chosen = masks(occlusion=False, mouth_mask=False, occlusion_hands=True)
+    assert not chosen.occlusion and not chosen.mouth and chosen.hands
+    with pytest.raises(ValidationError):
+        JobOptions(occlusion_hand=True)  # a misspelt option is refused, not ignored
