@@ -8,9 +8,12 @@ Video (later) reuses :meth:`FaceSwapper.load_sources` and
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Union
@@ -85,6 +88,33 @@ def cut_crop(pixels: np.ndarray, face: Face, *, face_size: int) -> AlignedCrop:
     return AlignedCrop(pixels=crop, matrix=m, mesh=mesh, face_size=float(face_size))
 
 
+#: prepared source faces a :class:`FaceSwapper` keeps (the most recently used)
+SOURCE_CACHE = 16
+
+
+def source_key(value: ImageInput) -> tuple | None:
+    """What identifies a source image's content, so that a source given again
+    (the same file, unchanged; the same bytes; an equal array) is not
+    prepared again: a file's resolved path, size and modification time, or
+    a BLAKE2 digest of bytes or pixels.  ``None`` for a file that cannot be
+    looked at (reading it will say why)."""
+    if isinstance(value, (str, os.PathLike)):
+        try:
+            path = Path(value).resolve()
+            stat = path.stat()
+        except OSError:
+            return None
+        return ("file", str(path), stat.st_size, stat.st_mtime_ns)
+    if isinstance(value, (bytes, bytearray)):
+        return ("bytes", hashlib.blake2b(bytes(value), digest_size=16).digest())
+    pixels = value.pixels if isinstance(value, Image) else value
+    if isinstance(pixels, np.ndarray):
+        data = np.ascontiguousarray(pixels)
+        digest = hashlib.blake2b(data.data, digest_size=16).digest()
+        return ("pixels", data.shape, str(data.dtype), digest, value.path if isinstance(value, Image) else None)
+    return None
+
+
 def _largest(faces: Sequence[Face]) -> Face:
     return max(faces, key=lambda f: f.bbox.area)
 
@@ -99,8 +129,14 @@ class FaceSwapper:
     Owns its models; call :meth:`close` or use it as a context manager.
     """
 
-    def __init__(self, options: SwapOptions = SwapOptions(), *, analyser: FaceAnalyser | None = None) -> None:
+    def __init__(
+        self, options: SwapOptions = SwapOptions(), *, analyser: FaceAnalyser | None = None,
+        source_cache: int = SOURCE_CACHE,
+    ) -> None:
+        """``source_cache``: how many prepared source faces to keep for
+        reuse (0: none; a server handling other people's photos keeps none)."""
         self.options = options
+        self.source_cache = max(0, int(source_cache))
         self._own_analyser = analyser is None
         self.analyser = analyser if analyser is not None else FaceAnalyser(options.analysis)
         #: ONNX sessions of the neural models (swapper, enhancers), when any is used
@@ -126,6 +162,9 @@ class FaceSwapper:
         self._segment_lock = threading.Lock()
         self.hand_detector = HandDetector() if options.masks.hands else None
         self._hands_lock = threading.Lock()
+        #: prepared source faces by the identity of their image (see :meth:`load_sources`)
+        self._sources: OrderedDict[tuple, SourceFace] = OrderedDict()
+        self._sources_lock = threading.Lock()
 
     @property
     def provider(self):
@@ -210,25 +249,43 @@ class FaceSwapper:
         raise InputError(f"{role} image must be a path, bytes, an Image or a numpy array; got {type(value).__name__}")
 
     def load_sources(self, sources: Sequence[ImageInput]) -> list[SourceFace]:
-        """Find the (largest) face in each source photo and prepare it once."""
+        """Find the (largest) face in each source photo and prepare it, or
+        reuse the prepared face of a source given before (the same file
+        unchanged, the same bytes or pixels: :func:`source_key`; the last
+        ``source_cache`` of them are kept)."""
         if isinstance(sources, (str, os.PathLike, bytes, Image, np.ndarray)):
             sources = [sources]
         if not sources:
             raise InputError("at least one source image is needed")
         prepared = []
         for index, value in enumerate(sources):
-            image = self.read(value, role="source")
-            faces = self.analyser.analyse(image.pixels, small_faces=False) or self.analyser.analyse(image.pixels)
-            if not faces:
-                raise NoFaceError(f"no face found in source image {image.label}", role="source", path=image.path)
-            face = _largest(faces)
-            crop = cut_crop(image.pixels, face, face_size=self.options.working_size)
-            clean = None
-            if self.options.masks.occlusion:
-                clean = source_clean_map(crop)
-            src = SourceFace(index=index, path=image.path, face=face, crop=crop, clean=clean)
-            prepared.append(self.swapper.prepare_source(src))
+            key = source_key(value) if self.source_cache > 0 else None
+            with self._sources_lock:
+                known = self._sources.get(key) if key is not None else None
+                if known is not None:
+                    self._sources.move_to_end(key)
+            if known is None:
+                known = self._prepare_source(value)
+                if key is not None and self.source_cache > 0:
+                    with self._sources_lock:
+                        self._sources[key] = known
+                        while len(self._sources) > self.source_cache:
+                            self._sources.popitem(last=False)
+            prepared.append(dataclasses.replace(known, index=index))
         return prepared
+
+    def _prepare_source(self, value: ImageInput) -> SourceFace:
+        image = self.read(value, role="source")
+        faces = self.analyser.analyse(image.pixels, small_faces=False) or self.analyser.analyse(image.pixels)
+        if not faces:
+            raise NoFaceError(f"no face found in source image {image.label}", role="source", path=image.path)
+        face = _largest(faces)
+        crop = cut_crop(image.pixels, face, face_size=self.options.working_size)
+        clean = None
+        if self.options.masks.occlusion:
+            clean = source_clean_map(crop)
+        src = SourceFace(index=0, path=image.path, face=face, crop=crop, clean=clean)
+        return self.swapper.prepare_source(src)
 
     def reference_embedding(self, reference: ImageInput) -> np.ndarray:
         image = self.read(reference, role="reference")

@@ -553,3 +553,58 @@ def test_small_faces_are_not_checked(swapper, path, monkeypatch):
     result = swapper.swap([path(BIDEN)], small)
     assert result.swapped and result.faces[0].size < EXPRESSION_MIN_FACE
     assert len(calls) == 1  # the small face was swapped without a look
+
+
+# -- sources are prepared once ----------------------------------------------------
+
+
+def test_a_source_given_again_is_not_prepared_again(path, tmp_path):
+    """The same file (unchanged), the same bytes or an equal array is
+    recognised and its prepared face reused; a file rewritten with other
+    content is prepared anew; the index follows the position in the list."""
+    import shutil
+
+    with FaceSwapper() as swapper:
+        calls = []
+        real = swapper.analyser.analyse
+
+        def counting(pixels, **kwargs):
+            calls.append(pixels.shape)
+            return real(pixels, **kwargs)
+
+        swapper.analyser.analyse = counting
+        copy = tmp_path / "source.jpg"
+        shutil.copy(path(BIDEN), copy)
+        first = swapper.load_sources([copy])
+        assert len(calls) == 1
+        again = swapper.load_sources([path(COLLINS), copy])
+        assert len(calls) == 2  # only the astronaut was new
+        assert again[1].index == 1 and again[0].index == 0
+        assert again[1].face is first[0].face and again[1].path == first[0].path
+        # bytes and arrays: by content
+        data = copy.read_bytes()
+        swapper.load_sources([data])
+        swapper.load_sources([bytes(data)])
+        pixels = read_image(copy).pixels
+        swapper.load_sources([pixels])
+        swapper.load_sources([pixels.copy()])
+        assert len(calls) == 4
+        # the same name with other content is another source
+        shutil.copy(path(COLLINS), copy)
+        os_time = copy.stat().st_mtime_ns
+        import os
+
+        os.utime(copy, ns=(os_time + 10**9, os_time + 10**9))
+        changed = swapper.load_sources([copy])
+        assert len(calls) == 5
+        assert changed[0].face.bbox != first[0].face.bbox
+
+
+def test_without_a_source_cache_every_source_is_prepared(path):
+    with FaceSwapper(source_cache=0) as swapper:
+        calls = []
+        real = swapper.analyser.analyse
+        swapper.analyser.analyse = lambda pixels, **kw: calls.append(1) or real(pixels, **kw)
+        swapper.load_sources([path(BIDEN)])
+        swapper.load_sources([path(BIDEN)])
+        assert len(calls) == 2

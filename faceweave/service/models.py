@@ -38,7 +38,8 @@ class JobModels:
         if self._swapper is None or self._options != options:
             if self._swapper is not None:
                 self._swapper.close()  # leaves the shared analyser open
-            self._swapper = FaceSwapper(options, analyser=self.analyser)
+            # no prepared sources kept between jobs: they are other people's photos
+            self._swapper = FaceSwapper(options, analyser=self.analyser, source_cache=0)
             self._options = options
         return self._swapper
 
