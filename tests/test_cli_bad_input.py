@@ -187,6 +187,8 @@ def test_ctrl_c_during_a_video_swap_leaves_nothing(tmp_path, faces_dir):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, (proc.returncode, stderr)
+    # 130, or (now and then, when the interpreter's own shutdown meets the
+    # interrupt again) death by SIGINT, which a shell also reports as 130
+    assert proc.returncode in (130, -signal.SIGINT), (proc.returncode, stderr)
     assert "Traceback" not in stderr and stderr.strip().splitlines()[-1] == "interrupted", stderr
     assert sorted(p.name for p in out.iterdir()) == []
