@@ -368,7 +368,10 @@ def composite(
     Masks are smooth, so they are built at half resolution and resized;
     colour and the multi-band blend run at full resolution.  ``colour``: a
     fixed skin-colour mapping (video holds one per face over a shot);
-    without it the mapping is measured on this crop."""
+    without it the mapping is measured on this crop.  ``hands_mask``: ``(S,
+    S)`` in ``[0, 1]``, hands in front of the face; they keep the target
+    crop's own pixels (not the reshaped ones) and are left out of the paste
+    mask, so the photo's own pixels show there."""
     full = target.size
     behind = out.background
     if hands_mask is not None:
