@@ -223,6 +223,8 @@ class FaceSwapper:
             self.segmenter.close()
         if getattr(self, "hand_detector", None) is not None:
             self.hand_detector.close()
+        if getattr(self, "_sources", None) is not None:
+            self._sources.clear()
         if self.pool is not None:
             self.pool.close()
             self.pool = None
