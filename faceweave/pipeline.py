@@ -268,7 +268,7 @@ class FaceSwapper:
                     self._sources.move_to_end(key)
             if known is None:
                 known = self._prepare_source(value)
-                if key is not None and self.source_cache > 0:
+                if key is not None:
                     with self._sources_lock:
                         self._sources[key] = known
                         while len(self._sources) > self.source_cache:

@@ -325,7 +325,8 @@ def test_a_closed_eye_keeps_the_targets_lids(mesh):
     as a white smear): the triangles around a closing eye fade out, an open
     eye's stay."""
     from faceweave.geometry.expression import ExpressionCorrection, apply_correction
-    from faceweave.swappers.mesh import _eyelid_weights, eye_openness
+    from faceweave.geometry.shape import eye_openness
+    from faceweave.swappers.mesh import _eyelid_weights
 
     tris = topo.triangles()
     touching = np.isin(tris, topo.right_eye()).any(axis=1) | np.isin(tris, topo.left_eye()).any(axis=1)

@@ -9,6 +9,13 @@ import typer
 
 from faceweave.cli import console
 from faceweave.cli.common import swap_options
+from faceweave.cli.quality_options import (
+    MaxPixelsOption,
+    NoExpressionCheckOption,
+    NoMouthMaskOption,
+    NoOcclusionOption,
+    OcclusionHandsOption,
+)
 from faceweave.cli.runtime_options import (
     DeviceIdOption,
     ExecutionProviderOption,
@@ -36,11 +43,11 @@ def evaluate_command(
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the pair sampling.")] = 0,
     source: Annotated[Optional[Path], typer.Option("--source", "-s", metavar="PHOTO", help="Video mode: the source photo to swap in.")] = None,
     working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); larger is slower.")] = None,
-    max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).")] = None,
-    no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, glasses and other things that are not skin-coloured in front of the face.")] = False,
-    no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.")] = False,
-    occlusion_hands: Annotated[bool, typer.Option("--occlusion-hands", help="Also keep hands in front of the face (mediapipe hand landmarks: a hand has the colour of skin, so the occlusion test alone paints over it; about 6-10 ms per face).")] = False,
-    no_expression_check: Annotated[bool, typer.Option("--no-expression-check", help="Photos: do not look at each new face again to correct how its mouth and eyes read against the target's expression (saves a composite and a mesh inference, and sometimes a swap, per face).")] = False,
+    max_pixels: MaxPixelsOption = None,
+    no_occlusion: NoOcclusionOption = False,
+    no_mouth_mask: NoMouthMaskOption = False,
+    occlusion_hands: OcclusionHandsOption = False,
+    no_expression_check: NoExpressionCheckOption = False,
     swapper: SwapperOption = "mesh",
     pixel_boost: PixelBoostOption = None,
     execution_provider: ExecutionProviderOption = "cpu",

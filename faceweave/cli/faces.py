@@ -9,7 +9,8 @@ import typer
 
 from faceweave.cli import console
 from faceweave.cli.common import check_output_path, refuse_video, swap_options
-from faceweave.options import FACE_ORDERS, SelectionOptions, SwapOptions
+from faceweave.cli.quality_options import MaxPixelsOption
+from faceweave.options import FACE_ORDERS, SelectionOptions
 from faceweave.types import Face
 
 
@@ -18,7 +19,7 @@ def faces_command(
     debug_image: Annotated[Optional[Path], typer.Option("--debug-image", metavar="FILE", help="Write the photo with boxes, mesh and key points drawn (.png .jpg ...).")] = None,
     order: Annotated[str, typer.Option("--order", metavar="ORDER", help=f"Face order, as used by swap --face-index: {'|'.join(FACE_ORDERS)}.")] = "large-small",
     embeddings: Annotated[bool, typer.Option("--embeddings", help="Also compute each face's 128-D identity embedding (in the JSON).")] = False,
-    max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {SwapOptions().max_pixels:_}).")] = None,
+    max_pixels: MaxPixelsOption = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the faces as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:

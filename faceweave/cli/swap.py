@@ -18,6 +18,14 @@ from faceweave.cli.common import (
     wants_video_output,
 )
 from faceweave.cli.marking import AUDIT_HELP, NO_WATERMARK_HELP, SCREENING_HELP
+from faceweave.cli.quality_options import PANEL as QUALITY_PANEL
+from faceweave.cli.quality_options import (
+    MaxPixelsOption,
+    NoExpressionCheckOption,
+    NoMouthMaskOption,
+    NoOcclusionOption,
+    OcclusionHandsOption,
+)
 from faceweave.cli.runtime_options import (
     PANEL,
     DeviceIdOption,
@@ -36,7 +44,7 @@ from faceweave.options import FACE_ORDERS, SELECTION_MODES, SwapOptions
 
 _DEFAULTS = SwapOptions()
 _SELECT = "Face selection"
-_QUALITY = "Quality and limits"
+_QUALITY = QUALITY_PANEL
 _VIDEO = "Video"
 _MARKING = "Watermark, screening and audit"
 _MODELS = PANEL
@@ -55,12 +63,12 @@ def swap_command(
     reference_distance: Annotated[Optional[float], typer.Option("--reference-distance", metavar="F", help=f"Largest identity distance that counts as the reference person (default {_DEFAULTS.selection.reference_distance}).", rich_help_panel=_SELECT)] = None,
     min_face_size: Annotated[Optional[int], typer.Option("--min-face-size", metavar="PX", help="Ignore target faces smaller than this many pixels.", rich_help_panel=_SELECT)] = None,
     quality: Annotated[Optional[int], typer.Option("--quality", min=1, max=100, metavar="Q", help="Output quality 1-100: JPEG / WebP quality (default 95), or video quality (default 65, mapped to the encoder's CRF as FaceFusion does: 65 -> CRF 18, 80 -> CRF 10).", rich_help_panel=_QUALITY)] = None,
-    max_pixels: Annotated[Optional[int], typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {_DEFAULTS.max_pixels:_}).", rich_help_panel=_QUALITY)] = None,
+    max_pixels: MaxPixelsOption = None,
     working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size} for photos, 192 for videos); larger is slower.", rich_help_panel=_QUALITY)] = None,
-    no_occlusion: Annotated[bool, typer.Option("--no-occlusion", help="Do not keep hair, glasses and other things that are not skin-coloured in front of the face.", rich_help_panel=_QUALITY)] = False,
-    no_mouth_mask: Annotated[bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.", rich_help_panel=_QUALITY)] = False,
-    occlusion_hands: Annotated[bool, typer.Option("--occlusion-hands", help="Also keep hands in front of the face (mediapipe hand landmarks: a hand has the colour of skin, so the occlusion test alone paints over it; about 6-10 ms per face).", rich_help_panel=_QUALITY)] = False,
-    no_expression_check: Annotated[bool, typer.Option("--no-expression-check", help="Photos: do not look at each new face again to correct how its mouth and eyes read against the target's expression (saves a composite and a mesh inference, and sometimes a swap, per face).", rich_help_panel=_QUALITY)] = False,
+    no_occlusion: NoOcclusionOption = False,
+    no_mouth_mask: NoMouthMaskOption = False,
+    occlusion_hands: OcclusionHandsOption = False,
+    no_expression_check: NoExpressionCheckOption = False,
     map_: Annotated[Optional[list[str]], typer.Option("--map", metavar="INDEX=PHOTO", help="Video: swap person INDEX (see 'faceweave people') with this photo; repeatable, replaces --source.", rich_help_panel=_VIDEO)] = None,
     trim: Annotated[Optional[str], typer.Option("--trim", metavar="START-END", help="Video: only this part, e.g. 00:00:05-00:00:20 or 5-20 (seconds).", rich_help_panel=_VIDEO)] = None,
     fps: Annotated[Optional[float], typer.Option("--fps", metavar="N", min=0.1, help="Video: drop frames down to at most N per second.", rich_help_panel=_VIDEO)] = None,

@@ -112,11 +112,8 @@ def apply_correction(mesh: np.ndarray, correction: ExpressionCorrection) -> np.n
         along = along * correction.mouth_width
         out[lips, :2] = centre + np.outer(along, u) + np.outer(across, v)
     if correction.eye_open != 1.0:
-        for loop, outer, inner in (
-            (topo.right_eye(), topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER),
-            (topo.left_eye(), topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER),
-        ):
-            c, ue, ve, _ = corner_axes(out, outer, inner)
+        for loop, corners, _ in topo.eyes():
+            c, ue, ve, _ = corner_axes(out, *corners)
             rel = out[loop, :2] - c
             out[loop, :2] = c + np.outer(rel @ ue, ue) + np.outer((rel @ ve) * correction.eye_open, ve)
     return out.astype(np.float32)

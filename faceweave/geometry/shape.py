@@ -26,10 +26,9 @@ EYE_SHUT, EYE_OPEN = 0.11, 0.15
 def _blocks() -> tuple[tuple[np.ndarray, tuple[int, int]], ...]:
     """The moving blocks (lips, each eyelid loop with its iris) and the two
     points whose distance is each block's width."""
-    return (
-        (topo.lips_block(), (topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT)),
-        (np.concatenate([topo.right_eye(), topo.RIGHT_IRIS]), (topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER)),
-        (np.concatenate([topo.left_eye(), topo.LEFT_IRIS]), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER)),
+    irises = (topo.RIGHT_IRIS, topo.LEFT_IRIS)
+    return ((topo.lips_block(), (topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT)),) + tuple(
+        (np.concatenate([loop, iris]), corners) for (loop, corners, _), iris in zip(topo.eyes(), irises)
     )
 
 
@@ -98,47 +97,58 @@ def _lid_arcs(loop: np.ndarray, corners: tuple[int, int], lids: tuple[int, int])
     return (first, second) if upper in first else (second, first)
 
 
+@lru_cache(maxsize=2)
+def _eye_layout(eye: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[int, int], list[int]]:
+    """Of eye ``eye`` of :func:`topo.eyes`: the positions in its loop of the
+    upper and lower lid's arcs, of the lids' middle points, and of the corners."""
+    loop, corners, lids = topo.eyes()[eye]
+    where = {int(v): k for k, v in enumerate(loop)}
+    return _lid_arcs(loop, corners, lids), (where[lids[0]], where[lids[1]]), [where[c] for c in corners]
+
+
 def eye_openness(mesh: np.ndarray, loop: np.ndarray, corners: tuple[int, int]) -> float:
     """An eye's opening over its width: the largest gap across the line of
     its corners between the lid loop's points on either side."""
-    p = np.asarray(mesh, np.float64)[:, :2]
-    a, b = p[corners[0]], p[corners[1]]
-    width = float(np.linalg.norm(b - a))
+    p = np.asarray(mesh, np.float64)
+    _, _, normal, width = corner_axes(p, *corners)
     if width <= 1e-6:
         return 0.0
-    u = (b - a) / width
-    across = (p[loop] - a) @ np.array([-u[1], u[0]])
+    across = (p[loop, :2] - p[corners[0], :2]) @ normal
     return float((across.max() - across.min()) / width)
 
 
-def _eye_shape(
-    new: np.ndarray, fitted: np.ndarray, loop: np.ndarray, corners: tuple[int, int], lids: tuple[int, int], amount: float
-) -> None:
+def eye_open_weight(mesh: np.ndarray, loop: np.ndarray, corners: tuple[int, int]) -> float:
+    """0 for an eye shut (openness :data:`EYE_SHUT` or less), 1 for an open
+    one (:data:`EYE_OPEN` or more), a ramp between."""
+    return float(np.clip((eye_openness(mesh, loop, corners) - EYE_SHUT) / (EYE_OPEN - EYE_SHUT), 0.0, 1.0))
+
+
+def _eye_shape(new: np.ndarray, fitted: np.ndarray, eye: int, amount: float) -> None:
     """Give a moved eye (in ``new``, in place) the source's lid outline and
     width, opened as far as the target's: in the frame of the target eye's
     corners, each lid of the source's loop is stretched across so that its
     middle point (``lids``: upper, lower) lies as far from the line of the
     corners as the target lid's.  The iris stays (the target's gaze).  An
-    eye that is shut or shutting (openness from :data:`EYE_OPEN` down to
-    :data:`EYE_SHUT`) keeps the target's own lids, as does one whose source
-    eye is (nearly) shut."""
+    eye that is shut or shutting (:func:`eye_open_weight`) keeps the
+    target's own lids, as does one whose source eye is (nearly) shut.
+    ``eye``: 0 or 1, the eye's place in :func:`topo.eyes`."""
+    loop, corners, _ = topo.eyes()[eye]
     c_t, u_t, n_t, w_t = corner_axes(new, *corners)
     c_s, u_s, n_s, w_s = corner_axes(fitted, *corners)
     if w_t < 1e-6 or w_s < 1e-6:
         return
-    amount *= float(np.clip((eye_openness(new, loop, corners) - EYE_SHUT) / (EYE_OPEN - EYE_SHUT), 0.0, 1.0))
-    amount *= float(np.clip((eye_openness(fitted, loop, corners) - EYE_SHUT) / (EYE_OPEN - EYE_SHUT), 0.0, 1.0))
+    amount *= eye_open_weight(new, loop, corners) * eye_open_weight(fitted, loop, corners)
     if amount <= 0.0:
         return
     along = (fitted[loop, :2] - c_s) @ u_s
     across_s = (fitted[loop, :2] - c_s) @ n_s
     across_t = (new[loop, :2] - c_t) @ n_t
     across = across_t.copy()
-    for lid, arc in zip(lids, _lid_arcs(loop, corners, lids)):
-        k = int(np.flatnonzero(loop == lid)[0])
+    arcs, middles, corner_places = _eye_layout(eye)
+    for k, arc in zip(middles, arcs):
         if abs(float(across_s[k])) > 0.02 * w_s and across_s[k] * across_t[k] > 0:
             across[arc] = across_s[arc] * (across_t[k] / across_s[k])
-    across[[int(np.flatnonzero(loop == c)[0]) for c in corners]] = 0.0
+    across[corner_places] = 0.0
     # the new eye's width is the source's (the eyes' distance is the source's too)
     shaped = c_t + along[:, None] * u_t + across[:, None] * n_t
     new[loop, :2] += amount * (shaped - new[loop, :2])
@@ -194,11 +204,8 @@ def transfer_shape(
     if LIP_SHAPE > 0:
         _lip_shape(new, fitted, LIP_SHAPE)
     if EYE_SHAPE > 0:
-        for loop, corners, lids in (
-            (topo.right_eye(), (topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER), (topo.RIGHT_EYE_UPPER, topo.RIGHT_EYE_LOWER)),
-            (topo.left_eye(), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER), (topo.LEFT_EYE_UPPER, topo.LEFT_EYE_LOWER)),
-        ):
-            _eye_shape(new, fitted, loop, corners, lids, EYE_SHAPE)
+        for eye in range(len(topo.eyes())):
+            _eye_shape(new, fitted, eye, EYE_SHAPE)
     if surround > 0:
         free = _free_points()
         for block, (i, j) in blocks:

@@ -59,15 +59,21 @@ def tessellation_edges() -> np.ndarray:
 
 
 @cache
-def tessellation() -> np.ndarray:
-    """``(T, 3)`` triangles of the face mesh surface (vertex indices < 468)."""
-    edges = _connections().FACEMESH_TESSELATION
+def _adjacency() -> dict[int, frozenset[int]]:
+    """Each surface vertex's neighbours along the tessellation's edges."""
     adj: dict[int, set[int]] = {}
-    for a, b in edges:
+    for a, b in tessellation_edges().tolist():
         adj.setdefault(a, set()).add(b)
         adj.setdefault(b, set()).add(a)
+    return {v: frozenset(n) for v, n in adj.items()}
+
+
+@cache
+def tessellation() -> np.ndarray:
+    """``(T, 3)`` triangles of the face mesh surface (vertex indices < 468)."""
+    adj = _adjacency()
     tris = set()
-    for a, b in edges:
+    for a, b in tessellation_edges().tolist():
         for c in adj[a] & adj[b]:
             tris.add(tuple(sorted((a, b, c))))
     return _ro(sorted(tris))
@@ -193,10 +199,7 @@ def lips_block() -> np.ndarray:
     from the inner loop without crossing it (the lip surface)."""
     outer = set(lips_outer().tolist())
     inner = lips_inner().tolist()
-    adj: dict[int, set[int]] = {}
-    for a, b in _connections().FACEMESH_TESSELATION:
-        adj.setdefault(a, set()).add(b)
-        adj.setdefault(b, set()).add(a)
+    adj = _adjacency()
     seen, stack = set(inner), list(inner)
     while stack:
         v = stack.pop()
@@ -220,13 +223,20 @@ def eye_fills() -> np.ndarray:
 
 
 @cache
+def eyes() -> tuple[tuple[np.ndarray, tuple[int, int], tuple[int, int]], ...]:
+    """The subject's right eye, then left: its eyelid loop, its corners
+    (outer, inner) and the middles of its lids (upper, lower)."""
+    return (
+        (right_eye(), (RIGHT_EYE_OUTER, RIGHT_EYE_INNER), (RIGHT_EYE_UPPER, RIGHT_EYE_LOWER)),
+        (left_eye(), (LEFT_EYE_OUTER, LEFT_EYE_INNER), (LEFT_EYE_UPPER, LEFT_EYE_LOWER)),
+    )
+
+
+@cache
 def oval_rings() -> np.ndarray:
     """``(478,)`` how many mesh edges each vertex is from the face outline
     (0 on the outline; the irises, outside the tessellation, count as far)."""
-    adj: dict[int, set[int]] = {}
-    for a, b in _connections().FACEMESH_TESSELATION:
-        adj.setdefault(a, set()).add(b)
-        adj.setdefault(b, set()).add(a)
+    adj = _adjacency()
     far = 10_000
     rings = np.full(478, far, np.int32)
     frontier = [int(v) for v in face_oval()]

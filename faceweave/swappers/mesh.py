@@ -25,7 +25,7 @@ import numpy as np
 from faceweave.analysis.pose import head_pose
 from faceweave.geometry import topology as topo
 from faceweave.geometry.expression import ExpressionCorrection
-from faceweave.geometry.shape import EYE_OPEN, EYE_SHUT, eye_openness, transfer_shape
+from faceweave.geometry.shape import eye_open_weight, transfer_shape
 from faceweave.geometry.warp import (
     ellipse_ring,
     piecewise_affine_maps,
@@ -114,10 +114,7 @@ def _eyes() -> tuple[tuple[np.ndarray, tuple[int, int], np.ndarray], ...]:
     (read-only; the topology does not change)."""
     tris = topo.triangles()
     out = []
-    for loop, corners in (
-        (topo.right_eye(), (topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER)),
-        (topo.left_eye(), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER)),
-    ):
+    for loop, corners, _ in topo.eyes():
         touching = np.isin(tris, loop).any(axis=1)
         touching.setflags(write=False)
         out.append((loop, corners, touching))
@@ -136,11 +133,10 @@ def _silhouette_triangles() -> np.ndarray:
 def _eyelid_weights(mesh: np.ndarray, tris: np.ndarray) -> np.ndarray:
     """``(T,)`` weight of each triangle of ``tris`` (the mesh triangles): 1,
     except around an eye that is closing, where the triangles that touch its
-    lid loop fade out (to 0 at ``EYE_SHUT``, 1 from ``EYE_OPEN``,
-    :mod:`faceweave.geometry.shape`)."""
+    lid loop fade out (:func:`faceweave.geometry.shape.eye_open_weight`)."""
     weights = np.ones(len(tris), np.float32)
     for loop, corners, touching in _eyes():
-        open_ = float(np.clip((eye_openness(mesh, loop, corners) - EYE_SHUT) / (EYE_OPEN - EYE_SHUT), 0.0, 1.0))
+        open_ = eye_open_weight(mesh, loop, corners)
         if open_ < 1.0:
             weights[touching] = np.minimum(weights[touching], open_)
     return weights
