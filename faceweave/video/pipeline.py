@@ -247,7 +247,9 @@ class VideoSwapper:
         small = self._small_faces() or mapping is not None
         tracker = FaceTracker(self.swapper.analyser, detect_every=1, small_faces=small)
         last = None
-        with VideoReader(target, start=options.start, end=options.end, fps=options.fps, scale=options.scale) as reader:
+        with tracker, VideoReader(
+            target, start=options.start, end=options.end, fps=options.fps, scale=options.scale
+        ) as reader:
             for frame in reader:
                 last = frame
                 if frame_index is not None and frame.index != frame_index:
@@ -453,6 +455,7 @@ class VideoSwapper:
             decoder.join()
             encoder.join()
             pool.shutdown(wait=True)
+            tracker.close()
         for key, value in render_timings.items():
             timings[key] = timings.get(key, 0.0) + value
         if errors:

@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 
 from faceweave.analysis import FaceAnalyser, mesh_box
+from faceweave.analysis.landmarker import MeshFollower
 from faceweave.analysis.pose import head_pose
 from faceweave.types import Face
 from faceweave.video.smoothing import OneEuroFilter
@@ -42,6 +43,13 @@ class Track:
     embedding: np.ndarray | None = None
     age: int = 0
     extra: dict = field(default_factory=dict)
+    #: the mesh in video mode, following this face (made at its first follow)
+    follower: MeshFollower | None = field(default=None, repr=False, compare=False)
+
+    def close(self) -> None:
+        if self.follower is not None:
+            self.follower.close()
+            self.follower = None
 
 
 class FaceTracker:
@@ -52,7 +60,10 @@ class FaceTracker:
     next detection); a scene cut or a frame without tracks triggers it at
     once, and a face whose mesh is lost is looked for again in a window
     around its last place.  ``min_cutoff`` and
-    ``beta`` tune the One Euro smoothing of the mesh (pixels)."""
+    ``beta`` tune the One Euro smoothing of the mesh (pixels).  Each
+    followed face has its own mesh graph in video mode
+    (:class:`~faceweave.analysis.landmarker.MeshFollower`); :meth:`close`
+    (or leaving a ``with`` block) releases them."""
 
     def __init__(
         self,
@@ -76,7 +87,17 @@ class FaceTracker:
         #: lost faces looked for again around their last place
         self.redetections = 0
 
+    def _drop(self, tracks: list[Track]) -> None:
+        for track in tracks:
+            track.close()
+
+    def _keep(self, kept: list[Track]) -> None:
+        """Make ``kept`` the tracks, releasing the graphs of the others."""
+        self._drop([t for t in self.tracks if all(t is not k for k in kept)])
+        self.tracks = kept
+
     def reset(self) -> None:
+        self._drop(self.tracks)
         self.tracks = []
         self._since_detect = 0
         self._signature = None
@@ -105,7 +126,7 @@ class FaceTracker:
                 kept.append(best)
             else:
                 kept.append(self._new_track(face, t))
-        self.tracks = kept
+        self._keep(kept)
         self._since_detect = 0
 
     def _redetect_near(self, pixels: np.ndarray, track: Track) -> tuple[np.ndarray, float] | None:
@@ -136,7 +157,9 @@ class FaceTracker:
         found there is dropped until the next detection."""
         kept = []
         for track in self.tracks:
-            mesh, score = self.analyser.mesher.landmarks(pixels, track.face.bbox), track.face.score
+            if track.follower is None:
+                track.follower = MeshFollower(self.analyser.mesher)
+            mesh, score = track.follower.landmarks(pixels, track.face.bbox), track.face.score
             if mesh is None or mesh_box(mesh).iou(track.face.bbox) < 0.3:
                 found = self._redetect_near(pixels, track)
                 self.redetections += 1
@@ -146,7 +169,7 @@ class FaceTracker:
             track.face = self._smoothed(track, mesh, score, t)
             track.age += 1
             kept.append(track)
-        self.tracks = kept
+        self._keep(kept)
         self._since_detect += 1
 
     def update(self, pixels: np.ndarray, t: float) -> list[Track]:
@@ -156,9 +179,20 @@ class FaceTracker:
         self._signature = signature
         if cut:
             self.scene_cuts += 1
-            self.tracks = []
+            self._keep([])
         if not self.tracks or self._since_detect + 1 >= self.detect_every:
             self._detect(pixels, t)
         else:
             self._follow(pixels, t)
         return list(self.tracks)
+
+    def close(self) -> None:
+        """Release every track's mesh graph (the tracker can go on; its
+        faces are then found again)."""
+        self.reset()
+
+    def __enter__(self) -> "FaceTracker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
