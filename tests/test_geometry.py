@@ -14,8 +14,9 @@ from faceweave.geometry.align import apply_similarity, crop_matrix, invert_affin
 from faceweave.geometry.shape import transfer_shape
 from faceweave.geometry.warp import (
     ellipse_ring,
-    half_resolution_maps,
     piecewise_affine_maps,
+    falloff_at,
+    grid_to_pixels,
     radial_falloff,
     rasterize_triangles,
     tps_displacement,
@@ -249,32 +250,23 @@ TWO_TRIANGLES_2D = np.array([[10, 10], [50, 10], [10, 50], [20, 20], [60, 20], [
 TWO_TRIANGLES = np.array([[0, 1, 2], [3, 4, 5]], np.int32)
 
 
-def test_half_resolution_maps_match_the_full_computation_within_a_fraction_of_a_pixel():
-    """The mesh's own triangles, warped by a smooth bend: inside the mesh the
-    interpolated maps equal the full ones (exact inside triangles, a small
-    fraction of a pixel at their edges), and no outside ``-1`` bleeds into
-    the mesh's edge."""
-    tris = topo.triangles()
-    size = (173, 160)  # odd width: the half grid is rounded up
-    pts = topo.reference_mesh()[:, :2].astype(np.float64)
-    pts = (pts - pts.min(0)) / (pts.max(0) - pts.min(0)) * [140.0, 130.0] + [15.0, 14.0]
-    bent = pts + np.stack([3.0 * np.sin(pts[:, 1] / 20.0), 2.0 * np.cos(pts[:, 0] / 25.0)], 1)
-    depth = topo.reference_mesh()[tris, 2].mean(axis=1)
-    affines = triangle_affines(pts[tris], bent[tris])
+def test_grid_to_pixels_interpolates_a_linear_field_exactly_and_falloff_at_samples_radial_falloff():
+    step, size = 12, (100, 70)
+    gh, gw = size[1] // step + 2, size[0] // step + 2
+    gy, gx = np.mgrid[0:gh, 0:gw].astype(np.float32) * step
+    field = np.dstack([0.5 * gx + 3.0, -0.25 * gy + 1.0, gx * 0 + 7.0])
 
-    ids_full = rasterize_triangles(pts, tris, depth, size)
-    fx, fy = piecewise_affine_maps(ids_full, affines)
-    hx, hy, ids_half = half_resolution_maps(pts, tris, depth, affines, size)
+    dense = grid_to_pixels(field, size, step)
 
-    assert hx.shape == fx.shape == (160, 173) and ids_half.shape == (80, 87)
-    inside = cv2.erode((ids_full >= 0).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
-    err = np.hypot(hx - fx, hy - fy)[inside]
-    assert inside.sum() > 5000
-    assert np.median(err) < 0.01 and err.max() < 0.25
-    # half pixel (i, j) is the full point (2j + 0.5, 2i + 0.5): covered where the full grid is
-    sampled = ids_full[1::2, 1::2]
-    agree = (ids_half[: sampled.shape[0], : sampled.shape[1]] >= 0) == (sampled >= 0)
-    assert agree.mean() > 0.97
+    assert dense.shape == (70, 100, 3)
+    ys, xs = np.mgrid[0:70, 0:100].astype(np.float32)
+    # OpenCV places samples to 1/32 of a grid cell: 6 units per cell here
+    np.testing.assert_allclose(dense[..., 0], 0.5 * xs + 3.0, atol=6.0 / 64 + 1e-3)
+    np.testing.assert_allclose(dense[..., 1], -0.25 * ys + 1.0, atol=3.0 / 64 + 1e-3)
+    np.testing.assert_allclose(dense[..., 2], 7.0, atol=1e-4)
+    full = radial_falloff((200, 160), (100.0, 80.0), (40.0, 25.0), inner=0.8)
+    sampled = falloff_at(np.arange(0, 200, 8), np.arange(0, 160, 8), (100.0, 80.0), (40.0, 25.0), inner=0.8)
+    np.testing.assert_allclose(sampled, full[::8, ::8], atol=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -19,14 +19,13 @@ def _tps_kernel(r2: np.ndarray) -> np.ndarray:
     return np.nan_to_num(k)
 
 
-def tps_displacement(
+def tps_grid(
     dst: np.ndarray, src: np.ndarray, size: tuple[int, int], *, step: int = 8, regularization: float = 1e-3
-) -> tuple[np.ndarray, np.ndarray]:
-    """Dense backward displacement ``(dx, dy)``, each ``(H, W)`` float32, such
-    that output pixel ``dst[i]`` samples input ``src[i] = dst[i] + d``,
-    interpolated smoothly (thin-plate spline) in between.  The spline is
-    evaluated on a grid every ``step`` pixels and resized, which is exact
-    enough for a smooth field and keeps the cost small."""
+) -> np.ndarray:
+    """The thin-plate-spline displacement of :func:`tps_displacement` on a
+    grid every ``step`` pixels: ``(GH, GW, 2)`` float32, sample ``(i, j)`` at
+    pixel ``(j * step, i * step)``, covering ``size = (W, H)`` and one step
+    beyond (see :func:`grid_to_pixels`)."""
     w, h = size
     dst = np.asarray(dst, np.float64)
     disp = np.asarray(src, np.float64) - dst
@@ -49,24 +48,53 @@ def tps_displacement(
     r2 = np.maximum((g32 * g32).sum(1)[:, None] + (p32 * p32).sum(1)[None, :] - 2.0 * (g32 @ p32.T), 0.0)
     kg = r2 * np.log(np.maximum(r2, np.float32(1e-30)))  # r^2 log r^2, 0 at r = 0
     field = kg @ coef[:n].astype(np.float32) + np.hstack([np.ones((len(g), 1)), g]).astype(np.float32) @ coef[n:].astype(np.float32)
-    fx = field[:, 0].reshape(gh, gw).astype(np.float32)
-    fy = field[:, 1].reshape(gh, gw).astype(np.float32)
-    # grid sample k sits at pixel k * step: interpolate at pixel / step
-    gx_map, gy_map = np.meshgrid(np.arange(w, dtype=np.float32) / step, np.arange(h, dtype=np.float32) / step)
-    fx = cv2.remap(fx, gx_map, gy_map, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-    fy = cv2.remap(fy, gx_map, gy_map, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-    return fx, fy
+    return np.ascontiguousarray(field.reshape(gh, gw, 2), dtype=np.float32)
+
+
+def grid_to_pixels(grid: np.ndarray, size: tuple[int, int], step: int) -> np.ndarray:
+    """A smooth field sampled every ``step`` pixels (``(GH, GW, C)``, C <= 4,
+    sample ``(i, j)`` at pixel ``(j * step, i * step)``) interpolated to
+    every pixel of ``size = (W, H)``: ``(H, W, C)`` float32 (``(H, W)`` for
+    one channel), by one affine resampling."""
+    w, h = size
+    # output pixel x samples the grid at x / step
+    m = np.array([[1.0 / step, 0.0, 0.0], [0.0, 1.0 / step, 0.0]], np.float64)
+    return cv2.warpAffine(
+        np.ascontiguousarray(grid, np.float32), m, (w, h),
+        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE,
+    )
+
+
+def tps_displacement(
+    dst: np.ndarray, src: np.ndarray, size: tuple[int, int], *, step: int = 8, regularization: float = 1e-3
+) -> tuple[np.ndarray, np.ndarray]:
+    """Dense backward displacement ``(dx, dy)``, each ``(H, W)`` float32, such
+    that output pixel ``dst[i]`` samples input ``src[i] = dst[i] + d``,
+    interpolated smoothly (thin-plate spline) in between.  The spline is
+    evaluated on a grid every ``step`` pixels (:func:`tps_grid`) and
+    interpolated (:func:`grid_to_pixels`), which is exact enough for a
+    smooth field and keeps the cost small."""
+    field = grid_to_pixels(tps_grid(dst, src, size, step=step, regularization=regularization), size, step)
+    return np.ascontiguousarray(field[..., 0]), np.ascontiguousarray(field[..., 1])
+
+
+def falloff_at(
+    xs: np.ndarray, ys: np.ndarray, center: tuple[float, float], radii: tuple[float, float], *, inner: float
+) -> np.ndarray:
+    """:func:`radial_falloff` at the points of the grid ``xs`` x ``ys``:
+    ``(len(ys), len(xs))`` float32."""
+    dx = (np.asarray(xs, np.float32) - np.float32(center[0])) / np.float32(radii[0])
+    dy = (np.asarray(ys, np.float32) - np.float32(center[1])) / np.float32(radii[1])
+    r = np.sqrt(dy[:, None] ** 2 + dx[None, :] ** 2)
+    t = np.clip((1.0 - r) / (1.0 - inner), 0.0, 1.0)
+    return (t * t * (3.0 - 2.0 * t)).astype(np.float32)
 
 
 def radial_falloff(size: tuple[int, int], center: tuple[float, float], radii: tuple[float, float], *, inner: float) -> np.ndarray:
     """``(H, W)`` float32 weight: 1 inside the ellipse scaled by ``inner``,
     falling smoothly to 0 on the ellipse itself and 0 outside."""
     w, h = size
-    dx = (np.arange(w, dtype=np.float32) - np.float32(center[0])) / np.float32(radii[0])
-    dy = (np.arange(h, dtype=np.float32) - np.float32(center[1])) / np.float32(radii[1])
-    r = np.sqrt(dy[:, None] ** 2 + dx[None, :] ** 2)
-    t = np.clip((1.0 - r) / (1.0 - inner), 0.0, 1.0)
-    return (t * t * (3.0 - 2.0 * t)).astype(np.float32)
+    return falloff_at(np.arange(w), np.arange(h), center, radii, inner=inner)
 
 
 def triangle_facing(points3d: np.ndarray, triangles: np.ndarray) -> np.ndarray:
@@ -116,48 +144,15 @@ def triangle_affines(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
     return out.astype(np.float32)
 
 
-def piecewise_affine_maps(
-    ids: np.ndarray, affines: np.ndarray, *, step: float = 1.0, origin: float = 0.0
-) -> tuple[np.ndarray, np.ndarray]:
+def piecewise_affine_maps(ids: np.ndarray, affines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Backward maps for ``cv2.remap`` from a triangle-index map and per
-    triangle affines; pixels with no triangle map to ``-1`` (outside).
-    ``ids`` may sample a finer grid coarsely: its pixel ``(i, j)`` stands
-    for the point ``(origin + step * j, origin + step * i)`` of the affines'
-    coordinates."""
+    triangle affines; pixels with no triangle map to ``-1`` (outside)."""
     h, w = ids.shape
     # one more "affine" for pixels with no triangle: everything to -1
     table = np.concatenate([affines.reshape(-1, 6), np.array([[0, 0, -1, 0, 0, -1]], np.float32)]).astype(np.float32)
     a = table[np.where(ids >= 0, ids, len(affines))]  # (H, W, 6)
-    xf = (np.float32(origin) + np.float32(step) * np.arange(w, dtype=np.float32))[None, :]
-    yf = (np.float32(origin) + np.float32(step) * np.arange(h, dtype=np.float32))[:, None]
+    xf = np.arange(w, dtype=np.float32)[None, :]
+    yf = np.arange(h, dtype=np.float32)[:, None]
     map_x = a[..., 0] * xf + a[..., 1] * yf + a[..., 2]
     map_y = a[..., 3] * xf + a[..., 4] * yf + a[..., 5]
     return map_x, map_y
-
-
-def half_resolution_maps(
-    points2d: np.ndarray, triangles: np.ndarray, depth: np.ndarray, affines: np.ndarray, size: tuple[int, int]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The piecewise-affine backward maps of a mesh at ``size = (W, H)``,
-    computed on a grid of half the resolution and interpolated: a piecewise
-    affine map is continuous, and linear interpolation of an affine map is
-    exact, so the result differs from the full computation only within a
-    pixel of a triangle edge (by a small fraction of a pixel; where a nearer
-    triangle hides another, the hiding edge is spread over one pixel), for
-    a quarter of the cost.  Pixels beside the mesh take a neighbouring triangle's map
-    (no ``-1`` bleeds into the mesh's edge).  Returns ``(map_x, map_y,
-    ids)``, ``ids`` the half-resolution triangle map (``-1``: no triangle);
-    its pixel ``(i, j)`` is the point ``(2 j + 0.5, 2 i + 0.5)``."""
-    w, h = size
-    hw, hh = (w + 1) // 2, (h + 1) // 2
-    # full-resolution point p sits at (p - 0.5) / 2 on the half grid
-    half_pts = (np.asarray(points2d, np.float64) - 0.5) / 2.0
-    ids = rasterize_triangles(half_pts, triangles, depth, (hw, hh))
-    # beside the mesh: the largest neighbouring id (any triangle beats -1)
-    grown = cv2.dilate(ids.astype(np.float32), np.ones((3, 3), np.uint8)).astype(np.int32)
-    filled = np.where(ids >= 0, ids, grown)
-    mx, my = piecewise_affine_maps(filled, affines, step=2.0, origin=0.5)
-    # an exact 2x resize puts half pixel j at full coordinate 2 j + 0.5
-    map_x = cv2.resize(mx, (2 * hw, 2 * hh), interpolation=cv2.INTER_LINEAR)[:h, :w]
-    map_y = cv2.resize(my, (2 * hw, 2 * hh), interpolation=cv2.INTER_LINEAR)[:h, :w]
-    return map_x, map_y, ids

@@ -28,11 +28,11 @@ from faceweave.geometry.expression import ExpressionCorrection
 from faceweave.geometry.shape import eye_open_weight, transfer_shape
 from faceweave.geometry.warp import (
     ellipse_ring,
-    half_resolution_maps,
     piecewise_affine_maps,
     rasterize_triangles,
-    radial_falloff,
-    tps_displacement,
+    falloff_at,
+    grid_to_pixels,
+    tps_grid,
     triangle_affines,
     triangle_facing,
 )
@@ -53,11 +53,8 @@ _SILHOUETTE = 0.3
 _SILHOUETTE_RINGS = 2
 #: source texture seen at less than this facing cosine fades out
 _FORESHORTENED = 0.08
-#: the texture's sampling maps are computed on a half-resolution grid and
-#: interpolated (:func:`~faceweave.geometry.warp.half_resolution_maps`):
-#: the same face to a fraction of a pixel at triangle edges, for a quarter
-#: of the cost
-HALF_RESOLUTION_MAPS = True
+#: grid step (pixels) of the reshaping warp's spline
+_RESHAPE_STEP = 12
 #: pins of the reshaping warp, relative to the face's half-size
 _PIN_RING = 1.45
 #: points that pull the target crop onto the new geometry: outline, mouth, eyes, brows, nose tip
@@ -192,10 +189,14 @@ class MeshSwapper:
         centre = target.mesh[topo.face_oval(), :2].mean(axis=0)
         radii = (target.face_size / 2.0 * _PIN_RING, target.face_size / 2.0 * _PIN_RING * 1.1)
         ring = ellipse_ring((float(centre[0]), float(centre[1])), radii, 24)
-        dx, dy = tps_displacement(np.concatenate([dst, ring]), np.concatenate([src, ring]), (w, h), step=12)
-        weight = radial_falloff((w, h), (float(centre[0]), float(centre[1])), radii, inner=0.8)
-        dx, dy = dx * weight, dy * weight
-        changed = np.clip(np.hypot(dx, dy) / 0.3, 0.0, 1.0).astype(np.float32)
+        # the spline, its fade to nothing at the ring, and how far each place
+        # moves are all smooth: work on the spline's grid, interpolate once
+        grid = tps_grid(np.concatenate([dst, ring]), np.concatenate([src, ring]), (w, h), step=_RESHAPE_STEP)
+        gh, gw = grid.shape[:2]
+        steps = np.arange(max(gw, gh), dtype=np.float32) * _RESHAPE_STEP
+        grid *= falloff_at(steps[:gw], steps[:gh], (float(centre[0]), float(centre[1])), radii, inner=0.8)[..., None]
+        moved = np.clip(np.hypot(grid[..., 0], grid[..., 1]) / 0.3, 0.0, 1.0)
+        dx, dy, changed = cv2.split(grid_to_pixels(np.dstack([grid, moved]), (w, h), _RESHAPE_STEP))
         # the displacements become the sampling maps, in place
         dx += np.arange(w, dtype=np.float32)[None, :]
         dy += np.arange(h, dtype=np.float32)[:, None]
@@ -208,12 +209,9 @@ class MeshSwapper:
     ):
         tris = topo.triangles()
         depth = new_mesh[tris, 2].mean(axis=1)
+        ids = rasterize_triangles(new_mesh[:, :2], tris, depth, size)
         affines = triangle_affines(new_mesh[:, :2][tris], texture.coords)
-        if HALF_RESOLUTION_MAPS:
-            map_x, map_y, ids = half_resolution_maps(new_mesh[:, :2], tris, depth, affines, size)
-        else:
-            ids = rasterize_triangles(new_mesh[:, :2], tris, depth, size)
-            map_x, map_y = piecewise_affine_maps(ids, affines)
+        map_x, map_y = piecewise_affine_maps(ids, affines)
         face = cv2.remap(source.crop.pixels, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         # fade out: triangles seen edge-on in the output (the silhouette of a
         # turned head), texture the source saw edge-on, and texture magnified
@@ -229,9 +227,6 @@ class MeshSwapper:
         # source's open eye squeezed into a slit shows as a white smear
         weight = weight * _eyelid_weights(new_mesh, tris)
         coverage = np.where(ids >= 0, weight[np.maximum(ids, 0)], 0.0).astype(np.float32)
-        if coverage.shape != (size[1], size[0]):  # from the half-resolution grid
-            coverage = cv2.resize(coverage, (2 * coverage.shape[1], 2 * coverage.shape[0]), interpolation=cv2.INTER_LINEAR)
-            coverage = np.ascontiguousarray(coverage[: size[1], : size[0]])
         clean = None
         if source.clean is not None:
             clean = cv2.remap(source.clean, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
