@@ -114,8 +114,11 @@ def rasterize_triangles(points2d: np.ndarray, triangles: np.ndarray, depth: np.n
     w, h = size
     ids = np.full((h, w), -1, np.int32)
     pts = np.round(np.asarray(points2d, np.float64) * 16.0).astype(np.int32)  # 4 bits of sub-pixel precision
-    for t in np.argsort(-np.asarray(depth)):
-        cv2.fillConvexPoly(ids, pts[triangles[t]], int(t), lineType=cv2.LINE_8, shift=4)
+    order = np.argsort(-np.asarray(depth))
+    fill = cv2.fillConvexPoly
+    # one C call per triangle: the loop body is kept to the call itself
+    for poly, t in zip(pts[triangles[order]], order.tolist()):
+        fill(ids, poly, t, cv2.LINE_8, 4)
     return ids
 
 
