@@ -3,6 +3,8 @@ around each detected face rather than on the whole frame."""
 
 from __future__ import annotations
 
+import threading
+
 import cv2
 import numpy as np
 
@@ -92,11 +94,16 @@ class MeshFollower:
     The crop is still cut around the face's last box, so the face sits at
     the same place in it from frame to frame.  Falls back to ``fallback``
     (the still-image mesh, which tries wider crops) when it loses the face.
-    One thread at a time; :meth:`close` releases the graph."""
+    One thread at a time; ``lock`` guards the shared fallback; :meth:`close`
+    releases the graph."""
 
-    def __init__(self, fallback: MediapipeFaceMesh, *, min_confidence: float = 0.3) -> None:
+    def __init__(
+        self, fallback: MediapipeFaceMesh, *, min_confidence: float = 0.3, lock: threading.Lock | None = None
+    ) -> None:
         self.fallback = fallback
         self.min_confidence = min_confidence
+        #: held while ``fallback`` (shared with other users) runs
+        self.lock = lock or threading.Lock()
         self._model = None
 
     def landmarks(self, rgb: np.ndarray, box: BBox) -> np.ndarray | None:
@@ -116,7 +123,10 @@ class MeshFollower:
                 raise ModelError(f"cannot load mediapipe face mesh: {exc}") from exc
         crop, x0, y0, factor = crop_square(rgb, box, scale=CROP_SCALE, size=CROP_SIZE)
         pts = _image_points(self._model.process(crop), x0, y0, factor)
-        return pts if pts is not None else self.fallback.landmarks(rgb, box)
+        if pts is not None:
+            return pts
+        with self.lock:
+            return self.fallback.landmarks(rgb, box)
 
     def close(self) -> None:
         if self._model is not None:

@@ -190,12 +190,14 @@ class VideoSwapper:
         reference: np.ndarray | None,
         timings: dict[str, float],
         mapping: "PeopleMap | None" = None,
+        found: list[Face] | None = None,
     ) -> list[PlannedFace]:
         """Track the faces of ``frame`` (in frame order: the tracker holds
         state) and decide which face gets which source, smaller faces first
-        so that a nearer, larger face ends on top."""
+        so that a nearer, larger face ends on top.  ``found``: the frame's
+        scheduled detection, made ahead (:meth:`FaceTracker.detect_ahead`)."""
         with timed(timings, "track"):
-            tracks = tracker.update(frame.pixels, frame.time)
+            tracks = tracker.update(frame.pixels, frame.time, found=found)
         if not tracks:
             return []
         if mapping is not None:
@@ -325,8 +327,9 @@ class VideoSwapper:
     ) -> VideoSwapReport:
         """Swap the selected faces in every frame of ``target`` into ``output``.
 
-        Frames flow decoder thread -> bounded queue -> this thread (tracking
-        and swap) -> bounded queue -> encoder thread.  Frames without a face
+        Frames flow decoder thread (decoding, and the scheduled face
+        detections) -> bounded queue -> this thread (tracking and planning)
+        -> render threads -> bounded queue -> encoder thread.  Frames without a face
         pass through untouched.  On any error, or when ``stop`` is set, or on
         KeyboardInterrupt, the output is abandoned: nothing is left under its
         name."""
@@ -356,11 +359,19 @@ class VideoSwapper:
                     continue
             return False
 
+        detect_timings: dict[str, float] = {}  # only the decoder thread writes it
+
         def decode() -> None:
+            """Decode, and run the scheduled detections here, ahead of the
+            tracking thread (the schedule depends only on the frame index)."""
             try:
                 with reader:
                     for frame in reader:
-                        if not put(frames_in, frame):
+                        found = None
+                        if tracker.due(frame.index):
+                            with timed(detect_timings, "detect"):
+                                found = tracker.detect_ahead(frame.pixels)
+                        if not put(frames_in, (frame, found)):
                             return
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread
                 errors.append(exc)
@@ -433,7 +444,8 @@ class VideoSwapper:
                     continue
                 if item is _END:
                     break
-                plan = self.plan_frame(item, tracker, prepared, ref, timings, mapping)
+                item, found = item
+                plan = self.plan_frame(item, tracker, prepared, ref, timings, mapping, found)
                 frames += 1
                 with_swap += bool(plan)
                 faces += len(plan)
@@ -456,7 +468,7 @@ class VideoSwapper:
             encoder.join()
             pool.shutdown(wait=True)
             tracker.close()
-        for key, value in render_timings.items():
+        for key, value in [*render_timings.items(), *detect_timings.items()]:
             timings[key] = timings.get(key, 0.0) + value
         if errors:
             raise errors[0]

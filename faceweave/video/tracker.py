@@ -4,6 +4,7 @@ its previous box, and smooth every face's mesh over time."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import cv2
@@ -63,7 +64,14 @@ class FaceTracker:
     ``beta`` tune the One Euro smoothing of the mesh (pixels).  Each
     followed face has its own mesh graph in video mode
     (:class:`~faceweave.analysis.landmarker.MeshFollower`); :meth:`close`
-    (or leaving a ``with`` block) releases them."""
+    (or leaving a ``with`` block) releases them.
+
+    A video pipeline may run the scheduled detections ahead, on another
+    thread, as frames are decoded (:meth:`detect_ahead` on every frame
+    :meth:`due`, the result handed to :meth:`update` with that frame); the
+    result is the same as detecting in :meth:`update`, as the schedule
+    depends only on the frame index.  The analyser's models are shared by
+    the two threads under one lock."""
 
     def __init__(
         self,
@@ -86,6 +94,9 @@ class FaceTracker:
         self.scene_cuts = 0
         #: lost faces looked for again around their last place
         self.redetections = 0
+        #: the analyser's detector and still-image mesh are used under this
+        #: lock (scheduled detections may run ahead on another thread)
+        self._models = threading.Lock()
 
     def _drop(self, tracks: list[Track]) -> None:
         for track in tracks:
@@ -113,8 +124,20 @@ class FaceTracker:
         smooth = track.filter(mesh, t)
         return Face(bbox=mesh_box(smooth), score=score, mesh=smooth, pose=head_pose(smooth))
 
-    def _detect(self, pixels: np.ndarray, t: float) -> None:
-        found = self.analyser.analyse(pixels, small_faces=self.small_faces)
+    def due(self, index: int) -> bool:
+        """Whether frame ``index`` is on the detection schedule (every
+        ``detect_every`` frames from the first)."""
+        return index % self.detect_every == 0
+
+    def detect_ahead(self, pixels: np.ndarray) -> list[Face]:
+        """The faces of a frame that is :meth:`due`, found on any thread
+        (hand them to :meth:`update` with that frame)."""
+        with self._models:
+            return self.analyser.analyse(pixels, small_faces=self.small_faces)
+
+    def _detect(self, pixels: np.ndarray, t: float, found: list[Face] | None = None) -> None:
+        if found is None:
+            found = self.detect_ahead(pixels)
         kept: list[Track] = []
         free = list(self.tracks)
         for face in sorted(found, key=lambda f: -f.bbox.area):
@@ -140,7 +163,8 @@ class FaceTracker:
         x1, y1 = int(np.ceil(window.x2)), int(np.ceil(window.y2))
         if x1 - x0 < 16 or y1 - y0 < 16:
             return None
-        found = self.analyser.analyse(np.ascontiguousarray(pixels[y0:y1, x0:x1]), small_faces=False)
+        with self._models:
+            found = self.analyser.analyse(np.ascontiguousarray(pixels[y0:y1, x0:x1]), small_faces=False)
         old = track.face.bbox
         best, best_gap = None, 1.2  # centre distance in old face widths
         for face in found:
@@ -158,7 +182,7 @@ class FaceTracker:
         kept = []
         for track in self.tracks:
             if track.follower is None:
-                track.follower = MeshFollower(self.analyser.mesher)
+                track.follower = MeshFollower(self.analyser.mesher, lock=self._models)
             mesh, score = track.follower.landmarks(pixels, track.face.bbox), track.face.score
             if mesh is None or mesh_box(mesh).iou(track.face.bbox) < 0.3:
                 found = self._redetect_near(pixels, track)
@@ -172,16 +196,18 @@ class FaceTracker:
         self._keep(kept)
         self._since_detect += 1
 
-    def update(self, pixels: np.ndarray, t: float) -> list[Track]:
-        """The tracks after frame ``pixels`` at time ``t`` (seconds)."""
+    def update(self, pixels: np.ndarray, t: float, *, found: list[Face] | None = None) -> list[Track]:
+        """The tracks after frame ``pixels`` at time ``t`` (seconds).
+        ``found``: the frame's faces from :meth:`detect_ahead` (a frame on
+        the schedule); without it a due detection runs here."""
         signature = frame_signature(pixels)
         cut = is_scene_cut(self._signature, signature)
         self._signature = signature
         if cut:
             self.scene_cuts += 1
             self._keep([])
-        if not self.tracks or self._since_detect + 1 >= self.detect_every:
-            self._detect(pixels, t)
+        if found is not None or not self.tracks or self._since_detect + 1 >= self.detect_every:
+            self._detect(pixels, t, found)
         else:
             self._follow(pixels, t)
         return list(self.tracks)
