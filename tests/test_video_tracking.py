@@ -97,3 +97,56 @@ def test_a_face_that_jumps_is_found_again_near_its_last_place(faces_dir):
         # nothing there any more: the track is dropped, not kept at a stale place
         empty = np.zeros_like(canvas)
         assert tracker.update(empty, 2.0) == [] or tracker.update(empty, 3.0) == []
+
+
+@pytest.mark.slow
+def test_detections_made_ahead_give_the_same_tracks(faces_dir):
+    """The video pipeline runs the scheduled detections on the decoder
+    thread (``due`` / ``detect_ahead``) and hands them to ``update``: the
+    tracks are the ones the tracker finds on its own."""
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.io import read_image
+
+    pixels = read_image(faces_dir / "group/fr_two_people.jpg").pixels
+    frames = [np.ascontiguousarray(np.roll(pixels, 3 * i, axis=1)) for i in range(8)]
+    with FaceAnalyser() as analyser, FaceTracker(analyser, detect_every=3) as alone, FaceTracker(
+        analyser, detect_every=3
+    ) as ahead:
+        assert [ahead.due(i) for i in range(7)] == [True, False, False, True, False, False, True]
+        for i, frame in enumerate(frames):
+            found = ahead.detect_ahead(frame) if ahead.due(i) else None
+            a = alone.update(frame, i / 25.0)
+            b = ahead.update(frame, i / 25.0, found=found)
+            assert [t.id for t in a] == [t.id for t in b]
+            for x, y in zip(a, b):
+                np.testing.assert_allclose(x.face.mesh, y.face.mesh, atol=1e-3)
+        kept = list(ahead.tracks)
+        assert kept and all(t.follower is not None for t in kept)
+    # leaving the block released every track's mesh graph
+    assert all(t.follower is None for t in kept) and ahead.tracks == []
+
+
+@pytest.mark.slow
+def test_mesh_follower_follows_a_face_like_the_still_mesh_and_falls_back(faces_dir):
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.analysis.landmarker import MeshFollower
+    from faceweave.io import read_image
+
+    pixels = read_image(faces_dir / "single/biden2.jpg").pixels
+    with FaceAnalyser() as analyser:
+        face = analyser.analyse(pixels)[0]
+        follower = MeshFollower(analyser.mesher)
+        try:
+            box = face.bbox
+            for i in range(6):
+                frame = np.ascontiguousarray(np.roll(pixels, 2 * i, axis=1))
+                mesh = follower.landmarks(frame, box)
+                still = analyser.mesher.landmarks(frame, box)
+                assert mesh is not None and mesh.shape == (478, 3)
+                gap = np.median(np.linalg.norm(mesh[:, :2] - still[:, :2], axis=1))
+                assert gap < 0.02 * face.size
+                box = type(box)(*(float(v) for v in (mesh[:, 0].min(), mesh[:, 1].min(), mesh[:, 0].max(), mesh[:, 1].max())))
+            # no face in the box: the follower (and then the still mesh) finds none
+            assert follower.landmarks(np.zeros_like(pixels), box) is None
+        finally:
+            follower.close()
