@@ -122,8 +122,8 @@ def test_detections_made_ahead_give_the_same_tracks(faces_dir):
                 np.testing.assert_allclose(x.face.mesh, y.face.mesh, atol=1e-3)
         kept = list(ahead.tracks)
         assert kept and all(t.follower is not None for t in kept)
-    # leaving the block released every track's mesh graph
-    assert all(t.follower is None for t in kept) and ahead.tracks == []
+    # leaving the block closed every mesh graph
+    assert all(t.follower is None for t in kept) and ahead.tracks == [] and ahead._spare == []
 
 
 @pytest.mark.slow

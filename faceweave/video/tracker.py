@@ -47,10 +47,10 @@ class Track:
     #: the mesh in video mode, following this face (made at its first follow)
     follower: MeshFollower | None = field(default=None, repr=False, compare=False)
 
-    def close(self) -> None:
-        if self.follower is not None:
-            self.follower.close()
-            self.follower = None
+    def release(self) -> MeshFollower | None:
+        """Take this track's mesh graph away from it (to reuse or close)."""
+        follower, self.follower = self.follower, None
+        return follower
 
 
 class FaceTracker:
@@ -63,8 +63,10 @@ class FaceTracker:
     around its last place.  ``min_cutoff`` and
     ``beta`` tune the One Euro smoothing of the mesh (pixels).  Each
     followed face has its own mesh graph in video mode
-    (:class:`~faceweave.analysis.landmarker.MeshFollower`); :meth:`close`
-    (or leaving a ``with`` block) releases them.
+    (:class:`~faceweave.analysis.landmarker.MeshFollower`), up to
+    ``followers`` graphs (about 35 MB each) reused from face to face; faces
+    beyond them are followed with the still-image mesh.  :meth:`close` (or
+    leaving a ``with`` block) releases the graphs.
 
     A video pipeline may run the scheduled detections ahead, on another
     thread, as frames are decoded (:meth:`detect_ahead` on every frame
@@ -81,6 +83,7 @@ class FaceTracker:
         small_faces: bool = False,
         min_cutoff: float = 1.5,
         beta: float = 0.02,
+        followers: int = 8,
     ) -> None:
         self.analyser = analyser
         self.detect_every = max(1, detect_every)
@@ -97,10 +100,27 @@ class FaceTracker:
         #: the analyser's detector and still-image mesh are used under this
         #: lock (scheduled detections may run ahead on another thread)
         self._models = threading.Lock()
+        self.followers = max(0, followers)
+        #: mesh graphs made, and those not following a face now
+        self._made = 0
+        self._spare: list[MeshFollower] = []
 
     def _drop(self, tracks: list[Track]) -> None:
+        """Take the mesh graphs of tracks that end back for other faces (a
+        graph is reused rather than made anew: making and closing them
+        leaves memory behind)."""
         for track in tracks:
-            track.close()
+            follower = track.release()
+            if follower is not None:
+                self._spare.append(follower)
+
+    def _follower(self) -> MeshFollower | None:
+        if self._spare:
+            return self._spare.pop()
+        if self._made < self.followers:
+            self._made += 1
+            return MeshFollower(self.analyser.mesher, lock=self._models)
+        return None
 
     def _keep(self, kept: list[Track]) -> None:
         """Make ``kept`` the tracks, releasing the graphs of the others."""
@@ -182,8 +202,13 @@ class FaceTracker:
         kept = []
         for track in self.tracks:
             if track.follower is None:
-                track.follower = MeshFollower(self.analyser.mesher, lock=self._models)
-            mesh, score = track.follower.landmarks(pixels, track.face.bbox), track.face.score
+                track.follower = self._follower()
+            if track.follower is not None:
+                mesh = track.follower.landmarks(pixels, track.face.bbox)
+            else:
+                with self._models:
+                    mesh = self.analyser.mesher.landmarks(pixels, track.face.bbox)
+            score = track.face.score
             if mesh is None or mesh_box(mesh).iou(track.face.bbox) < 0.3:
                 found = self._redetect_near(pixels, track)
                 self.redetections += 1
@@ -213,9 +238,13 @@ class FaceTracker:
         return list(self.tracks)
 
     def close(self) -> None:
-        """Release every track's mesh graph (the tracker can go on; its
-        faces are then found again)."""
+        """Close every mesh graph (the tracker can go on; its faces are then
+        found again)."""
         self.reset()
+        for follower in self._spare:
+            follower.close()
+        self._spare = []
+        self._made = 0
 
     def __enter__(self) -> "FaceTracker":
         return self
