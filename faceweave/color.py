@@ -149,6 +149,14 @@ def transfer_shading(
     """Give ``lab`` the reference's low-frequency shading: replace (by
     ``amount``) its own Gaussian low-pass at ``sigma`` with the reference's,
     keeping everything finer than ``sigma`` (the identity's mid frequencies)."""
-    own = masked_blur(lab, mask, sigma)
-    ref = masked_blur(ref_lab, ref_mask, sigma)
-    return (lab + amount * (ref - own)).astype(np.float32)
+    return (lab + amount * shading_offset(lab, mask, ref_lab, ref_mask, sigma=sigma)).astype(np.float32)
+
+
+def shading_offset(
+    lab: np.ndarray, mask: np.ndarray, ref_lab: np.ndarray, ref_mask: np.ndarray, *, sigma: float
+) -> np.ndarray:
+    """The reference's low-frequency shading minus ``lab``'s (each a
+    :func:`masked_blur` at ``sigma`` under its mask): what
+    :func:`transfer_shading` adds.  Smooth, so it may be computed at a
+    lower resolution and resized."""
+    return masked_blur(ref_lab, ref_mask, sigma) - masked_blur(lab, mask, sigma)

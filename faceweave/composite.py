@@ -353,6 +353,19 @@ def _half(image: np.ndarray) -> np.ndarray:
     return cv2.resize(image, (image.shape[1] // 2, image.shape[0] // 2), interpolation=cv2.INTER_AREA)
 
 
+def _upsampled(half: np.ndarray, full: tuple[int, int], box: tuple[int, int, int, int]) -> np.ndarray:
+    """The window ``box = (x0, y0, x1, y1)`` of ``cv2.resize(half, full)``
+    (a map made at half resolution, brought back to the crop's ``full =
+    (W, H)``), without resizing the rest."""
+    x0, y0, x1, y1 = box
+    sx, sy = half.shape[1] / full[0], half.shape[0] / full[1]
+    # window pixel (u, v) is crop pixel (x0 + u, y0 + v), which resize samples at (x + 0.5) * s - 0.5
+    m = np.array([[sx, 0.0, (x0 + 0.5) * sx - 0.5], [0.0, sy, (y0 + 0.5) * sy - 0.5]], np.float64)
+    return cv2.warpAffine(
+        half, m, (x1 - x0, y1 - y0), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE
+    )
+
+
 def composite(
     target: AlignedCrop,
     out: SwapOutput,
@@ -438,9 +451,6 @@ def composite(
     box = masks.box_mask(size, inset=0.02, blur=mask_options.box_blur) if mask_options.box else None
     mask_h = masks.combine(region, fade, occlusion, box)
     stat_mask = skin if occlusion is None else skin * (occlusion > 0.5)
-    # shading is learnt on bare skin only (a beard, brows or hair would
-    # darken it) and spreads smoothly over the rest of the face
-    shade_region = cv2.resize(stat_mask, full, interpolation=cv2.INTER_LINEAR)
     grow = int(round(0.05 * fs)) * 2 + 1
     touched = cv2.dilate((mask_h > 0.002).astype(np.float32), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow)))
     paste_h = masks.feather(touched, erode=0, blur=0.015 * fs)
@@ -464,6 +474,11 @@ def composite(
     # way round) is lighting, not identity: then take more of the target's shading
     gap = abs(side_lighting(face_lab_h, mesh, stat_mask) - side_lighting(bg_lab_h, mesh, stat_mask))
     amount = float(np.clip(shading + gap / SIDE_LIGHT_SPAN, shading, 1.0))
+    # the target's low-frequency shading in place of the new face's: learnt
+    # on bare skin only (a beard, brows or hair would darken it), spread
+    # smoothly over the rest of the face; smooth, so found at half resolution
+    matched_h = color.apply_statistics(face_lab_h, s_stats, t_stats, max_gain=MAX_CONTRAST_GAIN)
+    shade_h = color.shading_offset(matched_h, stat_mask, bg_lab_h, stat_mask, sigma=SHADING_SIGMA * fs)
 
     # -- full resolution, only around the face: the blend's support is the mask
     # grown by the coarsest pyramid level --
@@ -475,11 +490,8 @@ def composite(
         x1, y1 = min(x + w + margin, full[0]), min(y + h + margin, full[1])
         roi = (slice(y0, y1), slice(x0, x1))
         face_lab = color.to_lab(out.face[roi])
-        bg_lab = color.to_lab(behind[roi])
         matched = color.apply_statistics(face_lab, s_stats, t_stats, max_gain=MAX_CONTRAST_GAIN)
-        shaded = color.transfer_shading(
-            matched, shade_region[roi], bg_lab, shade_region[roi], sigma=SHADING_SIGMA * target.face_size, amount=amount
-        )
+        shaded = matched + amount * _upsampled(shade_h, full, (x0, y0, x1, y1))
         background = behind[roi].astype(np.float32)
         front = np.where(out.coverage[roi][..., None] > 0.5, color.to_rgb(shaded), background).astype(np.float32)
         blended = laplacian_blend(front, background, mask[roi], levels=BLEND_LEVELS)

@@ -3,6 +3,7 @@ rules, on a real frontal mesh (the public-domain astronaut)."""
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -390,3 +391,19 @@ def test_only_triangles_near_the_outline_fade_at_a_silhouette():
     # the nose, the nostrils and the eye fills are inside the face
     assert not near[np.isin(tris, [topo.NOSE_TIP]).any(axis=1)].any()
     assert not near[len(topo.tessellation()):].any()
+
+
+@pytest.mark.parametrize("full", [(345, 345), (173, 170), (200, 201)])
+def test_upsampled_window_is_the_window_of_the_resized_half_map(full):
+    """The shading offset is found at half resolution and brought back only
+    under the blend's region: the same as resizing all of it and cutting."""
+    from faceweave.composite import _half, _upsampled
+
+    w, h = full
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    field = np.dstack([0.3 * xx + 0.2 * yy, np.sin(xx / 30.0) * 5.0, yy * 0.1]).astype(np.float32)
+    half = _half(field)
+    whole = cv2.resize(half, full, interpolation=cv2.INTER_LINEAR)
+    for box in [(0, 0, w, h), (13, 7, w - 3, h - 5), (40, 50, 120, 140)]:
+        window = _upsampled(half, full, box)
+        np.testing.assert_allclose(window, whole[box[1] : box[3], box[0] : box[2]], atol=0.02)
