@@ -239,15 +239,16 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     lab = color.to_lab(_half(crop.pixels))
     region = skin_region(size, mesh, fs)
     rim = face_rim(size, mesh, fs, inner_scale=SOURCE_HAIR_RIM)
-    free = masks.occluder_free(lab, region, face_size=fs, hair_zone=rim)
+    centre, spread = masks.skin_statistics(lab, region)
+    distance = masks.skin_distance(lab, centre, spread)
+    free = masks.occluder_free(lab, region, face_size=fs, hair_zone=rim, distance=distance)
     dark = darker_than_skin(lab, region)
     beard = below_nose(size, mesh, soft=0.05 * fs) * dark
     # the middle of the source face is trusted unless its colour is far from
     # skin (its shadows are not occluders, a strand of hair across the cheek
     # is); the eyes, brows and lips are kept, but at the rim only where they
     # are darker than skin (a brow's tail, not the hair beside it)
-    centre, spread = masks.skin_statistics(lab, region)
-    middle = (1.0 - rim) * masks.skin_likelihood(lab, centre, spread, tolerance=SOURCE_CENTRE_TOLERANCE)
+    middle = (1.0 - rim) * masks.likelihood_from_distance(distance, SOURCE_CENTRE_TOLERANCE)
     features = masks.feature_mask(size, mesh, grow=0.02 * fs) * np.maximum(1.0 - rim, dark)
     keep = np.maximum(np.maximum(features, beard), middle)
     # the mesh outline runs along the very edge of the face, where background,
@@ -420,9 +421,10 @@ def composite(
         rim = face_rim(size, mesh, fs, inner_scale=TARGET_HAIR_RIM)
         # in the middle of the face only colours far from skin count (a
         # shadow beside the nose is not an occluder, a microphone is)
-        centre, spread = masks.skin_statistics(bg_lab_h, skin)
-        middle = masks.skin_likelihood(bg_lab_h, centre, spread, tolerance=CENTRE_TOLERANCE)
-        target_skin = rim * masks.occluder_free(bg_lab_h, skin, face_size=fs, hair_zone=rim) + (1.0 - rim) * middle
+        distance = masks.skin_distance(bg_lab_h, *masks.skin_statistics(bg_lab_h, skin))
+        middle = masks.likelihood_from_distance(distance, CENTRE_TOLERANCE)
+        free = masks.occluder_free(bg_lab_h, skin, face_size=fs, hair_zone=rim, distance=distance)
+        target_skin = rim * free + (1.0 - rim) * middle
         if ISLAND_MAX > 0:
             target_skin = _without_islands(target_skin, mesh, fs)
         # the target's moustache and beard are not occluders: the source's

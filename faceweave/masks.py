@@ -110,15 +110,24 @@ def skin_statistics(lab: np.ndarray, region: np.ndarray) -> tuple[np.ndarray, np
     return med.astype(np.float32), np.maximum(mad, [4.0, 2.0, 2.0]).astype(np.float32)
 
 
+def skin_distance(lab: np.ndarray, centre: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    """``(H, W)`` float32: how many spreads each LAB pixel lies from the skin
+    colour (:func:`skin_statistics`); lightness counts for less (shading
+    changes it) than the chroma."""
+    d = np.abs(lab - centre) / spread
+    return np.maximum(d[..., 0] / 1.6, np.hypot(d[..., 1], d[..., 2])).astype(np.float32)
+
+
+def likelihood_from_distance(dist: np.ndarray, tolerance: float) -> np.ndarray:
+    """1 within ``tolerance`` (a :func:`skin_distance`), falling to 0 at twice that."""
+    return np.clip(2.0 - dist / np.float32(tolerance), 0.0, 1.0).astype(np.float32)
+
+
 def skin_likelihood(lab: np.ndarray, centre: np.ndarray, spread: np.ndarray, *, tolerance: float = 3.5) -> np.ndarray:
     """Soft ``[0, 1]`` mask: 1 where a LAB pixel is within ``tolerance``
     spreads of the skin colour, falling to 0 at twice that.  Lightness gets a
     looser test (shading changes it) than the chroma."""
-    d = np.abs(lab - centre) / spread
-    d_l = d[..., 0] / 1.6
-    d_c = np.hypot(d[..., 1], d[..., 2])
-    dist = np.maximum(d_l, d_c)
-    return np.clip(2.0 - dist / tolerance, 0.0, 1.0).astype(np.float32)
+    return likelihood_from_distance(skin_distance(lab, centre, spread), tolerance)
 
 
 def hue_likelihood(lab: np.ndarray, region: np.ndarray, *, tolerance: float = 3.0) -> np.ndarray:
@@ -148,20 +157,23 @@ def texture_likelihood(lightness: np.ndarray, region: np.ndarray, *, scale: floa
 
 
 def occluder_free(
-    lab: np.ndarray, region: np.ndarray, *, face_size: float, hair_zone: np.ndarray | None = None
+    lab: np.ndarray, region: np.ndarray, *, face_size: float, hair_zone: np.ndarray | None = None,
+    distance: np.ndarray | None = None,
 ) -> np.ndarray:
     """Soft ``[0, 1]`` mask of bare skin in a face crop, low over hair, hands,
     glasses and other things in front of the face.  Skin colour is tested
     everywhere; hue and texture (which tell hair strands from skin, but also
     flag stubble and wrinkles) only where ``hair_zone`` is high (everywhere
-    when it is ``None``).  The skin model is learnt under ``region``."""
-    centre, spread = skin_statistics(lab, region)
+    when it is ``None``).  The skin model is learnt under ``region``;
+    ``distance``: its :func:`skin_distance` map, when the caller has it."""
+    if distance is None:
+        distance = skin_distance(lab, *skin_statistics(lab, region))
     hair_free = np.minimum(
         hue_likelihood(lab, region), texture_likelihood(lab[..., 0], region, scale=0.06 * face_size)
     )
     if hair_zone is not None:
         hair_free = np.maximum(hair_free, 1.0 - hair_zone)
-    return np.minimum(skin_likelihood(lab, centre, spread), hair_free).astype(np.float32)
+    return np.minimum(likelihood_from_distance(distance, 3.5), hair_free).astype(np.float32)
 
 
 def edge_connected(covered: np.ndarray, edge: np.ndarray) -> np.ndarray:
