@@ -150,3 +150,25 @@ def test_mesh_follower_follows_a_face_like_the_still_mesh_and_falls_back(faces_d
             assert follower.landmarks(np.zeros_like(pixels), box) is None
         finally:
             follower.close()
+
+
+@pytest.mark.slow
+def test_faces_beyond_the_follower_pool_are_followed_with_the_still_mesh(faces_dir):
+    """At most ``followers`` video-mode graphs: a second face is still
+    followed (with the still-image mesh), and a graph whose face ends is
+    reused for the next face instead of a new one being made."""
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.io import read_image
+
+    pixels = read_image(faces_dir / "group/fr_two_people.jpg").pixels
+    with FaceAnalyser() as analyser, FaceTracker(analyser, detect_every=100, followers=1) as tracker:
+        for i in range(4):
+            tracks = tracker.update(np.ascontiguousarray(np.roll(pixels, 2 * i, axis=1)), i / 25.0)
+            assert len(tracks) == 2
+        assert sum(t.follower is not None for t in tracks) == 1 and tracker._made == 1
+        graph = next(t.follower for t in tracks if t.follower is not None)
+        # a cut to another picture: the tracks end, their graph waits for the next face
+        other = read_image(faces_dir / "single/biden2.jpg").pixels
+        tracker.update(other, 5 / 25.0)
+        tracks = tracker.update(other, 6 / 25.0)
+        assert len(tracks) == 1 and tracks[0].follower is graph and tracker._made == 1
