@@ -9,7 +9,11 @@ swaps the first clip looped ten times, to show memory does not grow with
 length.  The test data has no 720p clip with one face, so one is derived
 from the talking-head clip (scaled to 720 lines on a 1280x720 canvas).
 
-    .venv/bin/python benchmarks/video_swap.py [--data ../shared/data/faces] [--loop 10]
+    .venv/bin/python benchmarks/video_swap.py [--data ../shared/data/faces] [--loop 10] [--repeat 3] [--only NAME]
+
+``--repeat N`` runs copy and swap of each clip N times, in alternation, and
+prints the medians (and the range of the swap's fps): on a shared machine
+single runs move by 10 % and more.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,6 +78,24 @@ def run_child(mode: str, video: Path, source: Path, out: Path, faces: str = "man
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def measure(video: Path, source: Path, tmp: Path, faces: str, repeat: int) -> tuple[dict, dict, tuple[float, float]]:
+    """Copy and swap of ``video``, ``repeat`` times in alternation: the
+    median run of each (by fps), and the swap's lowest and highest fps."""
+    copies, swaps = [], []
+    for _ in range(max(1, repeat)):
+        copies.append(run_child("copy", video, source, tmp / "copy.mp4"))
+        swaps.append(run_child("swap", video, source, tmp / "swap.mp4", faces))
+
+    def median_run(runs: list[dict]) -> dict:
+        middle = statistics.median_low([r["fps"] for r in runs])
+        run = dict(next(r for r in runs if r["fps"] == middle))
+        run["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
+        return run
+
+    fps = [r["fps"] for r in swaps]
+    return median_run(copies), median_run(swaps), (min(fps), max(fps))
+
+
 def derive_720p(video: Path, out: Path) -> None:
     """A 1280x720 clip with one face: the talking-head clip scaled to 720
     lines and centred on a grey 16:9 canvas (the test data has no 720p clip
@@ -115,6 +138,8 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--loop", type=int, default=0, help="also swap the first clip looped this many times")
     ap.add_argument("--no-720p", action="store_true", help="skip the 1280x720 one-face clip derived from the talking head")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each clip, in alternation; medians are printed")
+    ap.add_argument("--only", default="", help="only the clips whose name contains this")
     args = ap.parse_args()
     videos = sorted((args.data / "video").glob("*.mp4"))
     if not videos:
@@ -128,26 +153,27 @@ def main() -> int:
             derived = Path(tmp) / "talking_face_720p_derived.mp4"
             derive_720p(talking, derived)
             videos = [*videos, derived]
+        first = videos[0]
+        videos = [v for v in videos if args.only in v.name]
         for video in videos:
-            copy = run_child("copy", video, source, Path(tmp) / "copy.mp4")
             faces = "one" if video.name.startswith("talking_face_720p") else "many"
-            swap = run_child("swap", video, source, Path(tmp) / "swap.mp4", faces)
-            rows.append((video.name, copy, swap))
-        if args.loop > 1:
+            rows.append((video.name, *measure(video, source, Path(tmp), faces, args.repeat)))
+        if args.loop > 1 and args.only in first.name:
             looped = Path(tmp) / f"looped_x{args.loop}.mp4"
-            loop_video(videos[0], args.loop, looped)
-            swap = run_child("swap", looped, source, Path(tmp) / "swap_looped.mp4")
-            copy = run_child("copy", looped, source, Path(tmp) / "copy_looped.mp4")
-            rows.append((looped.name, copy, swap))
-    print(f"{'video':34s} {'frames':>6s} {'copy fps':>9s} {'swap fps':>9s} {'ratio':>6s} {'copy MB':>8s} {'swap MB':>8s}  swap ms/frame by stage")
-    for name, copy, swap in rows:
+            loop_video(first, args.loop, looped)
+            rows.append((looped.name, *measure(looped, source, Path(tmp), "many", args.repeat)))
+    span = "  swap fps range" if args.repeat > 1 else ""
+    print(f"{'video':34s} {'frames':>6s} {'copy fps':>9s} {'swap fps':>9s} {'ratio':>6s} {'copy MB':>8s} {'swap MB':>8s}{span}  swap ms/frame by stage")
+    for name, copy, swap, (low, high) in rows:
         stages = " ".join(f"{k}={v:.1f}" for k, v in sorted(swap["ms_per_frame"].items()))
+        spread = f"  {low:6.1f}-{high:<6.1f}" if args.repeat > 1 else ""
         print(
             f"{name:34s} {swap['frames']:6d} {copy['fps']:9.1f} {swap['fps']:9.1f} {swap['fps'] / copy['fps']:6.2f} "
-            f"{copy['peak_rss_mb']:8.0f} {swap['peak_rss_mb']:8.0f}  {stages}"
+            f"{copy['peak_rss_mb']:8.0f} {swap['peak_rss_mb']:8.0f}{spread}  {stages}"
         )
     print("fps over the whole run after models are loaded; peak RSS of each run's own process; working size 192;"
-          " --faces many, except the derived 720p one-face clip (--faces one, the CLI default)")
+          " --faces many, except the derived 720p one-face clip (--faces one, the CLI default)"
+          + (f"; medians of {args.repeat} runs in alternation (peak RSS: the highest)" if args.repeat > 1 else ""))
     return 0
 
 
