@@ -13,12 +13,6 @@ def ellipse_ring(center: tuple[float, float], radii: tuple[float, float], count:
     return np.stack([center[0] + radii[0] * np.cos(ang), center[1] + radii[1] * np.sin(ang)], axis=1).astype(np.float32)
 
 
-def _tps_kernel(r2: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        k = r2 * np.log(r2)
-    return np.nan_to_num(k)
-
-
 def tps_grid(
     dst: np.ndarray, src: np.ndarray, size: tuple[int, int], *, step: int = 8, regularization: float = 1e-3
 ) -> np.ndarray:
@@ -32,7 +26,9 @@ def tps_grid(
     scale = float(max(w, h))
     p = dst / scale
     n = len(p)
-    k = _tps_kernel(((p[:, None, :] - p[None, :, :]) ** 2).sum(-1)) + regularization * np.eye(n)
+    sq = (p * p).sum(1)
+    r2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (p @ p.T), 0.0)
+    k = r2 * np.log(np.maximum(r2, 1e-300)) + regularization * np.eye(n)  # r^2 log r^2, 0 at r = 0
     pm = np.hstack([np.ones((n, 1)), p])
     a = np.zeros((n + 3, n + 3))
     a[:n, :n], a[:n, n:], a[n:, :n] = k, pm, pm.T
