@@ -217,10 +217,13 @@ def above_brows(size: tuple[int, int], mesh: np.ndarray, *, soft: float) -> np.n
     return _above(size, mesh, mesh[brows, :2], lowest=False, soft=soft)
 
 
-def darker_than_skin(lab: np.ndarray, region: np.ndarray) -> np.ndarray:
+def darker_than_skin(
+    lab: np.ndarray, region: np.ndarray, stats: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
     """Soft ``[0, 1]``: pixels clearly darker than the skin under ``region``
-    (beard, moustache, stubble shadow), 0 for skin and anything lighter."""
-    centre, spread = masks.skin_statistics(lab, region)
+    (beard, moustache, stubble shadow), 0 for skin and anything lighter.
+    ``stats``: the region's :func:`masks.skin_statistics`, when known."""
+    centre, spread = stats if stats is not None else masks.skin_statistics(lab, region)
     return np.clip((centre[0] - lab[..., 0]) / spread[0] - 0.5, 0.0, 1.0).astype(np.float32)
 
 
@@ -242,7 +245,7 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     centre, spread = masks.skin_statistics(lab, region)
     distance = masks.skin_distance(lab, centre, spread)
     free = masks.occluder_free(lab, region, face_size=fs, hair_zone=rim, distance=distance)
-    dark = darker_than_skin(lab, region)
+    dark = darker_than_skin(lab, region, (centre, spread))
     beard = below_nose(size, mesh, soft=0.05 * fs) * dark
     # the middle of the source face is trusted unless its colour is far from
     # skin (its shadows are not occluders, a strand of hair across the cheek

@@ -46,6 +46,20 @@ def _image_points(result, x0: float, y0: float, factor: float) -> np.ndarray | N
     return pts
 
 
+def _face_mesh(*, video: bool, min_confidence: float):
+    """mediapipe's 478-point face mesh (iris refinement, one face per crop),
+    in still-image mode or in video mode (its region from its own last
+    landmarks)."""
+    try:
+        import mediapipe as mp
+
+        return mp.solutions.face_mesh.FaceMesh(
+            static_image_mode=not video, max_num_faces=1, refine_landmarks=True, min_detection_confidence=min_confidence
+        )
+    except Exception as exc:  # pragma: no cover - broken install
+        raise ModelError(f"cannot load mediapipe face mesh: {exc}") from exc
+
+
 class MediapipeFaceMesh:
     """mediapipe FaceMesh with ``refine_landmarks`` (iris), single face per crop."""
 
@@ -57,17 +71,7 @@ class MediapipeFaceMesh:
 
     def prepare(self) -> None:
         if self._model is None:
-            try:
-                import mediapipe as mp
-
-                self._model = mp.solutions.face_mesh.FaceMesh(
-                    static_image_mode=True,
-                    max_num_faces=1,
-                    refine_landmarks=True,
-                    min_detection_confidence=self.min_confidence,
-                )
-            except Exception as exc:  # pragma: no cover - broken install
-                raise ModelError(f"cannot load mediapipe face mesh: {exc}") from exc
+            self._model = _face_mesh(video=False, min_confidence=self.min_confidence)
 
     def landmarks(self, rgb: np.ndarray, box: BBox) -> np.ndarray | None:
         """``(478, 3)`` mesh in image pixels for the face in ``box``, or ``None``
@@ -109,18 +113,7 @@ class MeshFollower:
     def landmarks(self, rgb: np.ndarray, box: BBox) -> np.ndarray | None:
         """As :meth:`MediapipeFaceMesh.landmarks`, for the next frame of this face."""
         if self._model is None:
-            try:
-                import mediapipe as mp
-
-                self._model = mp.solutions.face_mesh.FaceMesh(
-                    static_image_mode=False,
-                    max_num_faces=1,
-                    refine_landmarks=True,
-                    min_detection_confidence=self.min_confidence,
-                    min_tracking_confidence=0.5,
-                )
-            except Exception as exc:  # pragma: no cover - broken install
-                raise ModelError(f"cannot load mediapipe face mesh: {exc}") from exc
+            self._model = _face_mesh(video=True, min_confidence=self.min_confidence)
         crop, x0, y0, factor = crop_square(rgb, box, scale=CROP_SCALE, size=CROP_SIZE)
         pts = _image_points(self._model.process(crop), x0, y0, factor)
         if pts is not None:

@@ -81,3 +81,9 @@ def check_video_output(path: str | os.PathLike[str]) -> str:
             " or a folder (no extension, or ending with '/') for PNG frames"
         )
     return kind
+
+
+def is_hd(height: int) -> bool:
+    """Whether a frame this tall is HD, whose colours are BT.709 (players
+    assume so when a file does not say), rather than SD's BT.601."""
+    return height >= 720

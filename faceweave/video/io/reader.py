@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 
 from faceweave.errors import ImageTooLargeError, InvalidOptionError
+from faceweave.video.io.formats import is_hd
 from faceweave.video.io.probe import (
     VideoInfo,
     _open_error,
@@ -246,7 +247,7 @@ class VideoReader:
     def _pixels(self, frame) -> np.ndarray:
         """The frame as RGB, resized and turned for display, read-only."""
         options = {}
-        if frame.colorspace == 2 and frame.height >= 720:  # unspecified: HD is BT.709, as players assume
+        if frame.colorspace == 2 and is_hd(frame.height):  # unspecified: HD is BT.709, as players assume
             options["src_colorspace"] = "ITU709"
         if frame.color_range == 2:
             options["src_color_range"] = "JPEG"

@@ -21,7 +21,7 @@ from PIL import Image as PILImage
 
 from faceweave.errors import OutputError
 from faceweave.io.atomic import atomic_output
-from faceweave.video.io.formats import _MUXERS, _VP9_SPEED
+from faceweave.video.io.formats import _MUXERS, _VP9_SPEED, is_hd
 from faceweave.video.io.probe import _url
 
 if TYPE_CHECKING:
@@ -139,20 +139,20 @@ def _encoder_options(name: str, quality: int, preset: str) -> dict[str, str]:
 def _color_tags(height: int) -> dict[str, int]:
     """BT.709 for HD (720 lines and more), BT.601 (SMPTE 170M) below, as players assume when untagged;
     limited range.  (FFmpeg's AVColorSpace / AVColorPrimaries / AVColorTransferCharacteristic codes.)"""
-    code = 1 if height >= 720 else 6
+    code = 1 if is_hd(height) else 6
     return {"colorspace": code, "color_primaries": code, "color_trc": code, "color_range": 1}
 
 
 def _sws_colorspace(height: int) -> str:
     """The matrix that goes with :func:`_color_tags`, by swscale's name."""
-    return "ITU709" if height >= 720 else "ITU601"
+    return "ITU709" if is_hd(height) else "ITU601"
 
 
 def yuv_matrix(height: int) -> np.ndarray:
     """``(3, 4)`` float32: RGB (0..255) -> limited-range Y, Cb, Cr, plus
     offsets, with the matrix that goes with :func:`_color_tags` (BT.709 for
     HD, BT.601 below)."""
-    kr, kb = (0.2126, 0.0722) if height >= 720 else (0.299, 0.114)
+    kr, kb = (0.2126, 0.0722) if is_hd(height) else (0.299, 0.114)
     kg = 1.0 - kr - kb
     y = np.array([kr, kg, kb]) * 219.0 / 255.0
     cb = (np.array([0.0, 0.0, 1.0]) - [kr, kg, kb]) / (2.0 * (1.0 - kb)) * 224.0 / 255.0
