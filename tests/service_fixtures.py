@@ -21,12 +21,13 @@ BOB_KEY = "bob-key-0123456789abcdef0000"
 
 
 def settings(tmp: Path, **changes: Any):
-    """Settings for a test app under ``tmp`` (fast polling, no rate limit unless given)."""
+    """Settings for a test app under ``tmp`` (fast polling, no rate limit and no
+    failed-authentication limit unless given)."""
     from faceweave.service.settings import ServiceSettings
 
     data: dict[str, Any] = {
         "storage": str(tmp / "storage"), "workers": 0, "sync_slots": 0, "poll_interval_s": 0.05,
-        "progress_interval_s": 0.1, "sweep_interval_s": 3600.0, "limits": {"rate_per_second": 0.0},
+        "progress_interval_s": 0.1, "sweep_interval_s": 3600.0, "limits": {"rate_per_second": 0.0, "auth_failures": 0},
     }
     for key, value in changes.items():
         if isinstance(value, dict) and isinstance(data.get(key), dict):

@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from faceweave.errors import NotReadyError
 from faceweave.service import errors
 from faceweave.service.auth import Authenticator, RateLimiter
+from faceweave.service.lockout import FailureLimiter
 from faceweave.service.metrics import Metrics, MetricsMiddleware
 from faceweave.service.models import JobModels, SlotPool
 from faceweave.service.settings import ServiceSettings, load_settings
@@ -47,6 +48,9 @@ class Service:
         self.store = JobStore(settings.database_url)
         self.auth = Authenticator(settings.auth)
         self.limiter = RateLimiter(settings.limits)
+        self.auth_failures = FailureLimiter(
+            max_failures=settings.limits.auth_failures, window_s=settings.limits.auth_failure_window_s
+        )
         self.metrics = metrics or Metrics()
         self.audit = AuditLog(settings.audit_path)
         self.config = RunConfig.from_settings(settings, self.storage)

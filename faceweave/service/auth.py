@@ -7,6 +7,12 @@ configured algorithms (never ``none``), HS* tokens are checked with the
 secret and RS* tokens with the public key, and issuer, audience and expiry
 are required when configured.  Every failure is :class:`AuthenticationError`
 (401) with a message that does not say which check failed beyond the kind.
+
+Each kind of credential has its own owner namespace: an API key of user
+``alice`` owns jobs as ``key:alice``, a token with subject ``alice`` as
+``jwt:alice``, so that a token cannot read a key user's jobs by naming them.
+``auth.jwt_subject_owners`` maps chosen subjects to a key user (the token
+then owns as ``key:<user>``); without authentication every caller is ``local``.
 """
 
 from __future__ import annotations
@@ -19,16 +25,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from faceweave.errors import AuthenticationError, RateLimitedError
-from faceweave.service.settings import LOCAL_USER, AuthSettings, LimitSettings
+from faceweave.service.settings import LOCAL_USER, MAX_NAME, AuthSettings, LimitSettings
+
+
+#: the owner prefixes of API-key users and of JWT subjects
+KEY_OWNER, JWT_OWNER = "key:", "jwt:"
 
 
 @dataclass(frozen=True)
 class Caller:
-    """An authenticated caller: ``user`` owns the jobs it creates; ``method``
-    is "key", "jwt" or "local"."""
+    """An authenticated caller: ``user`` is the name its credential gives (the
+    key's user, the token's subject); ``owner`` owns the jobs it creates and
+    keys its rate limit (``key:<user>``, ``jwt:<subject>`` or ``local``);
+    ``method`` is "key", "jwt" or "local"."""
 
     user: str
     method: str
+    owner: str
 
 
 class Authenticator:
@@ -47,16 +60,19 @@ class Authenticator:
                 credentials are missing, unknown, forged or expired.
         """
         if not self.settings.required:
-            return Caller(user=LOCAL_USER, method="local")
+            return Caller(user=LOCAL_USER, method="local", owner=LOCAL_USER)
         credential = _credential(headers)
         if credential is None:
             raise AuthenticationError("authentication required: send 'Authorization: Bearer <API key or token>'")
         if credential.count(".") == 2 and self.settings.jwt_enabled:
-            return Caller(user=self._verify_jwt(credential), method="jwt")
+            subject = self._verify_jwt(credential)
+            mapped = self.settings.jwt_subject_owners.get(subject)
+            owner = KEY_OWNER + mapped if mapped is not None else JWT_OWNER + subject
+            return Caller(user=subject, method="jwt", owner=owner)
         user = self._match_key(credential)
         if user is None:
             raise AuthenticationError("invalid API key or token")
-        return Caller(user=user, method="key")
+        return Caller(user=user, method="key", owner=KEY_OWNER + user)
 
     def _match_key(self, key: str) -> str | None:
         digest = hashlib.sha256(key.encode("utf-8")).digest()
@@ -93,9 +109,18 @@ class Authenticator:
         except jwt.PyJWTError:
             raise AuthenticationError("invalid token") from None
         user = claims.get(s.jwt_user_claim)
-        if not isinstance(user, str) or not user or len(user) > 200:
+        if not isinstance(user, str) or not user or len(user) > MAX_NAME:
             raise AuthenticationError(f"token has no usable '{s.jwt_user_claim}' claim")
         return user
+
+
+def presented_credential(headers: Mapping[str, str]) -> str | None:
+    """The credential a request presents, right or wrong (``None``: none), as
+    the failed-authentication limit counts it."""
+    try:
+        return _credential(headers)
+    except AuthenticationError:
+        return headers.get("authorization", "").strip() or None
 
 
 def _credential(headers: Mapping[str, str]) -> str | None:

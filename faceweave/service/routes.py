@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from faceweave.errors import (
+    AuthenticationError,
     InvalidOptionError,
     JobStateError,
     NotFoundError,
@@ -25,7 +26,7 @@ from faceweave.errors import (
     RangeNotSatisfiableError,
     UnsupportedFormatError,
 )
-from faceweave.service.auth import Caller
+from faceweave.service.auth import Caller, presented_credential
 from faceweave.service.errors import (
     AUTH_STATUSES,
     UPLOAD_STATUSES,
@@ -91,10 +92,20 @@ def _service(request: Request):
 
 
 async def current_caller(request: Request) -> Caller:
-    """Authenticate the request and spend one token of the caller's rate limit."""
+    """Authenticate the request and spend one token of the caller's rate limit.
+    An address or credential with too many recent failed authentications is
+    refused (429) before its credentials are looked at."""
     service = _service(request)
-    caller = service.auth.identify(request.headers)
-    service.limiter.take(caller.user)
+    address = request.client.host if request.client else None
+    presented = presented_credential(request.headers)
+    service.auth_failures.check(address=address, credential=presented)
+    try:
+        caller = service.auth.identify(request.headers)
+    except AuthenticationError:
+        if presented is not None:  # no credential at all guesses nothing
+            service.auth_failures.failed(address=address, credential=presented)
+        raise
+    service.limiter.take(caller.owner)
     return caller
 
 
@@ -215,7 +226,7 @@ def _swap_now(service, caller: Caller, options: JobOptions, roles: dict[str, Any
               "target": service.storage.relative(roles["target"].path),
               "reference": service.storage.relative(roles["reference"].path) if roles["reference"] else None}
     inputs["files"] = _files_record(roles, {})
-    job = JobRecord(id=new_job_id(), owner=caller.user, kind="image", state="running",
+    job = JobRecord(id=new_job_id(), owner=caller.owner, kind="image", state="running",
                     options=options.model_dump(exclude_defaults=True), inputs=inputs, created_at=0.0)
     provenance = _provenance(service.config)
     output = service.storage.scratch_path(f".{fmt}")
@@ -276,7 +287,7 @@ def _queue_job(service, caller: Caller, options: JobOptions, roles: dict[str, An
         }
         inputs["files"] = _files_record(roles, stored)
         return service.store.create(
-            job_id=job_id, owner=caller.user, kind=kind, options=options.model_dump(exclude_defaults=True),
+            job_id=job_id, owner=caller.owner, kind=kind, options=options.model_dump(exclude_defaults=True),
             inputs=inputs,
         )
     except BaseException:
@@ -285,7 +296,7 @@ def _queue_job(service, caller: Caller, options: JobOptions, roles: dict[str, An
 
 
 def _owned(service, job_id: str, caller: Caller) -> JobRecord:
-    job = service.store.get(job_id, owner=caller.user) if len(job_id) <= 64 else None
+    job = service.store.get(job_id, owner=caller.owner) if len(job_id) <= 64 else None
     if job is None:
         raise NotFoundError(f"no job {job_id[:64]!r}")
     return job
@@ -296,7 +307,7 @@ async def list_jobs(
     request: Request, caller: Annotated[Caller, Depends(current_caller)],
     limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0, le=MAX_OFFSET),
 ) -> dict[str, Any]:
-    jobs = await run_in_threadpool(_service(request).store.list, owner=caller.user, limit=limit, offset=offset)
+    jobs = await run_in_threadpool(_service(request).store.list, owner=caller.owner, limit=limit, offset=offset)
     return {"jobs": [job_view(j) for j in jobs]}
 
 
@@ -357,13 +368,13 @@ def _delete(service, job_id: str, caller: Caller) -> dict[str, Any]:
     from faceweave.service.worker import write_audit
 
     job = _owned(service, job_id, caller)
-    if job.state in ACTIVE and service.store.cancel(job.id, owner=caller.user, ttl_s=service.config.ttl_s):
+    if job.state in ACTIVE and service.store.cancel(job.id, owner=caller.owner, ttl_s=service.config.ttl_s):
         service.pool.cancel(job.id)
         service.storage.remove_job(job.id)
         write_audit(service.audit, job, outcome=None, error=None, provenance=None, state="cancelled")
         return job_view(service.store.get(job.id) or job)
     service.storage.remove_job(job.id)
-    service.store.delete(job.id, owner=caller.user)
+    service.store.delete(job.id, owner=caller.owner)
     return {**job_view(job), "deleted": True}
 
 

@@ -43,6 +43,8 @@ from faceweave.options import RuntimeOptions
 
 ENV_PREFIX = "FACEWEAVE_"
 LOCAL_USER = "local"
+#: the longest user name or token subject (the owner column holds 200 characters, with a 4-character prefix)
+MAX_NAME = 196
 
 
 class _Settings(BaseModel):
@@ -53,7 +55,7 @@ class ApiKey(_Settings):
     """One API key: its owner and the key, given in clear (``key``) or as
     the hex sha256 of the key (``sha256``, better in files)."""
 
-    user: str = Field(min_length=1, max_length=200)
+    user: str = Field(min_length=1, max_length=MAX_NAME)
     key: str | None = Field(None, min_length=16, description="the key itself (hashed when loaded)")
     sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
 
@@ -81,6 +83,18 @@ class AuthSettings(_Settings):
     jwt_audience: str | None = None
     jwt_leeway_s: float = Field(30.0, ge=0.0, le=600.0)
     jwt_user_claim: str = "sub"
+    jwt_subject_owners: dict[str, str] = Field(
+        default_factory=dict, description="token subject -> API-key user: such a token owns that user's jobs"
+        " (key:<user>) instead of its own (jwt:<subject>)",
+    )
+
+    @model_validator(mode="after")
+    def _known_owners(self) -> AuthSettings:
+        users = {k.user for k in self.api_keys}
+        unknown = sorted(set(self.jwt_subject_owners.values()) - users)
+        if unknown:
+            raise ValueError(f"jwt_subject_owners maps to {unknown[0][:60]!r}, which is no API key's user")
+        return self
 
     @property
     def jwt_enabled(self) -> bool:
@@ -116,6 +130,11 @@ class LimitSettings(_Settings):
     max_field_bytes: int = Field(64 * 1024, ge=256)
     rate_per_second: float = Field(20.0, ge=0.0, description="per caller; 0 turns the limit off")
     rate_burst: int = Field(40, ge=1)
+    auth_failures: int = Field(
+        10, ge=0, description="failed authentications allowed per client address and per credential within"
+        " auth_failure_window_s; more answer 429 until the oldest ages out (0 turns the limit off)",
+    )
+    auth_failure_window_s: float = Field(60.0, gt=0, description="the window of auth_failures, in seconds")
 
 
 class ServiceSettings(_Settings):

@@ -123,6 +123,7 @@ class JobStore:
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         _Base.metadata.create_all(self.engine)
+        _namespace_owners(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -310,6 +311,18 @@ class JobStore:
 def _held(job_id: str, worker_id: str, attempt: int) -> tuple:
     """The condition under which a worker still holds a job."""
     return (JobRow.id == job_id, JobRow.state == "running", JobRow.worker_id == worker_id, JobRow.attempts == attempt)
+
+
+def _namespace_owners(engine: Engine) -> None:
+    """Jobs of releases before owner namespaces have bare owners (``alice``):
+    they become API-key owners (``key:alice``), so key users keep their jobs;
+    ``local`` stays.  Idempotent (every open runs it; new owners all have a prefix)."""
+    with engine.begin() as conn:
+        conn.execute(
+            update(JobRow)
+            .where(~JobRow.owner.startswith("key:"), ~JobRow.owner.startswith("jwt:"), JobRow.owner != "local")
+            .values(owner="key:" + JobRow.owner)
+        )
 
 
 def _engine_options(url: str) -> dict[str, Any]:
