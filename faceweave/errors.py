@@ -130,6 +130,21 @@ class LimitExceededError(InputError):
     code = "too_large"
 
 
+class VideoTooLargeError(LimitExceededError, ImageTooLargeError):
+    """A video is over a configured limit: pixels per frame, duration or
+    frames (found from its header, or while it is decoded when the header
+    does not say)."""
+
+    code = "video_too_large"
+
+
+class TooSmallToMarkError(InputError):
+    """A picture or video is too small to carry the invisible watermark
+    (under 64 pixels on a side) while marking is on."""
+
+    code = "too_small_to_mark"
+
+
 class JobStateError(InputError):
     """A job is not in a state that allows the request (e.g. its result is not ready)."""
 

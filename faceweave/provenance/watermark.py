@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from faceweave.errors import InputError, InvalidOptionError
+from faceweave.errors import InputError, InvalidOptionError, TooSmallToMarkError
 from faceweave.provenance import coding
 from faceweave.provenance import pattern as pat
 from faceweave.provenance.payload import FACEWEAVE_TOOL_ID, PAYLOAD_BITS, Payload
@@ -94,7 +94,7 @@ class FrameMarker:
 
     def __init__(self, tile: np.ndarray, *, width: int, height: int, strength: float) -> None:
         if min(width, height) < MIN_SIDE:
-            raise InputError(f"image is {width}x{height}: a watermark needs at least {MIN_SIDE} pixels on each side")
+            raise TooSmallToMarkError(f"image is {width}x{height}: a watermark needs at least {MIN_SIDE} pixels on each side")
         self.width, self.height = int(width), int(height)
         self._pattern = pat.tiled(tile * np.float32(strength), self.height, self.width)
 
@@ -210,7 +210,7 @@ def _check_pixels(pixels: np.ndarray, what: str, *, min_side: int = MIN_SIDE) ->
     if not (arr.ndim == 2 or (arr.ndim == 3 and arr.shape[2] in (3, 4))):
         raise InputError(f"{what} must be (H, W), (H, W, 3) or (H, W, 4), got shape {arr.shape}")
     if min(arr.shape[:2]) < min_side:
-        raise InputError(f"{what} is {arr.shape[1]}x{arr.shape[0]}: a watermark needs at least {min_side} pixels on each side")
+        raise TooSmallToMarkError(f"{what} is {arr.shape[1]}x{arr.shape[0]}: a watermark needs at least {min_side} pixels on each side")
     return arr
 
 

@@ -38,6 +38,7 @@ STATUS_BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
     (fe.InvalidOptionError, 422),
     (fe.ContentRefusedError, 422),
     (fe.NoFaceError, 422),
+    (fe.TooSmallToMarkError, 422),
     (fe.NoMatchingFaceError, 422),
     (fe.InputError, 400),
     (fe.ModelNotFoundError, 422),  # an option names a model this server does not have
@@ -60,7 +61,8 @@ ERROR_STATUSES: dict[int, str] = {
     413: "too large: the upload, an image's pixels or a video's duration or frames",
     415: "unsupported type: not an image or video (by its bytes), or not multipart/form-data",
     416: "the requested byte range is outside the file",
-    422: "no face, or an invalid or unknown option (such as a model this server does not have)",
+    422: "no face, an invalid or unknown option (such as a model this server does not have), or a target too"
+         " small to carry the watermark",
     429: "rate limited (see Retry-After)",
     500: "internal error (the details are in the server log)",
     503: "not ready: the models are loading, or no model slot is free",

@@ -40,6 +40,7 @@ from faceweave.service.store import ACTIVE, JobRecord
 from faceweave.service.uploads import (
     UploadedFile,
     UploadedForm,
+    check_markable,
     inspect_upload,
     receive_form,
 )
@@ -138,8 +139,9 @@ async def _receive(request: Request) -> UploadedForm:
     )
 
 
-def _roles(form: UploadedForm, limits) -> dict[str, Any]:
-    """Check every file by content and sort them into roles."""
+def _roles(form: UploadedForm, limits, min_side: int = 0) -> dict[str, Any]:
+    """Check every file by content and sort them into roles; ``min_side``:
+    the target's least side (the watermark's, when marking is on)."""
     checked = {name: [inspect_upload(f, limits) for f in files] for name, files in form.files.items()}
     form.files = checked
     sources = checked.get("source", []) + checked.get("sources", [])
@@ -155,6 +157,7 @@ def _roles(form: UploadedForm, limits) -> dict[str, Any]:
         mapping[int(index)] = files
     if len(targets) != 1:
         raise InvalidOptionError("send exactly one 'target' file")
+    check_markable(targets[0], min_side)
     if len(references) > 1:
         raise InvalidOptionError("send at most one 'reference' file")
     for item in [*sources, *references, *(f for fs in mapping.values() for f in fs)]:
@@ -168,6 +171,13 @@ def _roles(form: UploadedForm, limits) -> dict[str, Any]:
         raise InvalidOptionError("'map.<INDEX>' photos are for video targets")
     return {"sources": sources, "target": targets[0], "reference": references[0] if references else None,
             "map": mapping}
+
+
+def _mark_side(service) -> int:
+    """The least side a target needs: the watermark's when marking is on."""
+    from faceweave.provenance.watermark import MIN_SIDE
+
+    return MIN_SIDE if service.settings.watermark else 0
 
 
 def _files_record(roles: dict[str, Any], stored: dict[int, str]) -> list[dict[str, Any]]:
@@ -191,7 +201,7 @@ async def swap(
     service.check_ready()
     form = await _receive(request)
     try:
-        roles = await run_in_threadpool(_roles, form, service.settings.limits)
+        roles = await run_in_threadpool(_roles, form, service.settings.limits, _mark_side(service))
         options = options_from_form(form.fields)
         if roles["target"].kind != "image":
             raise UnsupportedFormatError("POST /v1/swap takes a photo target; submit videos to POST /v1/jobs")
@@ -255,7 +265,7 @@ async def create_job(request: Request, caller: Annotated[Caller, Depends(current
     service = _service(request)
     form = await _receive(request)
     try:
-        roles = await run_in_threadpool(_roles, form, service.settings.limits)
+        roles = await run_in_threadpool(_roles, form, service.settings.limits, _mark_side(service))
         options = options_from_form(form.fields)
         kind = roles["target"].kind
         options.check(kind=kind)

@@ -5,7 +5,11 @@ name sent by a user is never part of a path.  The layout is::
 
     <root>/uploads/<hex>.part           uploads being received
     <root>/jobs/<job id>/<role>-<n>     a job's inputs
-    <root>/jobs/<job id>/result-<attempt>.<ext>, preview.png
+    <root>/jobs/<job id>/result-<attempt>.<ext>, preview-<attempt>.png
+    <root>/jobs/<job id>/parts-<attempt>/   a segmented video's parts
+
+A new attempt discards what earlier ones left (:meth:`Storage.discard_attempts`):
+a killed worker's temporary result, preview and parts.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from pathlib import Path
 from faceweave.errors import InvalidOptionError, OutputError
 
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
+#: a job file of one attempt (result, preview, parts), or its temporary name (``.result-2.mp4.<hex>.tmp.mp4``)
+_ATTEMPT_FILE = re.compile(r"^\.?(?:result|preview|parts)-(\d+)(?:[./]|$)")
 
 
 class Storage:
@@ -71,6 +77,23 @@ class Storage:
         if path != self.root and self.root not in path.parents:
             raise InvalidOptionError(f"stored path {relative!r} is outside the storage folder")
         return path
+
+    def discard_attempts(self, job_id: str, *, before: int) -> int:
+        """Delete the results, previews, parts and temporary files of the
+        job's attempts numbered under ``before`` (a dead worker's leftovers);
+        inputs stay.  Returns how many entries were removed."""
+        folder = self.job_dir(job_id)
+        removed = 0
+        for path in folder.iterdir() if folder.is_dir() else ():
+            match = _ATTEMPT_FILE.match(path.name)
+            if match is None or int(match[1]) >= before:
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed += 1
+        return removed
 
     def remove_job(self, job_id: str) -> None:
         """Delete a job's folder and everything in it (missing is fine)."""

@@ -238,7 +238,7 @@ class JobStore:
                 update(JobRow)
                 .where(*_held(job_id, worker_id, attempt))
                 .values(state="queued", worker_id=None, lease_expires=None, attempts=JobRow.attempts - 1,
-                        progress=0.0, frames_done=0, eta_s=None)
+                        progress=0.0, frames_done=0, eta_s=None, preview_path=None)
             ).rowcount == 1
 
     # -- the API's side ------------------------------------------------------
@@ -278,7 +278,8 @@ class JobStore:
             values: dict[str, Any] = (
                 dict(state="failed", finished_at=now, error_code="worker_lost", lease_expires=None,
                      error_message=f"the worker running this job stopped answering {attempts} time(s)")
-                if give_up else dict(state="queued", worker_id=None, lease_expires=None, progress=0.0, frames_done=0)
+                if give_up else dict(state="queued", worker_id=None, lease_expires=None, progress=0.0, frames_done=0,
+                                     eta_s=None, preview_path=None)  # the next attempt discards the dead one's files
             )
             with self.engine.begin() as conn:
                 changed = conn.execute(

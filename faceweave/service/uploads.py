@@ -24,7 +24,9 @@ from faceweave.errors import (
     InputError,
     LimitExceededError,
     UnreadableFileError,
+    TooSmallToMarkError,
     UnsupportedFormatError,
+    VideoTooLargeError,
 )
 from faceweave.service.settings import LimitSettings
 from faceweave.service.storage import Storage
@@ -43,6 +45,8 @@ class UploadedFile:
     sha256: str
     filename: str | None
     kind: str = "unknown"
+    #: ``(width, height)`` of an image or of a video's frames, once inspected
+    frame: tuple[int, int] | None = None
 
 
 @dataclass
@@ -228,15 +232,16 @@ def inspect_upload(item: UploadedFile, limits: LimitSettings) -> UploadedFile:
         raise UnreadableFileError(f"{label} is empty")
     kind = probe_kind(item.path)
     if kind == "image":
-        _check_image_header(item.path, label, limits.max_image_pixels)
+        frame = _check_image_header(item.path, label, limits.max_image_pixels)
     elif kind == "video":
-        _check_video(item.path, label, limits)
+        frame = _check_video(item.path, label, limits)
     else:
         raise UnsupportedFormatError(
             f"{label} is neither an image (JPEG, PNG, WEBP, BMP, TIFF, GIF) nor a video"
         )
     return UploadedFile(
-        field=item.field, path=item.path, size=item.size, sha256=item.sha256, filename=item.filename, kind=kind
+        field=item.field, path=item.path, size=item.size, sha256=item.sha256, filename=item.filename, kind=kind,
+        frame=frame,
     )
 
 
@@ -244,7 +249,7 @@ def _label(item: UploadedFile) -> str:
     return f"file '{item.field}'"
 
 
-def _check_image_header(path: Path, label: str, max_pixels: int) -> None:
+def _check_image_header(path: Path, label: str, max_pixels: int) -> tuple[int, int]:
     from PIL import Image as PILImage
     from PIL import UnidentifiedImageError
 
@@ -263,18 +268,44 @@ def _check_image_header(path: Path, label: str, max_pixels: int) -> None:
         raise ImageTooLargeError(
             f"{label} is {width}x{height} = {width * height} pixels, over the limit of {max_pixels}"
         )
+    return width, height
 
 
-def _check_video(path: Path, label: str, limits: LimitSettings) -> None:
+def _check_video(path: Path, label: str, limits: LimitSettings) -> tuple[int, int]:
+    """Pixels per frame, duration and frames within the limits: from the
+    header, or by counting the packets when the header states no length."""
     from faceweave.video.io import probe_video
+    from faceweave.video.io.probe import measure_length
 
     try:
         info = probe_video(path)
+        pixels = info.width * info.height
+        if pixels > limits.max_image_pixels:
+            raise VideoTooLargeError(
+                f"{label} is {info.width}x{info.height} = {pixels} pixels per frame, over the limit of"
+                f" {limits.max_image_pixels}"
+            )
+        duration, frames = info.duration, info.frame_count
+        if duration is None or frames is None:
+            length = measure_length(path, max_frames=limits.max_video_frames, max_seconds=limits.max_video_seconds)
+            duration, frames = length.seconds, length.frames
     except InputError as exc:
+        if isinstance(exc, VideoTooLargeError):
+            raise
         raise type(exc)(f"{label}: {' '.join(str(exc).replace(str(path), 'the upload').split())}") from None
-    if info.duration is not None and info.duration > limits.max_video_seconds:
-        raise LimitExceededError(
-            f"{label} is {info.duration:.1f} s long, over the limit of {limits.max_video_seconds:g} s"
+    if duration > limits.max_video_seconds:
+        raise VideoTooLargeError(f"{label} is {duration:.1f} s long, over the limit of {limits.max_video_seconds:g} s")
+    if frames > limits.max_video_frames:
+        raise VideoTooLargeError(f"{label} has {frames} frames, over the limit of {limits.max_video_frames}")
+    return info.width, info.height
+
+
+def check_markable(item: UploadedFile, min_side: int) -> None:
+    """Refuse a target too small for the invisible watermark (``min_side``
+    pixels a side; 0 when marking is off) before any work is queued."""
+    if item.frame is not None and min(item.frame) < min_side:
+        width, height = item.frame
+        what = "video's frames are" if item.kind == "video" else "image is"
+        raise TooSmallToMarkError(
+            f"the target {what} {width}x{height}: the invisible watermark needs at least {min_side} pixels on each side"
         )
-    if info.frame_count is not None and info.frame_count > limits.max_video_frames:
-        raise LimitExceededError(f"{label} has {info.frame_count} frames, over the limit of {limits.max_video_frames}")

@@ -41,17 +41,28 @@ class RunConfig:
     ttl_s: float = 24 * 3600.0
     progress_interval_s: float = 0.5
     max_pixels: int = 40_000_000
+    #: a video's length limits, held while decoding too (a header may not say)
+    max_video_seconds: float | None = None
+    max_video_frames: int | None = None
     video_working_size: int = 192
     watermark: bool = True
     hide: tuple[str, ...] = ()
     #: where neural models run on this worker (execution provider, device, model folder)
     runtime: RuntimeOptions = RuntimeOptions()
 
+    def video_options(self, options: Any, provenance: Any) -> Any:
+        """``options`` (:class:`~faceweave.video.pipeline.VideoOptions`) with
+        ``provenance`` (watermark and label every frame) and this worker's
+        length limits, which hold while decoding too."""
+        return replace(options, provenance=provenance, max_seconds=self.max_video_seconds,
+                       max_frames=self.max_video_frames)
+
     @classmethod
     def from_settings(cls, settings: Any, storage: Storage) -> RunConfig:
         return cls(
             lease_s=settings.lease_s, ttl_s=settings.results_ttl_s, progress_interval_s=settings.progress_interval_s,
-            max_pixels=settings.limits.max_image_pixels, video_working_size=settings.video_working_size,
+            max_pixels=settings.limits.max_image_pixels, max_video_seconds=settings.limits.max_video_seconds,
+            max_video_frames=settings.limits.max_video_frames, video_working_size=settings.video_working_size,
             watermark=settings.watermark, hide=(str(storage.root), *model_folders(settings.runtime)),
             runtime=settings.runtime,
         )
@@ -136,6 +147,7 @@ def run_job(
     preview: Path | None = None
     error: BaseException | None = None
     result: dict[str, Any] = {}
+    discard_earlier_attempts(job, storage)
     try:
         with beat:
             options = JobOptions.model_validate(job.options)
@@ -151,7 +163,7 @@ def run_job(
                 preview = output
             else:
                 preview = storage.job_dir(job.id) / f"preview-{job.attempts}.png"
-                result = _video_job(job, swapper, storage, options, output, preview, provenance, beat, stop)
+                result = _video_job(job, swapper, storage, options, output, preview, provenance, beat, stop, config)
                 if not preview.exists():
                     preview = None
             result["work_s"] = round(time.perf_counter() - work_started, 4)  # the swap itself, for overhead figures
@@ -223,17 +235,17 @@ def _image_job(job, swapper, storage: Storage, options: JobOptions, output: Path
 
 def _video_job(
     job, swapper, storage: Storage, options: JobOptions, output: Path, preview: Path, provenance, beat: _Heartbeat,
-    stop: threading.Event,
+    stop: threading.Event, config: RunConfig,
 ) -> dict[str, Any]:
     from faceweave.video.pipeline import VideoSwapper
 
     inputs = job.inputs
     target = storage.resolve(inputs["target"])
     reference = storage.resolve(inputs["reference"]) if inputs.get("reference") else None
-    video_options = replace(options.video_options(), provenance=provenance)  # watermark and label every frame
+    video_options = config.video_options(options.video_options(), provenance)
     video = VideoSwapper(swapper)
     mapping = {int(k): [storage.resolve(p) for p in v] for k, v in (inputs.get("map") or {}).items()}
-    people = video.people_map(target, mapping) if mapping else None
+    people = video.people_map(target, mapping, options=video_options) if mapping else None
     prepared = video.prepare_sources([storage.resolve(p) for p in inputs["sources"]]) if people is None else []
     if not stop.is_set():
         try:
@@ -269,6 +281,18 @@ def _provenance(config: RunConfig):
     from faceweave.provenance.stamp import Provenance
 
     return Provenance.new(watermark=config.watermark)
+
+
+def discard_earlier_attempts(job: JobRecord, storage: Storage) -> None:
+    """Remove what a dead worker's earlier attempt left: its temporary or
+    finished result, preview and parts (the store no longer points at them)."""
+    try:
+        removed = storage.discard_attempts(job.id, before=job.attempts)
+    except OSError:
+        log.warning("cannot remove the earlier attempts' files of job %s", job.id, exc_info=True)
+        return
+    if removed:
+        log.info("job %s attempt %d: removed %d file(s) of earlier attempts", job.id, job.attempts, removed)
 
 
 def _discard(*paths: Path | None) -> None:

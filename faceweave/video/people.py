@@ -50,15 +50,17 @@ def assign(people: list[Person], embedding: np.ndarray, *, threshold: float = SA
 
 
 def find_people(
-    path: str | os.PathLike, analyser: FaceAnalyser, *, every: float = 0.5, min_appearances: int = 1
+    path: str | os.PathLike, analyser: FaceAnalyser, *, every: float = 0.5, min_appearances: int = 1,
+    max_pixels: int | None = None, max_frames: int | None = None, max_seconds: float | None = None,
 ) -> list[Person]:
     """The people of a video, most often seen first (``index`` renumbered in
-    that order): faces are detected on a frame every ``every`` seconds."""
+    that order): faces are detected on a frame every ``every`` seconds.
+    ``max_pixels``, ``max_frames``, ``max_seconds``: the reader's limits."""
     from faceweave.evaluate.sheet import face_thumbnail
 
     people: list[Person] = []
     next_time = 0.0
-    with VideoReader(path) as reader:
+    with VideoReader(path, max_pixels=max_pixels, max_frames=max_frames, max_seconds=max_seconds) as reader:
         for frame in reader:
             if frame.time + 1e-6 < next_time:
                 continue

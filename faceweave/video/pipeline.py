@@ -18,7 +18,7 @@ import numpy as np
 
 from faceweave.color import ColourMatch, SkinColour
 from faceweave.composite import skin_colour
-from faceweave.errors import NoFaceError, NoMatchingFaceError
+from faceweave.errors import NoFaceError, NoMatchingFaceError, TooSmallToMarkError
 from faceweave.io import write_image
 from faceweave.pipeline import FaceSwapper, ImageInput, cut_crop
 from faceweave.provenance.stamp import Provenance, image_metadata, stamp_image, writer_stamp
@@ -69,6 +69,10 @@ class VideoOptions:
     #: threads that render planned frames while the next ones are tracked
     #: (OpenCV and NumPy release the GIL for most of the work)
     workers: int = 2
+    #: refuse videos longer than this (seconds) or with more frames than this:
+    #: from the header before any work, and while decoding when it does not say
+    max_seconds: float | None = None
+    max_frames: int | None = None
     #: how outputs are marked (watermark, label); ``None``: not marked
     provenance: Provenance | None = None
 
@@ -111,6 +115,19 @@ class PlannedFace(NamedTuple):
 
 class _Stop(Exception):
     """Raised inside the encoder to abandon the output."""
+
+
+def _check_markable(size: tuple[int, int], provenance: Provenance | None) -> None:
+    """Refuse up front frames too small for the invisible watermark (when it
+    is on), rather than failing at the first frame written."""
+    from faceweave.provenance.watermark import MIN_SIDE
+
+    width, height = size
+    if provenance is not None and provenance.watermark and min(width, height) < MIN_SIDE:
+        raise TooSmallToMarkError(
+            f"the video's frames are {width}x{height}: the invisible watermark needs at least {MIN_SIDE} pixels"
+            " on each side (a smaller --scale makes them smaller still)"
+        )
 
 
 class VideoSwapper:
@@ -249,9 +266,7 @@ class VideoSwapper:
         small = self._small_faces() or mapping is not None
         tracker = FaceTracker(self.swapper.analyser, detect_every=1, small_faces=small)
         last = None
-        with tracker, VideoReader(
-            target, start=options.start, end=options.end, fps=options.fps, scale=options.scale
-        ) as reader:
+        with tracker, self._reader(target, options) as reader:
             for frame in reader:
                 last = frame
                 if frame_index is not None and frame.index != frame_index:
@@ -265,14 +280,20 @@ class VideoSwapper:
             raise NoMatchingFaceError(f"the video has no frame {frame_index} (it has {0 if last is None else last.index + 1})")
         raise NoFaceError(f"no face to swap found in any frame of {target}", role="target", path=str(target))
 
-    def people_map(self, video: str | Path, assignments: dict[int, Sequence[ImageInput]]) -> PeopleMap:
+    def people_map(
+        self, video: str | Path, assignments: dict[int, Sequence[ImageInput]], *, options: VideoOptions | None = None
+    ) -> PeopleMap:
         """Find the people of ``video`` and prepare a source for each person
         index in ``assignments``; an index the video does not have is an error
-        that lists the people found."""
+        that lists the people found.  ``options``: its length limits apply."""
         from faceweave.errors import InvalidOptionError
         from faceweave.video.people import find_people
 
-        people = find_people(video, self.swapper.analyser)
+        limits = options or VideoOptions()
+        people = find_people(
+            video, self.swapper.analyser, max_pixels=self.swapper.options.max_pixels,
+            max_frames=limits.max_frames, max_seconds=limits.max_seconds,
+        )
         for index in assignments:
             if not 0 <= index < len(people):
                 found = f"people 0-{len(people) - 1}" if people else "no people"
@@ -288,6 +309,14 @@ class VideoSwapper:
         if sources and all(isinstance(s, SourceFace) for s in sources):
             return list(sources)
         return self.swapper.load_sources(sources)
+
+    def _reader(self, target: str | Path, options: VideoOptions) -> VideoReader:
+        """A reader of ``target`` with the trim, rate and scale of ``options``,
+        under the swapper's pixel limit and the video's length limits."""
+        return VideoReader(
+            target, start=options.start, end=options.end, fps=options.fps, scale=options.scale,
+            max_pixels=self.swapper.options.max_pixels, max_frames=options.max_frames, max_seconds=options.max_seconds,
+        )
 
     def _small_faces(self) -> bool:
         """Whether detection needs the tiled small-face pass: not when only
@@ -340,18 +369,33 @@ class VideoSwapper:
         # with a map any person may be wanted: look for every face
         small = self._small_faces() or mapping is not None
         tracker = FaceTracker(self.swapper.analyser, detect_every=options.detect_every, small_faces=small)
-        stop = stop or threading.Event()
+        stop = stop or threading.Event()  # the caller's: a stop it asked for
+        halt = threading.Event()  # ours: set by the caller's stop or by an error in any thread
+
+        def halted() -> bool:
+            return halt.is_set() or stop.is_set()
+
+        def fail(exc: BaseException) -> None:
+            errors.append(exc)
+            halt.set()
+
         timings: dict[str, float] = {}
         frames_in: queue.Queue = queue.Queue(maxsize=options.queue_size)
         frames_out: queue.Queue = queue.Queue(maxsize=options.queue_size)
         errors: list[BaseException] = []
 
-        reader = VideoReader(target, start=options.start, end=options.end, fps=options.fps, scale=options.scale)
+        reader = self._reader(target, options)
+        try:
+            _check_markable(reader.frame_size, options.provenance)
+        except BaseException:
+            reader.close()
+            tracker.close()
+            raise
         info = reader.info
         total = reader.expected_frames
 
         def put(q: queue.Queue, item) -> bool:
-            while not stop.is_set():
+            while not halted():
                 try:
                     q.put(item, timeout=0.1)
                     return True
@@ -374,8 +418,7 @@ class VideoSwapper:
                         if not put(frames_in, (frame, found)):
                             return
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread
-                errors.append(exc)
-                stop.set()
+                fail(exc)
             finally:
                 put(frames_in, _END)
 
@@ -405,11 +448,11 @@ class VideoSwapper:
                         try:
                             item = frames_out.get(timeout=0.1)
                         except queue.Empty:
-                            if stop.is_set():
+                            if halted():
                                 raise _Stop()
                             continue
                         if item is _END:
-                            if stop.is_set():
+                            if halted():
                                 raise _Stop()
                             break
                         pixels, t = item
@@ -424,9 +467,8 @@ class VideoSwapper:
                         written["frames"] += 1
             except _Stop:
                 pass
-            except BaseException as exc:  # noqa: BLE001
-                errors.append(exc)
-                stop.set()
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+                fail(exc)
 
         decoder = threading.Thread(target=decode, name="faceweave-decode", daemon=True)
         encoder = threading.Thread(target=encode, name="faceweave-encode", daemon=True)
@@ -439,7 +481,7 @@ class VideoSwapper:
                 try:
                     item = frames_in.get(timeout=0.1)
                 except queue.Empty:
-                    if stop.is_set():
+                    if halted():
                         break
                     continue
                 if item is _END:
@@ -457,10 +499,10 @@ class VideoSwapper:
                 if progress is not None:
                     progress(frames, total)
         except BaseException:
-            stop.set()
+            halt.set()
             raise
         finally:
-            if not stop.is_set():
+            if not halted():
                 put(frames_out, _END)
             else:
                 pool.shutdown(wait=False, cancel_futures=True)

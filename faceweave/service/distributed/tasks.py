@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from dataclasses import replace
 from typing import Any
 
 from faceweave.errors import InvalidOptionError, NoFaceError
@@ -30,7 +29,7 @@ from faceweave.service.distributed.runtime import WorkerRuntime
 from faceweave.service.errors import job_error
 from faceweave.service.jobspec import JobOptions
 from faceweave.service.store import JobRecord
-from faceweave.service.worker import JobOutcome, _remove_inputs, run_job, write_audit
+from faceweave.service.worker import JobOutcome, _remove_inputs, discard_earlier_attempts, run_job, write_audit
 
 log = logging.getLogger("faceweave.service.distributed")
 
@@ -93,6 +92,7 @@ def _start_segments(rt: WorkerRuntime, job: JobRecord, models, plan, worker_id: 
     from faceweave.video.concat import join_kind, part_suffix
 
     storage, attempt = rt.storage, job.attempts
+    discard_earlier_attempts(job, storage)
     folder = storage.job_dir(job.id)
     provenance = Provenance.new(watermark=rt.config.watermark)
     try:
@@ -128,7 +128,7 @@ def _preview(rt: WorkerRuntime, job: JobRecord, models, options: JobOptions, pro
     prepared = video.prepare_sources([rt.storage.resolve(p) for p in job.inputs["sources"]])
     try:
         video.preview(prepared, rt.storage.resolve(job.inputs["target"]), path, reference=_reference(rt, job),
-                      options=replace(options.video_options(), provenance=provenance))
+                      options=rt.config.video_options(options.video_options(), provenance))
     except NoFaceError:
         return None
     return path
@@ -157,7 +157,7 @@ def segment_task(rt: WorkerRuntime, job_id: str, attempt: int, index: int) -> st
             try:
                 options = JobOptions.model_validate(job.options)
                 join = rt.segments.get(job_id, attempt, JOIN)
-                video_options = replace(options.video_options(), provenance=_provenance(rt, join))
+                video_options = rt.config.video_options(options.video_options(), _provenance(rt, join))
                 video = _video_swapper(rt, job, models, options)
                 prepared = video.prepare_sources([rt.storage.resolve(p) for p in job.inputs["sources"]])
                 _, report = swap_segment(video, prepared, rt.storage.resolve(job.inputs["target"]), Segment(**row.plan),

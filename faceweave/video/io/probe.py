@@ -79,6 +79,50 @@ def probe_output(path: str | os.PathLike[str]) -> VideoInfo:
         return opened.info
 
 
+@dataclass(frozen=True)
+class VideoLength:
+    """What the video stream's packets say when the header states no length:
+    ``frames`` counted and ``seconds`` spanned, up to where counting stopped
+    (``complete``: the end of the file was reached)."""
+
+    frames: int
+    seconds: float
+    complete: bool
+
+
+def measure_length(
+    path: str | os.PathLike[str], *, max_frames: int | None = None, max_seconds: float | None = None
+) -> VideoLength:
+    """Count the video stream's packets without decoding them, stopping as
+    soon as ``max_frames`` or ``max_seconds`` is crossed, for videos whose
+    container does not state its length (a live Matroska file, a raw stream).
+
+    Raises: what :func:`probe_video` raises."""
+    with _Opened(path, allow_gif=False) as opened:  # checked; counting starts afresh
+        index, origin = opened.stream.index, opened.origin or 0
+    try:
+        container = av.open(_url(opened.label), metadata_errors="replace")
+    except av.error.FFmpegError as exc:
+        raise _open_error(Path(opened.label), f"video '{opened.label}'", exc) from None
+    frames, seconds = 0, 0.0
+    with container:
+        stream = container.streams[index]
+        try:
+            for packet in container.demux(stream):
+                if packet.size == 0:  # the demuxer's flush packet
+                    continue
+                frames += 1
+                if packet.pts is not None:
+                    seconds = max(seconds, float((packet.pts - origin) * stream.time_base))
+                if (max_frames is not None and frames > max_frames) or (
+                    max_seconds is not None and seconds > max_seconds
+                ):
+                    return VideoLength(frames=frames, seconds=seconds, complete=False)
+        except av.error.FFmpegError:
+            pass  # damaged from here: what was counted stands
+    return VideoLength(frames=frames, seconds=seconds, complete=True)
+
+
 class _Opened(AbstractContextManager):
     """An input container, checked, with its video stream, first frame and :class:`VideoInfo`."""
 

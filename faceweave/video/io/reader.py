@@ -16,7 +16,7 @@ import av.error
 import cv2
 import numpy as np
 
-from faceweave.errors import ImageTooLargeError, InvalidOptionError
+from faceweave.errors import InvalidOptionError, VideoTooLargeError
 from faceweave.video.io.formats import is_hd
 from faceweave.video.io.probe import (
     VideoInfo,
@@ -92,6 +92,10 @@ class VideoReader:
         scale: resize factor in ``(0, 1]`` (cv2 INTER_AREA); when not 1 the size
             is rounded to even numbers.
         max_pixels: refuse videos with more pixels per frame than this.
+        max_frames, max_seconds: refuse videos with more frames, or longer than
+            this: on construction when the container states its length, and
+            while decoding when it does not (or understates it): the frame
+            that crosses a limit raises instead of being yielded.
 
     Decoding is streamed with FFmpeg's frame threads.  When the data breaks
     mid-way (corrupt or truncated file), iteration stops without an error and
@@ -102,7 +106,9 @@ class VideoReader:
 
     Raises (on construction): what :func:`probe_video` raises;
     :class:`InvalidOptionError` for bad options or a trim outside the video;
-    :class:`ImageTooLargeError` above ``max_pixels``.
+    :class:`VideoTooLargeError` (an :class:`ImageTooLargeError` and a
+    :class:`LimitExceededError`) above ``max_pixels``, ``max_frames`` or
+    ``max_seconds``; iteration raises it too, for the last two.
     """
 
     def __init__(
@@ -114,8 +120,12 @@ class VideoReader:
         fps: float | None = None,
         scale: float = 1.0,
         max_pixels: int | None = None,
+        max_frames: int | None = None,
+        max_seconds: float | None = None,
     ) -> None:
         _check_reader_options(start, end, fps, scale, max_pixels)
+        _check_length_limits(max_frames, max_seconds)
+        self._max_frames, self._max_seconds = max_frames, max_seconds
         with _Opened(path, allow_gif=False) as opened:  # probed, first frame decoded
             self.info: VideoInfo = opened.info
             self._origin, self._turns = opened.origin, opened.quarter_turns
@@ -148,9 +158,17 @@ class VideoReader:
         info = self.info
         pixels = info.width * info.height
         if max_pixels is not None and pixels > max_pixels:
-            raise ImageTooLargeError(
+            raise VideoTooLargeError(
                 f"video '{info.path}' is {info.width}x{info.height} = {pixels} pixels per frame, over the limit"
                 f" of {max_pixels}; raise the pixel limit (max_pixels, --max-pixels) to accept it"
+            )
+        if self._max_seconds is not None and info.duration is not None and info.duration > self._max_seconds:
+            raise VideoTooLargeError(
+                f"video '{info.path}' is {info.duration:.1f} s long, over the limit of {self._max_seconds:g} s"
+            )
+        if self._max_frames is not None and info.frame_count is not None and info.frame_count > self._max_frames:
+            raise VideoTooLargeError(
+                f"video '{info.path}' has {info.frame_count} frames, over the limit of {self._max_frames}"
             )
         if info.duration is not None and start >= info.duration:
             shown = f"{start:.2f}-" + ("" if end is None else f"{end:.2f}")
@@ -197,6 +215,7 @@ class VideoReader:
                 if self._end is not None and time >= self._end - _EPS:
                     return
                 self.frames_decoded += 1
+                self._check_decoded(time)
                 if time < self._start - _EPS:
                     continue
                 if self._fps is not None:
@@ -216,6 +235,15 @@ class VideoReader:
             expected = min(expected, self._end)
         if expected is not None and expected - reached > max(2 * step, 0.25):
             self.broken_at = reached  # the data ended before the stream's own duration: truncated
+
+    def _check_decoded(self, time: float) -> None:
+        """Raise when the frames decoded so far cross a length limit (for
+        containers that do not state their length, or understate it)."""
+        path = self.info.path
+        if self._max_frames is not None and self.frames_decoded > self._max_frames:
+            raise VideoTooLargeError(f"video '{path}' has more than {self._max_frames} frames, the limit")
+        if self._max_seconds is not None and time > self._max_seconds + _EPS:
+            raise VideoTooLargeError(f"video '{path}' is longer than {self._max_seconds:g} s, the limit")
 
     def _open_fresh(self):
         """A new container on the (already probed) file, and its video stream."""
@@ -274,6 +302,13 @@ def _check_reader_options(start, end, fps, scale, max_pixels) -> None:
         raise InvalidOptionError(f"--scale must be more than 0 and at most 1; got {scale!r}")
     if max_pixels is not None and not _is_count(max_pixels):
         raise InvalidOptionError(f"max_pixels must be a positive integer; got {max_pixels!r}")
+
+
+def _check_length_limits(max_frames, max_seconds) -> None:
+    if max_frames is not None and not _is_count(max_frames):
+        raise InvalidOptionError(f"max_frames must be a positive integer; got {max_frames!r}")
+    if max_seconds is not None and (not _is_number(max_seconds) or not 0 < max_seconds < math.inf):
+        raise InvalidOptionError(f"max_seconds must be a positive number of seconds; got {max_seconds!r}")
 
 
 def _is_number(value) -> bool:

@@ -1,0 +1,177 @@
+"""A fault in any thread of the video pipeline ends the swap promptly with
+that error: nothing left behind, the caller's stop event untouched (a worker
+reads a set stop as "cancelled" and would hand the job back to the queue)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from faceweave.errors import TooSmallToMarkError, VideoTooLargeError
+from faceweave.options import SwapOptions
+from faceweave.pipeline import FaceSwapper
+
+pytestmark = pytest.mark.slow
+
+TALK = "video/lp_d18_talking_face.mp4"
+SOURCE = "single/biden2.jpg"
+#: a bound so that a hang fails the test instead of holding CI (not a timing assertion)
+HANG_S = 120.0
+
+
+class Injected(RuntimeError):
+    """The fault the tests inject."""
+
+
+@pytest.fixture(scope="module")
+def video_swapper():
+    from faceweave.video.pipeline import VideoSwapper
+
+    with FaceSwapper(SwapOptions()) as swapper:
+        yield VideoSwapper(swapper)
+
+
+def _fail_on_call(n: int):
+    """A replacement that raises :class:`Injected` from its ``n``-th call on."""
+    calls = {"n": 0}
+    lock = threading.Lock()
+
+    def fault(*args, **kwargs):
+        with lock:
+            calls["n"] += 1
+            reached = calls["n"] >= n
+        if reached:
+            raise Injected("injected fault")
+        return None
+
+    return fault, calls
+
+
+def _wrap_failing(original, n: int):
+    """``original`` that raises :class:`Injected` from its ``n``-th call on."""
+    fault, calls = _fail_on_call(n)
+
+    def wrapped(*args, **kwargs):
+        fault()
+        return original(*args, **kwargs)
+
+    return wrapped, calls
+
+
+def _run(video_swapper, faces_dir, out, **kwargs):
+    """Swap one second of the talking head on another thread; returns the
+    error it raised and the caller's stop event, failing if it hangs."""
+    from faceweave.video.pipeline import VideoOptions
+
+    stop = threading.Event()
+    result: dict = {}
+
+    def work():
+        try:
+            result["report"] = video_swapper.swap_video(
+                [faces_dir / SOURCE], faces_dir / TALK, out, options=kwargs.pop("options", VideoOptions(end=1.0)),
+                stop=stop, **kwargs,
+            )
+        except BaseException as exc:  # noqa: BLE001 - inspected by the test
+            result["error"] = exc
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(HANG_S)
+    assert not thread.is_alive(), "the video swap hung after a fault"
+    return result.get("error"), stop
+
+
+def _targets():
+    from faceweave.video.io.audio import _AudioCopy, _AudioEncode
+    from faceweave.video.io.reader import VideoReader
+    from faceweave.video.io.writer import VideoWriter
+    from faceweave.video.pipeline import VideoSwapper
+    from faceweave.video.tracker import FaceTracker
+
+    return {
+        # thread: (class, method, failing call)
+        "decoder": (VideoReader, "_pixels", 4),
+        "detector": (FaceTracker, "detect_ahead", 2),
+        "tracking": (FaceTracker, "update", 5),
+        "render": (VideoSwapper, "render", 3),
+        "encoder": (VideoWriter, "write", 6),
+        "audio-copy": (_AudioCopy, "feed", 3),
+        "audio-encode": (_AudioEncode, "feed", 3),
+    }
+
+
+@pytest.mark.parametrize("thread", ["decoder", "detector", "tracking", "render", "encoder", "audio"])
+def test_a_fault_in_any_thread_ends_the_swap_with_that_error(thread, tmp_path, faces_dir, video_swapper, monkeypatch):
+    names = ["audio-copy", "audio-encode"] if thread == "audio" else [thread]
+    calls = []
+    for name in names:
+        cls, method, n = _targets()[name]
+        wrapped, count = _wrap_failing(getattr(cls, method), n)
+        monkeypatch.setattr(cls, method, wrapped)
+        calls.append(count)
+    out = tmp_path / "out.mp4"
+    error, stop = _run(video_swapper, faces_dir, out)
+    assert sum(c["n"] for c in calls) > 0, f"the {thread} fault was never reached"
+    assert isinstance(error, Injected), f"expected the injected fault, got {error!r}"
+    assert not stop.is_set(), "the caller's stop event was set: a worker would requeue the job"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_pipeline_still_swaps_after_a_fault(tmp_path, faces_dir, video_swapper, monkeypatch):
+    from faceweave.video.pipeline import VideoSwapper
+
+    with monkeypatch.context() as patch:
+        wrapped, _ = _wrap_failing(VideoSwapper.render, 1)
+        patch.setattr(VideoSwapper, "render", wrapped)
+        error, _ = _run(video_swapper, faces_dir, tmp_path / "bad.mp4")
+        assert isinstance(error, Injected)
+    error, _ = _run(video_swapper, faces_dir, tmp_path / "good.mp4")
+    assert error is None and (tmp_path / "good.mp4").is_file()
+
+
+def _video(path, width: int, height: int, frames: int, *, fmt: str | None = None, options: dict | None = None):
+    import av
+
+    with av.open(str(path), "w", format=fmt, options=options or {}) as container:
+        stream = container.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        black = av.VideoFrame.from_ndarray(np.zeros((height, width, 3), np.uint8), format="rgb24")
+        for _ in range(frames):
+            for packet in stream.encode(black):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
+
+
+def test_frames_too_small_to_mark_are_refused_before_any_work(tmp_path, faces_dir, video_swapper):
+    from faceweave.provenance.stamp import Provenance
+    from faceweave.video.pipeline import VideoOptions
+
+    tiny = _video(tmp_path / "tiny.mp4", 32, 32, 10)
+    out = tmp_path / "out.mp4"
+    with pytest.raises(TooSmallToMarkError, match="32x32"):
+        video_swapper.swap_video(
+            [faces_dir / SOURCE], tiny, out, options=VideoOptions(provenance=Provenance.new(watermark=True))
+        )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["header", "live-mkv"])
+def test_length_limits_hold_while_decoding(tmp_path, faces_dir, video_swapper, live):
+    """A live Matroska file states no length: the frame limit is found while decoding."""
+    from faceweave.video.io import probe_video
+    from faceweave.video.pipeline import VideoOptions
+
+    name = "long.mkv" if live else "long.mp4"
+    path = _video(tmp_path / name, 64, 64, 60, fmt="matroska" if live else None,
+                  options={"live": "1"} if live else None)
+    assert (probe_video(path).duration is None) == live
+    out = tmp_path / "out.mp4"
+    with pytest.raises(VideoTooLargeError, match="40") as caught:
+        video_swapper.swap_video([faces_dir / SOURCE], path, out, options=VideoOptions(max_frames=40))
+    assert caught.value.code == "video_too_large"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
