@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from faceweave.analysis.native_log import QuietGraph
 from faceweave.errors import ModelError
 from faceweave.geometry import topology as topo
 
@@ -212,7 +213,8 @@ class SelfieSegmenter:
             try:
                 import mediapipe as mp
 
-                self._model = mp.solutions.selfie_segmentation.SelfieSegmentation(model_selection=0)
+                # made and first run with its native log lines kept off stderr
+                self._model = QuietGraph(lambda: mp.solutions.selfie_segmentation.SelfieSegmentation(model_selection=0))
             except Exception as exc:  # pragma: no cover - broken install
                 raise ModelError(f"cannot load mediapipe selfie segmentation: {exc}") from exc
 
@@ -284,9 +286,12 @@ class HandDetector:
             try:
                 import mediapipe as mp
 
-                self._model = mp.solutions.hands.Hands(
-                    static_image_mode=True, max_num_hands=self.max_hands, model_complexity=1,
-                    min_detection_confidence=self.min_confidence,
+                # made and first run with its native log lines kept off stderr
+                self._model = QuietGraph(
+                    lambda: mp.solutions.hands.Hands(
+                        static_image_mode=True, max_num_hands=self.max_hands, model_complexity=1,
+                        min_detection_confidence=self.min_confidence,
+                    )
                 )
             except Exception as exc:  # pragma: no cover - broken install
                 raise ModelError(f"cannot load mediapipe hand landmarks: {exc}") from exc

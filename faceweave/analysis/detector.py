@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from faceweave.analysis.native_log import QuietGraph
 from faceweave.errors import ModelError
 from faceweave.types import BBox, Detection
 
@@ -91,11 +92,13 @@ class MediapipeFaceDetector:
                 import mediapipe as mp
 
                 fd = mp.solutions.face_detection
-                self._full = fd.FaceDetection(model_selection=1, min_detection_confidence=self.min_confidence)
-                # the short-range model fires on animal faces at lower scores
-                self._short = fd.FaceDetection(
-                    model_selection=0, min_detection_confidence=max(self.min_confidence, self._SHORT_MIN_CONFIDENCE)
+                # made and first run with their native log lines kept off stderr
+                self._full = QuietGraph(
+                    lambda: fd.FaceDetection(model_selection=1, min_detection_confidence=self.min_confidence)
                 )
+                # the short-range model fires on animal faces at lower scores
+                short_min = max(self.min_confidence, self._SHORT_MIN_CONFIDENCE)
+                self._short = QuietGraph(lambda: fd.FaceDetection(model_selection=0, min_detection_confidence=short_min))
             except Exception as exc:  # pragma: no cover - broken install
                 raise ModelError(f"cannot load mediapipe face detector: {exc}") from exc
 

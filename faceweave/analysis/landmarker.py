@@ -8,6 +8,7 @@ import threading
 import cv2
 import numpy as np
 
+from faceweave.analysis.native_log import QuietGraph
 from faceweave.errors import ModelError
 from faceweave.types import BBox, MESH_POINTS
 
@@ -49,12 +50,17 @@ def _image_points(result, x0: float, y0: float, factor: float) -> np.ndarray | N
 def _face_mesh(*, video: bool, min_confidence: float):
     """mediapipe's 478-point face mesh (iris refinement, one face per crop),
     in still-image mode or in video mode (its region from its own last
-    landmarks)."""
+    landmarks).  Its native log lines are kept off stderr: it is made, and
+    run until its first face, quietly (:class:`QuietGraph`)."""
     try:
         import mediapipe as mp
 
-        return mp.solutions.face_mesh.FaceMesh(
-            static_image_mode=not video, max_num_faces=1, refine_landmarks=True, min_detection_confidence=min_confidence
+        return QuietGraph(
+            lambda: mp.solutions.face_mesh.FaceMesh(
+                static_image_mode=not video, max_num_faces=1, refine_landmarks=True,
+                min_detection_confidence=min_confidence,
+            ),
+            settled=lambda result: bool(result.multi_face_landmarks),
         )
     except Exception as exc:  # pragma: no cover - broken install
         raise ModelError(f"cannot load mediapipe face mesh: {exc}") from exc
