@@ -175,3 +175,53 @@ def test_length_limits_hold_while_decoding(tmp_path, faces_dir, video_swapper, l
         video_swapper.swap_video([faces_dir / SOURCE], path, out, options=VideoOptions(max_frames=40))
     assert caught.value.code == "video_too_large"
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_the_swappers_pixel_limit_applies_to_videos(tmp_path, faces_dir, video_swapper):
+    from faceweave.video.pipeline import VideoSwapper
+
+    clip = _video(tmp_path / "clip.mp4", 128, 96, 3)
+    prepared = video_swapper.prepare_sources([faces_dir / SOURCE])  # the photo is over the small limit
+    with FaceSwapper(SwapOptions(max_pixels=128 * 95)) as swapper:
+        with pytest.raises(VideoTooLargeError, match="128x96 = 12288 pixels"):
+            VideoSwapper(swapper).swap_video(prepared, clip, tmp_path / "out.mp4")
+        with pytest.raises(VideoTooLargeError):
+            VideoSwapper(swapper).preview(prepared, clip, tmp_path / "preview.png")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.mp4"]
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["mp4", "live-mkv"])
+@pytest.mark.parametrize(("limits", "complete"), [({}, True), ({"max_frames": 20}, False),
+                                                  ({"max_seconds": 0.5}, False)])
+def test_measure_length_counts_packets_and_stops_at_a_limit(tmp_path, live, limits, complete):
+    from faceweave.video.io.probe import measure_length
+
+    path = _video(tmp_path / ("v.mkv" if live else "v.mp4"), 64, 64, 50, fmt="matroska" if live else None,
+                  options={"live": "1"} if live else None)
+    length = measure_length(path, **limits)
+    assert length.complete == complete
+    if complete:
+        assert length.frames == 50 and length.seconds == pytest.approx(49 / 25, abs=0.05)
+    elif "max_frames" in limits:
+        assert length.frames == 21
+    else:
+        assert 0.5 < length.seconds <= 0.5 + 0.4  # packets come in decoding order: B-frames' times jump ahead
+
+
+def test_discard_attempts_keeps_inputs_and_the_current_attempt(tmp_path):
+    from faceweave.service.storage import Storage
+
+    storage = Storage(tmp_path)
+    job = "0" * 32
+    folder = storage.job_dir(job)
+    folder.mkdir(parents=True)
+    names = ["target", "source-0", "result-1.mp4", ".result-1.mp4.ab12.tmp.mp4", "preview-1.png",
+             ".preview-2.png.cd34.tmp", "result-2.mp4", "preview-2.png", "result-10.png"]
+    for name in names:
+        (folder / name).write_bytes(b"x")
+    (folder / "parts-1").mkdir()
+    (folder / "parts-1" / "part_00000.mp4").write_bytes(b"x")
+    assert storage.discard_attempts(job, before=2) == 4
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["target", "source-0", ".preview-2.png.cd34.tmp", "result-2.mp4", "preview-2.png", "result-10.png"]
+    )
