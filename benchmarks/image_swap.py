@@ -16,24 +16,20 @@ and, in brackets, with the source photo decoded and prepared anew each time.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("GLOG_minloglevel", "3")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import cv2
+import numpy as np
 
-import cv2  # noqa: E402
-import numpy as np  # noqa: E402
-
-from faceweave.io import read_image, write_image  # noqa: E402
-from faceweave.options import SelectionOptions, SwapOptions  # noqa: E402
-from faceweave.pipeline import FaceSwapper  # noqa: E402
-from faceweave.selection import select_faces  # noqa: E402
-from faceweave.timing import timed  # noqa: E402
+from faceweave.io import read_image, write_image
+from faceweave.options import SelectionOptions, SwapOptions
+from faceweave.pipeline import FaceSwapper
+from faceweave.selection import select_faces
+from faceweave.timing import timed
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faces"
 

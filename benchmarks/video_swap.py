@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -34,7 +33,6 @@ SOURCE = "single/biden2.jpg"
 
 
 def child(mode: str, video: str, source: str, out: str, faces: str = "many") -> dict:
-    os.environ.setdefault("GLOG_minloglevel", "3")
     from faceweave.options import SelectionOptions, SwapOptions
     from faceweave.pipeline import FaceSwapper
     from faceweave.video.io import VideoReader, VideoWriter
