@@ -145,6 +145,18 @@ class TooSmallToMarkError(InputError):
     code = "too_small_to_mark"
 
 
+class RequestTimeoutError(InputError):
+    """A request body did not arrive in time (too slow overall, or idle too long between chunks)."""
+
+    code = "request_timeout"
+
+
+class ClientDisconnectedError(InputError):
+    """The client closed the connection before its request body had arrived (not a server error)."""
+
+    code = "client_closed"
+
+
 class JobStateError(InputError):
     """A job is not in a state that allows the request (e.g. its result is not ready)."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -53,5 +53,16 @@ def serve_command(
     import uvicorn
 
     console.quiet_native_logging_env()
-    settings = built["settings"]
-    uvicorn.run(built["app"], host=settings.host, port=settings.port, log_level=log_level.lower(), access_log=verbose)
+    uvicorn.run(built["app"], **uvicorn_options(built["settings"], log_level=log_level, access_log=verbose))
+
+
+def uvicorn_options(settings, *, log_level: str, access_log: bool) -> dict[str, Any]:
+    """``uvicorn.run``'s keyword arguments for ``settings`` (a :class:`ServiceSettings`):
+    address, and the connection limits and timeouts of ``settings.limits``."""
+    limits = settings.limits
+    return {
+        "host": settings.host, "port": settings.port, "log_level": log_level.lower(), "access_log": access_log,
+        "limit_concurrency": limits.max_connections, "timeout_keep_alive": limits.keep_alive_s,
+        "timeout_graceful_shutdown": limits.graceful_shutdown_s,
+        "h11_max_incomplete_event_size": limits.max_header_bytes,
+    }

@@ -17,10 +17,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from faceweave import errors as fe
 
 log = logging.getLogger("faceweave.service")
+#: the status recorded (in ``/metrics``) for a client that hung up mid-request, as
+#: nginx's 499: a 4xx, so no 5xx alert fires; the client never sees the answer
+CLIENT_CLOSED = 499
 
 #: (exception class, HTTP status), most specific first
 STATUS_BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
@@ -35,6 +39,8 @@ STATUS_BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
     (fe.JobStateError, 409),
     (fe.UnsupportedFormatError, 415),
     (fe.UnreadableFileError, 400),
+    (fe.RequestTimeoutError, 408),
+    (fe.ClientDisconnectedError, CLIENT_CLOSED),
     (fe.InvalidOptionError, 422),
     (fe.ContentRefusedError, 422),
     (fe.NoFaceError, 422),
@@ -57,6 +63,7 @@ ERROR_STATUSES: dict[int, str] = {
     400: "bad input: a malformed body or an unreadable file",
     401: "missing, unknown, forged or expired credentials",
     404: "no such job, or a job of another caller",
+    408: "the upload arrived too slowly (limits.upload_timeout_s) or stalled (limits.upload_idle_s)",
     409: "the job has no preview or result (yet)",
     413: "too large: the upload, an image's pixels or a video's duration or frames",
     415: "unsupported type: not an image or video (by its bytes), or not multipart/form-data",
@@ -71,7 +78,7 @@ ERROR_STATUSES: dict[int, str] = {
 
 #: the errors of every ``/v1`` route (credentials, rate limit), and of every upload
 AUTH_STATUSES = (401, 429)
-UPLOAD_STATUSES = (400, 413, 415, 422)
+UPLOAD_STATUSES = (400, 408, 413, 415, 422)
 
 
 class ErrorDetail(BaseModel):
@@ -155,6 +162,10 @@ def install(app: FastAPI, *, hide: tuple[str, ...] = ()) -> None:
             headers["WWW-Authenticate"] = "Bearer"
         if isinstance(exc, fe.RateLimitedError):
             headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
+        if isinstance(exc, fe.RequestTimeoutError):
+            headers["Connection"] = "close"  # the rest of the body is not read: this connection is done
+        if isinstance(exc, fe.ClientDisconnectedError):
+            log.info("client closed %s %s mid-request", request.method, request.url.path)
         if status >= 500:
             log.error("request %s %s failed", request.method, request.url.path, exc_info=exc)
         count(request, exc.code)
@@ -171,6 +182,10 @@ def install(app: FastAPI, *, hide: tuple[str, ...] = ()) -> None:
         detail = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
         return error_response(exc.status_code, code, detail, dict(exc.headers or {}) or None)
 
+    async def client_disconnect(request: Request, exc: Exception) -> JSONResponse:
+        """Starlette's ``ClientDisconnect`` met outside :func:`receive_form`: as its error."""
+        return await faceweave_error(request, fe.ClientDisconnectedError("the client closed the connection"))
+
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         log.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
         count(request, "internal_error")
@@ -180,6 +195,7 @@ def install(app: FastAPI, *, hide: tuple[str, ...] = ()) -> None:
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(ValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(ClientDisconnect, client_disconnect)
     app.add_exception_handler(Exception, internal_error)
 
 

@@ -127,7 +127,17 @@ class LimitSettings(_Settings):
     max_video_seconds: float = Field(600.0, gt=0)
     max_video_frames: int = Field(36_000, ge=1)
     max_files: int = Field(16, ge=2)
+    max_fields: int = Field(
+        64, ge=1, description="text fields of one upload (the API's options are 25 names); with max_files also"
+        " the most parts, refused with 413 as soon as the count is crossed",
+    )
     max_field_bytes: int = Field(64 * 1024, ge=256)
+    upload_timeout_s: float = Field(
+        600.0, gt=0, description="the whole request body must arrive within this many seconds (408 otherwise)"
+    )
+    upload_idle_s: float = Field(
+        30.0, gt=0, description="the most seconds between two chunks of a request body (408 otherwise)"
+    )
     rate_per_second: float = Field(20.0, ge=0.0, description="per caller; 0 turns the limit off")
     rate_burst: int = Field(40, ge=1)
     auth_failures: int = Field(
@@ -135,6 +145,16 @@ class LimitSettings(_Settings):
         " auth_failure_window_s; more answer 429 until the oldest ages out (0 turns the limit off)",
     )
     auth_failure_window_s: float = Field(60.0, gt=0, description="the window of auth_failures, in seconds")
+    max_connections: int = Field(
+        128, ge=1, description="uvicorn's limit_concurrency: connections and tasks at once; past it, 503"
+    )
+    keep_alive_s: int = Field(5, ge=1, le=600, description="uvicorn's timeout_keep_alive: idle keep-alive connections")
+    graceful_shutdown_s: int = Field(
+        30, ge=1, description="uvicorn's timeout_graceful_shutdown: how long Ctrl-C waits for open requests"
+    )
+    max_header_bytes: int = Field(
+        16 * 1024, ge=1024, description="uvicorn's h11_max_incomplete_event_size: request line and headers"
+    )
 
 
 class ServiceSettings(_Settings):

@@ -5,7 +5,10 @@ streaming parser; file parts go straight to generated files in the storage
 folder while their sha256 is computed.  The byte limit is checked on the
 ``Content-Length`` header first and again on every chunk, so an oversize
 upload is refused as soon as it crosses the limit, never after reading it
-whole.  After the body, every file is checked by its content
+whole.  Text fields and parts are counted as they begin, and the body must
+arrive within a total and an idle-between-chunks timeout (408), so that
+neither many empty parts nor a trickling client holds the server.  After the
+body, every file is checked by its content
 (:func:`inspect_upload`): images by their header (pixel limit before any
 decoding), videos by probing (duration and frame limits).
 """
@@ -15,14 +18,17 @@ from __future__ import annotations
 import hashlib
 import warnings
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from faceweave.errors import (
+    ClientDisconnectedError,
     ImageTooLargeError,
     InputError,
     LimitExceededError,
+    RequestTimeoutError,
     UnreadableFileError,
     TooSmallToMarkError,
     UnsupportedFormatError,
@@ -32,6 +38,8 @@ from faceweave.service.settings import LimitSettings
 from faceweave.service.storage import Storage
 
 _MAX_HEADER_BYTES = 8 * 1024
+#: python-multipart's own limit (it raises on a longer one); RFC 2046 asks for at most 70
+_MAX_BOUNDARY_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,8 @@ class _Receiver:
         self.text = bytearray()
         self.ended = False
         self.open_files: list[Path] = []
+        self.parts = 0
+        self.field_count = 0
 
     def callbacks(self) -> dict:
         return {
@@ -93,6 +103,10 @@ class _Receiver:
         }
 
     def part_begin(self) -> None:
+        self.parts += 1
+        most = self.limits.max_files + self.limits.max_fields
+        if self.parts > most:  # many empty parts cost parsing time and memory: refused while parsing
+            raise LimitExceededError(f"too many parts in one request; at most {most} (files and text fields)")
         self.headers, self.name, self.filename = {}, None, None
         self.size, self.text, self.digest = 0, bytearray(), hashlib.sha256()
 
@@ -130,6 +144,10 @@ class _Receiver:
             self.path = self.storage.new_upload()
             self.open_files.append(self.path)
             self.file = open(self.path, "wb")  # noqa: SIM115 - closed in part_end or abort
+        else:
+            self.field_count += 1
+            if self.field_count > self.limits.max_fields:
+                raise LimitExceededError(f"too many text fields in one request; at most {self.limits.max_fields}")
 
     def part_data(self, data: bytes, start: int, end: int) -> None:
         chunk = data[start:end]
@@ -174,45 +192,93 @@ async def receive_form(
         LimitExceededError: ``Content-Length`` or the bytes received so far are
             over ``limits.max_upload_bytes`` (reading stops at once), too many
             files, or a text field over ``limits.max_field_bytes``.
+            Too many text fields (``limits.max_fields``) or parts in all are
+            refused as soon as the count is crossed, while parsing.
+        RequestTimeoutError: the body did not arrive in time (see :func:`_timed`);
+            the partial files are deleted.
+        ClientDisconnectedError: the client hung up; the partial files are deleted.
         UnsupportedFormatError: the body is not ``multipart/form-data``.
-        InputError: a malformed or truncated body.
+        InputError: a malformed or truncated body, or an overlong boundary.
     """
-    from python_multipart.multipart import MultipartParser, parse_options_header
+    from python_multipart.multipart import MultipartParser
+
+    boundary = _boundary(content_type, content_length, limits)
+    limit = limits.max_upload_bytes
+    form = UploadedForm()
+    receiver = _Receiver(storage, limits, form)
+    try:
+        parser = MultipartParser(boundary, receiver.callbacks())
+        async with aclosing(_timed(chunks, limits)) as stream:
+            async for chunk in stream:
+                form.bytes_read += len(chunk)
+                if form.bytes_read > limit:
+                    raise LimitExceededError(f"the upload is over the limit of {limit} bytes")
+                if chunk:
+                    parser.write(chunk)
+        parser.finalize()
+        if not receiver.ended:
+            raise InputError("the multipart body is truncated (no closing boundary)")
+    except BaseException as exc:  # also cancellation: no partial file stays behind
+        receiver.abort()
+        if type(exc).__module__.startswith("python_multipart"):  # its own parse errors
+            raise InputError(f"malformed multipart body: {exc}") from exc
+        raise
+    return form
+
+
+def _boundary(content_type: str | None, content_length: str | None, limits: LimitSettings) -> bytes:
+    """The multipart boundary of ``content_type``, once the headers pass the checks."""
+    from python_multipart.multipart import parse_options_header
 
     kind, params = parse_options_header(content_type or "")
     boundary = params.get(b"boundary")
     if kind != b"multipart/form-data" or not boundary:
         raise UnsupportedFormatError("send the files as multipart/form-data (with a boundary)")
-    limit = limits.max_upload_bytes
+    if len(boundary) > _MAX_BOUNDARY_CHARS:
+        raise InputError(
+            f"the multipart boundary is over {_MAX_BOUNDARY_CHARS} characters (RFC 2046 asks for at most 70)"
+        )
     if content_length is not None:
         try:
             declared = int(content_length)
         except ValueError:
             raise InputError("the Content-Length header is not a number") from None
-        if declared > limit:
-            raise LimitExceededError(f"the upload is {declared} bytes, over the limit of {limit} bytes")
-    form = UploadedForm()
-    receiver = _Receiver(storage, limits, form)
-    parser = MultipartParser(boundary, receiver.callbacks())
-    try:
-        async for chunk in chunks:
-            form.bytes_read += len(chunk)
-            if form.bytes_read > limit:
-                raise LimitExceededError(f"the upload is over the limit of {limit} bytes")
-            if chunk:
-                parser.write(chunk)
-        parser.finalize()
-        if not receiver.ended:
-            raise InputError("the multipart body is truncated (no closing boundary)")
-    except InputError:
-        receiver.abort()
-        raise
-    except Exception as exc:  # python-multipart's own parse errors
-        receiver.abort()
-        if type(exc).__module__.startswith("python_multipart"):
-            raise InputError(f"malformed multipart body: {exc}") from exc
-        raise
-    return form
+        if declared > limits.max_upload_bytes:
+            raise LimitExceededError(
+                f"the upload is {declared} bytes, over the limit of {limits.max_upload_bytes} bytes"
+            )
+    return boundary
+
+
+async def _timed(chunks: AsyncIterator[bytes], limits: LimitSettings) -> AsyncIterator[bytes]:
+    """``chunks`` as they come, all within ``limits.upload_timeout_s`` and each
+    within ``limits.upload_idle_s`` of the one before.
+
+    Raises:
+        RequestTimeoutError: a deadline passed (the wait for the chunk is cancelled).
+        ClientDisconnectedError: the client hung up (Starlette's ``ClientDisconnect``).
+    """
+    import anyio
+    from starlette.requests import ClientDisconnect
+
+    iterator = aiter(chunks)
+    deadline = anyio.current_time() + limits.upload_timeout_s
+    while True:
+        left = deadline - anyio.current_time()
+        try:
+            with anyio.fail_after(min(left, limits.upload_idle_s)):
+                chunk = await anext(iterator)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            if left <= limits.upload_idle_s:
+                raise RequestTimeoutError(
+                    f"the upload did not arrive within {limits.upload_timeout_s:g} s"
+                ) from None
+            raise RequestTimeoutError(f"the upload stalled: no data for {limits.upload_idle_s:g} s") from None
+        except ClientDisconnect:
+            raise ClientDisconnectedError("the client closed the connection mid-upload") from None
+        yield chunk
 
 
 def inspect_upload(item: UploadedFile, limits: LimitSettings) -> UploadedFile:
