@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from faceweave.errors import NotReadyError
 from faceweave.service import errors
 from faceweave.service.auth import Authenticator, RateLimiter
+from faceweave.service.docs import install_docs
 from faceweave.service.lockout import FailureLimiter
 from faceweave.service.metrics import Metrics, MetricsMiddleware
 from faceweave.service.models import JobModels, SlotPool
@@ -184,21 +185,50 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app = FastAPI(
         title="faceweave", version=_version(), lifespan=lifespan,
         description="Face swap for photos and videos: synchronous swaps and persistent jobs.",
+        docs_url=None, redoc_url=None, swagger_ui_oauth2_redirect_url=None,  # install_docs serves them offline
     )
     errors.install(app, hide=(str(settings.storage.expanduser().resolve()), *errors.model_folders(settings.runtime)))
     app.include_router(router)
     install_verify(app)
     install_web(app)
+    install_docs(app)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(
             CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST", "DELETE"],
-            allow_headers=["Authorization", "X-API-Key", "Content-Type", "Range"],
-            expose_headers=["Location", "Content-Range", "Retry-After"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type", "Range", "If-Range"],
+            expose_headers=["Location", "Content-Range", "Retry-After", "ETag"],
         )
+    app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
+
+
+class SecurityHeadersMiddleware:
+    """Adds :data:`~faceweave.service.errors.API_HEADERS` (``nosniff``, a CSP
+    that lets nothing run) to every HTTP answer, keeping any the route set
+    (the web page's and the docs' own CSP)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.extra = [(name.lower().encode("latin-1"), value.encode("latin-1"))
+                      for name, value in errors.API_HEADERS.items()]
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers += [(name, value) for name, value in self.extra if name not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 def _version() -> str:

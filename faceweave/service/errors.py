@@ -106,8 +106,18 @@ def status_for(exc: BaseException) -> int:
     return 500
 
 
+#: the headers of every API answer that sets none of its own (the app's
+#: middleware adds them; error answers carry them too, as the 500s that
+#: Starlette sends outside the middleware): no sniffing, nothing runs in it
+API_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'; sandbox",
+}
+
+
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status,
+                        headers={**API_HEADERS, **(headers or {})})
 
 
 #: the names storage gives uploads and job files (random, meaningless to the
@@ -166,7 +176,7 @@ def install(app: FastAPI, *, hide: tuple[str, ...] = ()) -> None:
             headers["Connection"] = "close"  # the rest of the body is not read: this connection is done
         if isinstance(exc, fe.ClientDisconnectedError):
             log.info("client closed %s %s mid-request", request.method, request.url.path)
-        if status >= 500:
+        if status >= 500 and not isinstance(exc, fe.NotReadyError):  # loading or busy is not a failure
             log.error("request %s %s failed", request.method, request.url.path, exc_info=exc)
         count(request, exc.code)
         message = clean_message(str(exc), hide) or type(exc).__name__

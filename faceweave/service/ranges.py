@@ -1,57 +1,75 @@
-"""HTTP ``Range`` requests on a file: parsing (pure) and a streaming body."""
+"""File answers with HTTP ranges: Starlette's :class:`FileResponse` (one or
+several ``Range``\ s, ``If-Range``, ``HEAD``, ``ETag`` and ``Last-Modified``)
+with faceweave's refusals.  A ``Range`` it cannot use (malformed, not ASCII,
+over :data:`MAX_RANGE_CHARS`, another unit, or an invalid range such as
+``bytes=9-3``) is ignored and the whole file answered, as RFC 9110 allows; a
+range that starts past the end is a JSON 416 with ``Content-Range: bytes */<size>``.
+"""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
-from pathlib import Path
+from starlette.datastructures import Headers
+from starlette.responses import FileResponse, MalformedRangeHeader, RangeNotSatisfiable, Response
 
 from faceweave.errors import RangeNotSatisfiableError
 
-#: ASCII digits, at most 18 (int() refuses thousands of digits); a longer number is a malformed range
-_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d{0,18})\s*-\s*(\d{0,18})\s*$", re.IGNORECASE | re.ASCII)
-CHUNK = 256 * 1024
+#: a longer ``Range`` header is ignored (Starlette serves at most 100 ranges anyway)
+MAX_RANGE_CHARS = 1000
 
 
-def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
-    """The inclusive byte range ``(first, last)`` that ``header`` asks of a
-    file of ``size`` bytes, or ``None`` for the whole file (no header, or a
-    form this server does not serve partially, such as several ranges).
+def byte_ranges(header: str | None, size: int) -> list[tuple[int, int]] | None:
+    """The inclusive byte ranges ``[(first, last), ...]`` (sorted, overlaps
+    merged) that ``header`` asks of a file of ``size`` bytes, or ``None`` for
+    the whole file.
 
-    >>> parse_range("bytes=0-99", 1000), parse_range("bytes=900-", 1000), parse_range("bytes=-100", 1000)
-    ((0, 99), (900, 999), (900, 999))
+    >>> byte_ranges("bytes=0-99", 1000), byte_ranges("bytes=-100", 1000), byte_ranges("bytes=0-1,5-9", 1000)
+    ([(0, 99)], [(900, 999)], [(0, 1), (5, 9)])
 
     Raises:
-        RangeNotSatisfiableError: the range starts at or past the end, or is empty.
+        RangeNotSatisfiableError: a range starts at or past the end of the file.
     """
     if not header:
         return None
-    match = _RANGE.match(header)
-    if match is None:
-        return None  # malformed or multi-range: RFC 9110 allows ignoring it
-    first_text, last_text = match.groups()
-    if not first_text and not last_text:
+    try:
+        ranges = RangedFile._parse_range_header(header, size)
+    except RangeNotSatisfiable:
+        raise RangeNotSatisfiableError(f"range {header.strip()[:100]!r} is outside the file of {size} bytes") from None
+    return [(first, end - 1) for first, end in ranges] or None
+
+
+class RangedFile(FileResponse):
+    """A file answer (give ``stat_result``) whose range refusals are faceweave's."""
+
+    @classmethod
+    def _parse_range_header(cls, http_range: str, file_size: int) -> list[tuple[int, int]]:
+        """Starlette's parser (half-open ranges), with what it refuses as malformed ignored."""
+        if len(http_range) > MAX_RANGE_CHARS or not http_range.isascii():
+            return []
+        try:
+            return super()._parse_range_header(http_range, file_size)
+        except MalformedRangeHeader:
+            return []
+
+    async def __call__(self, scope, receive, send) -> None:
+        refusal = self._refusal(Headers(scope=scope))
+        if refusal is not None:
+            await refusal(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+    def _refusal(self, headers: Headers) -> Response | None:
+        """A JSON 416 for a range outside the file, where the range applies
+        (a stale ``If-Range`` asks for the whole file instead)."""
+        from faceweave.service.errors import error_response
+
+        wanted, if_range = headers.get("range"), headers.get("if-range")
+        if wanted is None or self.stat_result is None:
+            return None
+        if if_range is not None and if_range not in (self.headers.get("etag"), self.headers.get("last-modified")):
+            return None
+        size = self.stat_result.st_size
+        try:
+            byte_ranges(wanted, size)
+        except RangeNotSatisfiableError as exc:
+            return error_response(416, exc.code, str(exc), headers={"Content-Range": f"bytes */{size}"})
         return None
-    if not first_text:  # suffix: the last N bytes
-        length = int(last_text)
-        if length == 0 or size == 0:
-            raise RangeNotSatisfiableError(f"range {header.strip()!r} is empty for a file of {size} bytes")
-        return max(0, size - length), size - 1
-    first = int(first_text)
-    last = int(last_text) if last_text else size - 1
-    if first >= size or last < first:
-        raise RangeNotSatisfiableError(f"range {header.strip()!r} is outside the file of {size} bytes")
-    return first, min(last, size - 1)
-
-
-def iter_file(path: Path, first: int, last: int, chunk: int = CHUNK) -> Iterator[bytes]:
-    """The bytes ``first..last`` (inclusive) of ``path``, in chunks."""
-    remaining = last - first + 1
-    with open(path, "rb") as fh:
-        fh.seek(first)
-        while remaining > 0:
-            data = fh.read(min(chunk, remaining))
-            if not data:
-                break
-            remaining -= len(data)
-            yield data

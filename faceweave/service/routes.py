@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
 from faceweave.errors import (
@@ -23,19 +23,17 @@ from faceweave.errors import (
     JobStateError,
     NotFoundError,
     NotReadyError,
-    RangeNotSatisfiableError,
     UnsupportedFormatError,
 )
 from faceweave.service.auth import Caller, presented_credential
 from faceweave.service.errors import (
     AUTH_STATUSES,
     UPLOAD_STATUSES,
-    error_response,
     error_responses,
 )
 from faceweave.service.jobspec import MEDIA_TYPES, JobOptions, options_from_form
 from faceweave.service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from faceweave.service.ranges import iter_file, parse_range
+from faceweave.service.ranges import RangedFile
 from faceweave.service.store import ACTIVE, JobRecord
 from faceweave.service.uploads import (
     UploadedFile,
@@ -70,6 +68,13 @@ def _file_answer(description: str) -> dict[str, Any]:
     """An OpenAPI response: a file in any of the output formats."""
     binary = {"schema": {"type": "string", "format": "binary"}}
     return {"description": description, "content": {media: binary for media in sorted(set(MEDIA_TYPES.values()))}}
+
+
+def _ranges_answer() -> dict[str, Any]:
+    """The OpenAPI 206: one range in the file's format, or several as ``multipart/byteranges``."""
+    answer = _file_answer("part of the result file (several ranges: multipart/byteranges)")
+    answer["content"]["multipart/byteranges"] = {"schema": {"type": "string", "format": "binary"}}
+    return answer
 
 
 _SWAP_ANSWER = {
@@ -334,38 +339,33 @@ async def get_preview(job_id: str, request: Request, caller: Annotated[Caller, D
     path = service.storage.resolve(job.preview_path) if job.preview_path else None
     if path is None or not path.is_file():
         raise JobStateError(f"job {job.id} has no preview yet (state {job.state})")
+    return _file(path, f"faceweave-{job.id[:8]}-preview")
+
+
+def _file(path, stem: str) -> RangedFile:
+    """``path`` as a download named ``<stem>.<ext>``: ranges, ``If-Range`` and ``HEAD`` work."""
     ext = path.suffix.lstrip(".")
-    return Response(path.read_bytes(), media_type=MEDIA_TYPES.get(ext, "application/octet-stream"))
+    return RangedFile(path, stat_result=path.stat(), media_type=MEDIA_TYPES.get(ext, "application/octet-stream"),
+                      filename=f"{stem}.{ext}")
 
 
 @router.get("/v1/jobs/{job_id}/result", tags=["jobs"], response_class=Response, responses={
-    200: _file_answer("the result file"), 206: _file_answer("part of the result file"),
+    200: _file_answer("the result file"), 206: _ranges_answer(),
     **error_responses(*AUTH_STATUSES, 404, 409, 416, 422)})
 async def get_result(job_id: str, request: Request, caller: Annotated[Caller, Depends(current_caller)]) -> Response:
-    """The result file; honours a single ``Range: bytes=...`` (206, or 416 outside the file)."""
+    """The result file (also ``HEAD``); honours ``Range: bytes=...`` (206: one range,
+    or several as ``multipart/byteranges``; 416 outside the file) and ``If-Range``."""
     service = _service(request)
     job = await run_in_threadpool(_owned, service, job_id, caller)
     path = service.storage.resolve(job.output_path) if job.output_path else None
     if job.state != "succeeded" or path is None or not path.is_file():
         raise JobStateError(f"job {job.id} has no result (state {job.state})")
-    size = path.stat().st_size
-    ext = path.suffix.lstrip(".")
-    headers = {
-        "Accept-Ranges": "bytes",
-        "Content-Disposition": f'attachment; filename="faceweave-{job.id[:8]}.{ext}"',
-    }
-    try:
-        wanted = parse_range(request.headers.get("range"), size)
-    except RangeNotSatisfiableError as exc:
-        return error_response(416, exc.code, str(exc), headers={"Content-Range": f"bytes */{size}"})
-    media_type = MEDIA_TYPES.get(ext, "application/octet-stream")
-    if wanted is None:
-        headers["Content-Length"] = str(size)
-        return StreamingResponse(iter_file(path, 0, size - 1), media_type=media_type, headers=headers)
-    first, last = wanted
-    headers["Content-Range"] = f"bytes {first}-{last}/{size}"
-    headers["Content-Length"] = str(last - first + 1)
-    return StreamingResponse(iter_file(path, first, last), status_code=206, media_type=media_type, headers=headers)
+    return _file(path, f"faceweave-{job.id[:8]}")
+
+
+# HEAD answers the headers of GET (FastAPI adds no HEAD route by itself); not in the schema
+router.add_api_route("/v1/jobs/{job_id}/preview", get_preview, methods=["HEAD"], include_in_schema=False)
+router.add_api_route("/v1/jobs/{job_id}/result", get_result, methods=["HEAD"], include_in_schema=False)
 
 
 @router.delete("/v1/jobs/{job_id}", tags=["jobs"], responses=error_responses(*AUTH_STATUSES, 404, 422))
