@@ -29,8 +29,8 @@ from faceweave.errors import (
     InputError,
     LimitExceededError,
     RequestTimeoutError,
-    UnreadableFileError,
     TooSmallToMarkError,
+    UnreadableFileError,
     UnsupportedFormatError,
     VideoTooLargeError,
 )
@@ -367,11 +367,13 @@ def _check_video(path: Path, label: str, limits: LimitSettings) -> tuple[int, in
 
 
 def check_markable(item: UploadedFile, min_side: int) -> None:
-    """Refuse a target too small for the invisible watermark (``min_side``
-    pixels a side; 0 when marking is off) before any work is queued."""
-    if item.frame is not None and min(item.frame) < min_side:
+    """Refuse a video target too small for the invisible watermark
+    (``min_side`` pixels a side; 0 when marking is off) before any work is
+    queued.  A photo that small fails as it is written, with the same error
+    (after the faces are looked for, so a faceless one is still "no face")."""
+    if item.kind == "video" and item.frame is not None and min(item.frame) < min_side:
         width, height = item.frame
-        what = "video's frames are" if item.kind == "video" else "image is"
         raise TooSmallToMarkError(
-            f"the target {what} {width}x{height}: the invisible watermark needs at least {min_side} pixels on each side"
+            f"the target video's frames are {width}x{height}: the invisible watermark needs at least {min_side}"
+            " pixels on each side"
         )
