@@ -105,7 +105,9 @@ def run_batch(
 ) -> list[BatchOutcome]:
     """Swap every item; a :class:`FaceweaveError` fails that item only.
 
-    ``provenance`` marks every output (watermark and label); ``screener``
+    ``provenance`` marks every output (watermark and label); ``None``: the
+    swapper's (:meth:`FaceSwapper.run_provenance`: one new run for the whole
+    batch, watermark on).  ``screener``
     (``screen_image(image, role=...)`` and ``video(path)``, see
     :class:`faceweave.cli.marking.Screener`) screens each target first.
     """
@@ -113,6 +115,7 @@ def run_batch(
 
     from faceweave.video.pipeline import VideoOptions, VideoSwapper
 
+    provenance = provenance if provenance is not None else swapper.run_provenance()
     prepared = swapper.load_sources(sources)
     ref = swapper.reference_embedding(reference) if swapper.options.selection.mode == "reference" else None
     video = VideoSwapper(swapper)

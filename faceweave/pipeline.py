@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -31,6 +32,7 @@ from faceweave.geometry.expression import ExpressionCorrection, expression_ratio
 from faceweave.io import image_from_array, read_image
 from faceweave.masks import HandDetector, SelfieSegmenter
 from faceweave.options import SwapOptions
+from faceweave.provenance.stamp import Provenance, stamp_image
 from faceweave.selection import order_faces, select_faces
 from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, create_swapper
 from faceweave.threads import single_threaded_blas
@@ -38,6 +40,8 @@ from faceweave.timing import timed
 from faceweave.types import Face, Image, SwappedFace, SwapResult
 
 ImageInput = Union[str, os.PathLike, bytes, Image, np.ndarray]
+
+log = logging.getLogger("faceweave")
 
 #: crop side over face size: room for the reshaping warp and the blend
 CROP_MARGIN = 1.8
@@ -125,18 +129,29 @@ class FaceSwapper:
     >>> swapper = FaceSwapper()
     >>> result = swapper.swap(["me.jpg"], "photo.jpg")   # doctest: +SKIP
     >>> result.image.shape, [s.target_index for s in result.swapped]  # doctest: +SKIP
+    >>> result.save("out.png")  # watermarked pixels, "AI-generated" label  # doctest: +SKIP
 
     Owns its models; call :meth:`close` or use it as a context manager.
     """
 
     def __init__(
         self, options: SwapOptions = SwapOptions(), *, analyser: FaceAnalyser | None = None,
-        source_cache: int = SOURCE_CACHE,
+        source_cache: int = SOURCE_CACHE, provenance: Provenance | None = None,
     ) -> None:
         """``source_cache``: how many prepared source faces to keep for
-        reuse (0: none; a server handling other people's photos keeps none)."""
+        reuse (0: none; a server handling other people's photos keeps none).
+
+        ``provenance`` marks what :meth:`swap` returns and the videos a
+        :class:`~faceweave.video.pipeline.VideoSwapper` makes with this
+        swapper.  ``None`` (the default): each swap and each video is a run of
+        its own, ``Provenance.new()``: a new run id, the invisible watermark
+        on.  ``Provenance.new(watermark=False)`` turns the watermark off, as
+        the CLI's ``--no-watermark`` does: the label still says
+        "AI-generated", the result's ``provenance`` keeps the choice, and each
+        swap made so logs it (``faceweave`` logger, INFO)."""
         self.options = options
         self.source_cache = max(0, int(source_cache))
+        self.provenance = provenance
         self._own_analyser = analyser is None
         self.analyser = analyser if analyser is not None else FaceAnalyser(options.analysis)
         #: ONNX sessions of the neural models (swapper, enhancers), when any is used
@@ -200,6 +215,11 @@ class FaceSwapper:
             models_dir = Path(self.options.runtime.models_dir) if self.options.runtime.models_dir else None
             self.pool = SessionPool(store=ModelStore(models_dir), fallback=self.options.runtime.provider_fallback)
         return self.pool
+
+    def run_provenance(self) -> Provenance:
+        """The :class:`Provenance` of one run (a photo, a video): the one
+        given to the constructor, or a new one (watermark on)."""
+        return self.provenance if self.provenance is not None else Provenance.new()
 
     # -- life cycle -------------------------------------------------------
     def prepare(self) -> float:
@@ -514,17 +534,26 @@ class FaceSwapper:
         target: ImageInput,
         *,
         reference: ImageInput | None = None,
+        provenance: Provenance | None = None,
     ) -> SwapResult:
         """Swap the source identity onto the selected faces of ``target``.
 
         Faces in the result are numbered in the selection order
         (``options.selection.order``); ``SwapResult.swapped`` says which
-        target faces were swapped and with which source photo.
+        target faces were swapped and with which source photo.  The result's
+        pixels carry the invisible watermark of ``provenance`` (default: the
+        swapper's, see the constructor), after any enhancer, and
+        :meth:`SwapResult.save` writes its label.  (:meth:`swap_faces` and
+        :meth:`swap_many`, the steps that batch and video compose, return
+        unmarked pixels: those callers mark what they write.)
         Raises :class:`NoFaceError` (``role`` says which image) or
-        :class:`NoMatchingFaceError` when nothing can be swapped.
+        :class:`NoMatchingFaceError` when nothing can be swapped, and
+        :class:`InputError` when the watermark is on and the picture is under
+        64 pixels on a side.
         """
+        mark = provenance if provenance is not None else self.run_provenance()
         with single_threaded_blas():
-            return self._swap(sources, target, reference=reference)
+            return self._swap(sources, target, reference=reference, provenance=mark)
 
     def _swap(
         self,
@@ -532,6 +561,7 @@ class FaceSwapper:
         target: ImageInput,
         *,
         reference: ImageInput | None = None,
+        provenance: Provenance,
     ) -> SwapResult:
         """The work of :meth:`swap`."""
         timings: dict[str, float] = {}
@@ -556,4 +586,11 @@ class FaceSwapper:
         alpha = target_image.alpha
         if alpha is not None and alpha.shape[:2] != image.shape[:2]:  # a frame enhancer scaled the image
             alpha = cv2.resize(alpha, (image.shape[1], image.shape[0]), interpolation=cv2.INTER_LINEAR)
-        return SwapResult(image=image, alpha=alpha, faces=tuple(faces), swapped=tuple(swapped), timings_ms=timings)
+        with timed(timings, "mark"):
+            image = stamp_image(image, provenance)  # last: nothing changes the pixels after it
+        if not provenance.watermark:
+            log.info("swap of run %s: the invisible watermark is off, as the caller asked", provenance.run_hex)
+        return SwapResult(
+            image=image, alpha=alpha, faces=tuple(faces), swapped=tuple(swapped), timings_ms=timings,
+            provenance=provenance,
+        )

@@ -8,12 +8,17 @@ data by accident.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
 from faceweave.errors import InputError
+
+if TYPE_CHECKING:
+    from faceweave.provenance.stamp import Provenance
 
 #: number of points of mediapipe's face mesh with iris refinement
 MESH_POINTS = 478
@@ -206,10 +211,13 @@ class SwappedFace:
 class SwapResult:
     """Result of :meth:`faceweave.FaceSwapper.swap`.
 
-    ``image`` is ``(H, W, 3)`` uint8 RGB; ``alpha`` the target's alpha channel
-    (unchanged) or ``None``; ``faces`` the faces found in the target;
-    ``swapped`` which of them were swapped and with which source photo;
-    ``timings_ms`` per-stage milliseconds.
+    ``image`` is ``(H, W, 3)`` uint8 RGB, with the invisible watermark of
+    ``provenance`` already in its pixels (unless ``provenance.watermark`` is
+    off); ``alpha`` the target's alpha channel (unchanged) or ``None``;
+    ``faces`` the faces found in the target; ``swapped`` which of them were
+    swapped and with which source photo; ``timings_ms`` per-stage
+    milliseconds; ``provenance`` how the result is marked (run id, watermark
+    on or off), which :meth:`save` writes as the "AI-generated" label.
     """
 
     image: np.ndarray
@@ -217,3 +225,20 @@ class SwapResult:
     faces: tuple[Face, ...]
     swapped: tuple[SwappedFace, ...]
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    provenance: Provenance | None = None
+
+    def save(self, path: str | os.PathLike[str], *, quality: int = 95) -> Path:
+        """Write the image (and its alpha) to ``path`` with the label of
+        :attr:`provenance` in its XMP (PNG, JPEG, WEBP, TIFF; BMP cannot hold
+        it), as :func:`faceweave.io.write_image` does; returns the path.
+
+        Raises:
+            InvalidOptionError: unknown extension or bad ``quality``.
+            OutputError: the file could not be written.
+        """
+        from faceweave.io import write_image
+        from faceweave.provenance.stamp import image_metadata
+
+        return write_image(
+            path, self.image, alpha=self.alpha, quality=quality, **image_metadata(self.provenance, path)
+        )

@@ -12,9 +12,13 @@ import pytest
 from faceweave.errors import ModelNotFoundError
 from faceweave.options import SwapOptions
 from faceweave.pipeline import FaceSwapper
+from faceweave.provenance.stamp import Provenance
 from tests.neural_fixtures import arcface_model, swapper_model
 
 pytestmark = pytest.mark.slow
+
+#: the Python API tests compare the swap's own pixels: no watermark in them
+UNMARKED = Provenance.new(watermark=False)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +45,7 @@ def models_dir(tmp_path_factory):
 def test_a_neural_swapper_through_the_python_api(models_dir, faces_dir):
     options = SwapOptions.model_validate({"swapper": "inswapper_128", "runtime": {"models_dir": str(models_dir)}})
     target = faces_dir / "single/astronaut_eileen_collins.png"
-    with FaceSwapper(options) as swapper:
+    with FaceSwapper(options, provenance=UNMARKED) as swapper:
         assert swapper.pool is not None and len(swapper.pool) == 2  # swapper + embedder, warmed up
         result = swapper.swap([faces_dir / "single/biden2.jpg"], target)
         original = swapper.read(target, role="target").pixels
@@ -54,9 +58,9 @@ def test_a_neural_swapper_through_the_python_api(models_dir, faces_dir):
 
 def test_a_face_enhancer_after_the_classical_swap(models_dir, faces_dir):
     target = faces_dir / "single/astronaut_eileen_collins.png"
-    plain = FaceSwapper(SwapOptions()).swap([faces_dir / "single/biden2.jpg"], target)
+    plain = FaceSwapper(SwapOptions(), provenance=UNMARKED).swap([faces_dir / "single/biden2.jpg"], target)
     options = SwapOptions.model_validate({"enhance": {"face": "gfpgan_1.4", "face_blend": 1.0}, "runtime": {"models_dir": str(models_dir)}})
-    with FaceSwapper(options) as swapper:
+    with FaceSwapper(options, provenance=UNMARKED) as swapper:
         enhanced = swapper.swap([faces_dir / "single/biden2.jpg"], target)
     assert "enhance" in enhanced.timings_ms
     face = enhanced.faces[0].bbox

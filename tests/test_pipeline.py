@@ -1,6 +1,8 @@
 """The image pipeline end to end on real faces: identity moves, the rest of
 the picture stays, inputs and outputs, source choice, selection and errors.
-One :class:`FaceSwapper` (and so one set of models) for the whole module."""
+One :class:`FaceSwapper` (and so one set of models) for the whole module,
+with the watermark off: these tests look at the swap's own pixels (the marks
+are tested in test_library_marking.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from faceweave.evaluate.metrics import psnr
 from faceweave.io import read_image, write_image
 from faceweave.options import SelectionOptions, SwapOptions
 from faceweave.pipeline import FaceSwapper
+from faceweave.provenance.stamp import Provenance
 from faceweave.types import BBox, Face, SwapResult
 
 pytestmark = pytest.mark.slow
@@ -24,7 +27,7 @@ TURNED = "hard/pose_left_face_down.jpeg"
 
 @pytest.fixture(scope="module")
 def swapper():
-    with FaceSwapper() as model:
+    with FaceSwapper(provenance=Provenance.new(watermark=False)) as model:
         model.prepare()
         yield model
 
@@ -388,7 +391,7 @@ def test_hands_in_front_of_the_face_stay_sharp_and_in_place(swapper, path, hand_
 
     def change(masks) -> tuple[float, float]:
         with FaceSwapper(SwapOptions(masks=MaskOptions(**masks)), analyser=swapper.analyser) as variant:
-            result = variant.swap([path(BIDEN)], target)
+            result = variant.swap([path(BIDEN)], target, provenance=swapper.provenance)
         diff = np.abs(result.image.astype(int) - target.astype(int)).sum(axis=2)
         face = max(result.faces, key=lambda f: f.bbox.area).bbox
         upper = np.zeros_like(hand)

@@ -324,6 +324,9 @@ class CopySwapper:
     def prepare_sources(self, sources):
         return list(sources)
 
+    def marked(self, options):
+        return options
+
     def swap_video(self, sources, target, output, *, reference=None, options, stop=None):
         from faceweave.errors import OutputError
         from faceweave.video.io import VideoFrame

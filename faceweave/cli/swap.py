@@ -254,15 +254,15 @@ def _swap(
     json_output: bool,
     provenance=None,
 ) -> int:
-    from faceweave.io import write_image
     from faceweave.pipeline import FaceSwapper
-    from faceweave.provenance.stamp import attach_manifest, image_metadata, stamp_image
+    from faceweave.provenance.stamp import attach_manifest
 
     with FaceSwapper(options) as swapper:
-        result = swapper.swap(list(sources), target, reference=reference_face)
+        # the library marks the pixels (after any enhancer) with the run's provenance
+        result = swapper.swap(list(sources), target, reference=reference_face, provenance=provenance)
         models = swapper.model_loads()
-    pixels = stamp_image(result.image, provenance)
-    written = write_image(output, pixels, alpha=result.alpha, quality=quality, **image_metadata(provenance, output))
+    provenance = result.provenance
+    written = result.save(output, quality=quality)  # and writes its label
     attach_manifest(written, provenance)
     # result.faces is in the selection order, so target_index is what --face-index counts
     swapped = [

@@ -215,16 +215,12 @@ def run_job(
 
 
 def _image_job(job, swapper, storage: Storage, options: JobOptions, output: Path, provenance) -> dict[str, Any]:
-    from faceweave.io import write_image
-    from faceweave.provenance.stamp import image_metadata, stamp_image
-
     inputs = job.inputs
-    result = swapper.swap(
+    result = swapper.swap(  # marked by the library with the job's provenance
         [storage.resolve(p) for p in inputs["sources"]], storage.resolve(inputs["target"]),
-        reference=storage.resolve(inputs["reference"]) if inputs.get("reference") else None,
+        reference=storage.resolve(inputs["reference"]) if inputs.get("reference") else None, provenance=provenance,
     )
-    pixels = stamp_image(result.image, provenance)
-    write_image(output, pixels, alpha=result.alpha, quality=options.quality or 95, **image_metadata(provenance, output))
+    result.save(output, quality=options.quality or 95)  # with its label
     return {
         "width": int(result.image.shape[1]), "height": int(result.image.shape[0]),
         "faces_found": len(result.faces), "faces_swapped": len(result.swapped),

@@ -9,7 +9,7 @@ import threading
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 from fractions import Fraction
 from pathlib import Path
@@ -73,7 +73,10 @@ class VideoOptions:
     #: from the header before any work, and while decoding when it does not say
     max_seconds: float | None = None
     max_frames: int | None = None
-    #: how outputs are marked (watermark, label); ``None``: not marked
+    #: how outputs are marked (watermark in every frame, label); ``None``:
+    #: the swapper's (:meth:`FaceSwapper.run_provenance`: by default a new run
+    #: for each video, watermark on); ``Provenance.new(watermark=False)``: the
+    #: label without the watermark, as the CLI's ``--no-watermark``
     provenance: Provenance | None = None
 
 
@@ -259,8 +262,10 @@ class VideoSwapper:
         mapping: "PeopleMap | None" = None,
     ) -> int:
         """Write one swapped frame: ``frame_index`` or the first frame with a
-        face to swap (with ``mapping``: a face of a mapped person).  Returns
-        the index of the frame written."""
+        face to swap (with ``mapping``: a face of a mapped person), marked as
+        ``options.provenance`` says (see :class:`VideoOptions`).  Returns the
+        index of the frame written."""
+        provenance = self.marked(options).provenance
         prepared = self.prepare_sources(sources) if mapping is None else []
         ref = self._reference(reference) if mapping is None else None
         small = self._small_faces() or mapping is not None
@@ -273,8 +278,8 @@ class VideoSwapper:
                     continue
                 pixels, count = self.swap_frame(frame, tracker, prepared, ref, {}, mapping)
                 if count or frame_index is not None:
-                    marked = stamp_image(pixels, options.provenance)
-                    write_image(output, marked, **image_metadata(options.provenance, output))
+                    marked = stamp_image(pixels, provenance)
+                    write_image(output, marked, **image_metadata(provenance, output))
                     return frame.index
         if frame_index is not None:
             raise NoMatchingFaceError(f"the video has no frame {frame_index} (it has {0 if last is None else last.index + 1})")
@@ -334,11 +339,21 @@ class VideoSwapper:
             raise InputError("selection mode 'reference' needs a reference face image")
         return self.swapper.reference_embedding(reference)
 
+    def marked(self, options: VideoOptions) -> VideoOptions:
+        """``options`` with the provenance its outputs are marked with: its
+        own, or else the swapper's for this run (:meth:`FaceSwapper.run_provenance`)."""
+        if options.provenance is not None:
+            return options
+        return replace(options, provenance=self.swapper.run_provenance())
+
     # -- whole video ----------------------------------------------------------
     def swap_video(self, *args, **kwargs) -> VideoSwapReport:
         """Swap the selected faces in every frame of ``target`` into ``output``
         (see :meth:`_swap_video` for the arguments), with one BLAS thread:
-        the pipeline's own threads already use the cores."""
+        the pipeline's own threads already use the cores.  Every frame gets
+        the watermark and the file the label of ``options.provenance``
+        (:meth:`marked`: the default options mark too)."""
+        kwargs["options"] = self.marked(kwargs.get("options") or VideoOptions())
         with single_threaded_blas():
             return self._swap_video(*args, **kwargs)
 

@@ -169,6 +169,7 @@ def swap_video_segmented(
         raise InvalidOptionError("--fps cannot be combined with segment-parallel video; leave the frame rate as it is")
     kind = join_kind(output)
     output = Path(output)
+    options = video_swapper.marked(options)  # one run: every segment carries the same mark
     plan = plan_segments(target, segments=segments, min_frames=min_frames, start=options.start, end=options.end)
     factory = make_swapper or partial(video_swapper_from_options, video_swapper.swapper.options)
     try:
