@@ -4,6 +4,10 @@
 >>> result = FaceSwapper().swap(["me.jpg"], "photo.jpg")  # doctest: +SKIP
 >>> result.image            # (H, W, 3) uint8 RGB          # doctest: +SKIP
 >>> result.swapped          # which faces, from which source photo  # doctest: +SKIP
+>>> result.save("out.png")  # the watermark is in the pixels; the label goes in the file  # doctest: +SKIP
+
+Outputs are marked by default; ``FaceSwapper(provenance=Provenance.new(watermark=False))``
+turns the invisible watermark off and keeps the "AI-generated" label.
 """
 
 from faceweave.errors import (
@@ -34,12 +38,16 @@ def __getattr__(name: str):
         from faceweave.analysis import FaceAnalyser
 
         return FaceAnalyser
+    if name == "Provenance":
+        from faceweave.provenance.stamp import Provenance
+
+        return Provenance
     raise AttributeError(f"module 'faceweave' has no attribute {name!r}")
 
 
 __all__ = [
     "AnalysisOptions", "BBox", "Face", "FaceAnalyser", "FaceSwapper", "FaceweaveError", "Image",
     "ImageTooLargeError", "InputError", "InvalidOptionError", "MaskOptions", "ModelError", "NoFaceError",
-    "NoMatchingFaceError", "OutputError", "Pose", "SelectionOptions", "SwapOptions", "SwappedFace",
+    "NoMatchingFaceError", "OutputError", "Pose", "Provenance", "SelectionOptions", "SwapOptions", "SwappedFace",
     "SwapResult", "UnreadableFileError", "UnsupportedFormatError", "__version__",
 ]
