@@ -222,7 +222,10 @@ def test_an_internal_error_is_nosniff_too(served, monkeypatch):
     assert response.status_code == 500 and _is_nosniff(response)
 
 
-@pytest.mark.parametrize(("suffix", "name"), [("/result", "faceweave-{id}.png"), ("/preview", "faceweave-{id}-preview.png")])
+@pytest.mark.parametrize(("suffix", "name"), [
+    ("/result", "faceweave-{id}.png"),
+    ("/preview", "faceweave-{id}-preview.png"),
+])
 def test_results_and_previews_are_nosniff_sandboxed_attachments(served, suffix, name):
     response = served.get(f"/v1/jobs/{served.job_id}{suffix}", headers=ALICE)
     assert response.status_code == 200 and response.content == served.result

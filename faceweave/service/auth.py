@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from faceweave.errors import AuthenticationError, RateLimitedError
 from faceweave.service.settings import LOCAL_USER, MAX_NAME, AuthSettings, LimitSettings
 
-
 #: the owner prefixes of API-key users and of JWT subjects
 KEY_OWNER, JWT_OWNER = "key:", "jwt:"
 

@@ -1,5 +1,5 @@
-"""File answers with HTTP ranges: Starlette's :class:`FileResponse` (one or
-several ``Range``\ s, ``If-Range``, ``HEAD``, ``ETag`` and ``Last-Modified``)
+"""File answers with HTTP ranges: Starlette's :class:`FileResponse` (one range
+or several, ``If-Range``, ``HEAD``, ``ETag`` and ``Last-Modified``)
 with faceweave's refusals.  A ``Range`` it cannot use (malformed, not ASCII,
 over :data:`MAX_RANGE_CHARS`, another unit, or an invalid range such as
 ``bytes=9-3``) is ignored and the whole file answered, as RFC 9110 allows; a
