@@ -12,12 +12,12 @@ OUTPUT ?= out/swap.png
 # those tests skip with the reason
 SYSTEM_PACKAGES ?= chromium redis-server postgresql
 
-.PHONY: system-deps setup run swap test bench bench-service bench-watermark evaluate clean
+.PHONY: system-deps setup run swap lint test bench bench-service bench-watermark evaluate clean
 
 $(VENV)/.installed: pyproject.toml
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,c2pa,distributed]'
+	$(PY) -m pip install -q -e '.[test,lint,c2pa,distributed]'
 	# the tests use the ONNX detector inside the nudenet wheel (AGPL, not a
 	# default dependency); --no-deps keeps its second OpenCV package out
 	$(PY) -m pip install -q --no-deps nudenet==3.4.2
@@ -42,7 +42,13 @@ run: $(VENV)/.installed
 swap: $(VENV)/.installed
 	$(VENV)/bin/faceweave swap -s $(SOURCE) -t $(TARGET) -o $(OUTPUT)
 
-test: $(VENV)/.installed system-deps
+# the gates: ruff (lint rules and formatting) and mypy, configured in pyproject.toml
+LINTED := faceweave tests benchmarks tools
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+
+test: $(VENV)/.installed system-deps lint
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed

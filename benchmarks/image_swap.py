@@ -38,7 +38,9 @@ def fit_frame(pixels: np.ndarray, width: int, height: int) -> np.ndarray:
     """Scale to cover ``width x height`` and cut the centre."""
     h, w = pixels.shape[:2]
     s = max(width / w, height / h)
-    big = cv2.resize(pixels, (int(np.ceil(w * s)), int(np.ceil(h * s))), interpolation=cv2.INTER_AREA if s < 1 else cv2.INTER_CUBIC)
+    big = cv2.resize(
+        pixels, (int(np.ceil(w * s)), int(np.ceil(h * s))), interpolation=cv2.INTER_AREA if s < 1 else cv2.INTER_CUBIC
+    )
     y0, x0 = (big.shape[0] - height) // 2, (big.shape[1] - width) // 2
     return np.ascontiguousarray(big[y0 : y0 + height, x0 : x0 + width])
 
@@ -100,7 +102,14 @@ def main() -> int:
             cases.append((f"1 face {name}", path, SwapOptions()))
         cases.append(("group 6 faces", group, SwapOptions(selection=SelectionOptions(mode="many"))))
 
-        print(f"{'case':18s} " + " ".join(f"{k[:7]:>7s}" for k in ("decode", "detect", "mesh", "crop", "swap", "blend", "expression", "paste", "encode", "total")) + "  faces")
+        print(
+            f"{'case':18s} "
+            + " ".join(
+                f"{k[:7]:>7s}"
+                for k in ("decode", "detect", "mesh", "crop", "swap", "blend", "expression", "paste", "encode", "total")
+            )
+            + "  faces"
+        )
         for label, path, options in cases:
             with FaceSwapper(options) as swapper:
                 load_ms = swapper.prepare()
@@ -113,7 +122,10 @@ def main() -> int:
             with FaceSwapper(options, source_cache=0) as cold_swapper:
                 cold_swapper.prepare()
                 cold = whole_calls(cold_swapper, source, path, args.repeat)
-            row = " ".join(f"{med.get(k, 0.0):7.1f}" for k in ("decode", "detect", "mesh", "crop", "swap", "blend", "expression", "paste", "encode", "total"))
+            row = " ".join(
+                f"{med.get(k, 0.0):7.1f}"
+                for k in ("decode", "detect", "mesh", "crop", "swap", "blend", "expression", "paste", "encode", "total")
+            )
             print(f"{label:18s} {row}  {int(med['faces'])}   swap(): {known:.1f} (source prepared anew: {cold:.1f})")
         print(f"\nmodel load + warm-up: {load_ms:.0f} ms; source preparation (once per run): {src_ms:.0f} ms")
         print("medians in milliseconds; 'total' is one target image from file to file with sources prepared;")

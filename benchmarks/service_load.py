@@ -45,12 +45,29 @@ def free_port() -> int:
 
 def start_server(storage: Path, port: int, slots: int, workers: int) -> subprocess.Popen:
     env = {
-        **os.environ, "FACEWEAVE_STORAGE": str(storage), "FACEWEAVE_SYNC_SLOTS": str(slots),
-        "FACEWEAVE_WORKERS": str(workers), "FACEWEAVE_LIMITS__RATE_PER_SECOND": "0",
-        "FACEWEAVE_POLL_INTERVAL_S": "0.02", "GLOG_minloglevel": "3", "TF_CPP_MIN_LOG_LEVEL": "3",
+        **os.environ,
+        "FACEWEAVE_STORAGE": str(storage),
+        "FACEWEAVE_SYNC_SLOTS": str(slots),
+        "FACEWEAVE_WORKERS": str(workers),
+        "FACEWEAVE_LIMITS__RATE_PER_SECOND": "0",
+        "FACEWEAVE_POLL_INTERVAL_S": "0.02",
+        "GLOG_minloglevel": "3",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
     }
-    command = [sys.executable, "-m", "uvicorn", "--factory", "faceweave.service.app:create_app",
-               "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        "faceweave.service.app:create_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+    ]
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -86,10 +103,13 @@ def swap_load(base: str, files: dict[str, bytes], clients: int, requests: int) -
                     if next(counter, None) is None:
                         return
                 started = time.perf_counter()
-                response = http.post(f"{base}/v1/swap", files=[
-                    ("source", ("s.jpg", files["source"], "image/jpeg")),
-                    ("target", ("t.jpg", files["target"], "image/jpeg")),
-                ])
+                response = http.post(
+                    f"{base}/v1/swap",
+                    files=[
+                        ("source", ("s.jpg", files["source"], "image/jpeg")),
+                        ("target", ("t.jpg", files["target"], "image/jpeg")),
+                    ],
+                )
                 elapsed = time.perf_counter() - started
                 with lock:
                     (latencies if response.status_code == 200 else failures).append(elapsed)
@@ -102,7 +122,10 @@ def swap_load(base: str, files: dict[str, bytes], clients: int, requests: int) -
         t.join()
     wall = time.perf_counter() - wall
     return {
-        "clients": clients, "ok": len(latencies), "failed": len(failures), "rps": len(latencies) / wall,
+        "clients": clients,
+        "ok": len(latencies),
+        "failed": len(failures),
+        "rps": len(latencies) / wall,
         "p50_ms": 1000 * percentile(latencies, 0.5) if latencies else float("nan"),
         "p95_ms": 1000 * percentile(latencies, 0.95) if latencies else float("nan"),
     }
@@ -116,10 +139,13 @@ def queue_overhead(base: str, files: dict[str, bytes], jobs: int) -> dict[str, f
     ratios, queued, swaps = [], [], []
     with httpx.Client(timeout=300) as http:
         for _ in range(jobs):
-            job = http.post(f"{base}/v1/jobs", files=[
-                ("source", ("s.jpg", files["source"], "image/jpeg")),
-                ("target", ("t.jpg", files["target"], "image/jpeg")),
-            ]).json()
+            job = http.post(
+                f"{base}/v1/jobs",
+                files=[
+                    ("source", ("s.jpg", files["source"], "image/jpeg")),
+                    ("target", ("t.jpg", files["target"], "image/jpeg")),
+                ],
+            ).json()
             while job["state"] in ("queued", "running"):
                 time.sleep(0.02)
                 job = http.get(f"{base}/v1/jobs/{job['id']}").json()
@@ -131,8 +157,10 @@ def queue_overhead(base: str, files: dict[str, bytes], jobs: int) -> dict[str, f
             queued.append(_t(job["started_at"]) - _t(job["created_at"]))
             swaps.append(work)
     return {
-        "jobs": jobs, "overhead_median_pct": 100 * statistics.median(ratios),
-        "overhead_max_pct": 100 * max(ratios), "queued_median_ms": 1000 * statistics.median(queued),
+        "jobs": jobs,
+        "overhead_median_pct": 100 * statistics.median(ratios),
+        "overhead_max_pct": 100 * max(ratios),
+        "queued_median_ms": 1000 * statistics.median(queued),
         "swap_median_ms": 1000 * statistics.median(swaps),
     }
 
@@ -145,8 +173,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10)
     parser.add_argument("--slots", type=int, default=2, help="swap slots (models kept for POST /v1/swap)")
     args = parser.parse_args()
-    files = {"source": (args.data / "single" / "paul_rudd.jpg").read_bytes(),
-             "target": (args.data / "single" / "biden2.jpg").read_bytes()}
+    files = {
+        "source": (args.data / "single" / "paul_rudd.jpg").read_bytes(),
+        "target": (args.data / "single" / "biden2.jpg").read_bytes(),
+    }
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as tmp:
@@ -158,11 +188,16 @@ def main() -> None:
             print(f"{'clients':>7} {'ok':>4} {'failed':>6} {'req/s':>7} {'p50 ms':>8} {'p95 ms':>8}")
             for clients in args.clients:
                 r = swap_load(base, files, clients, max(args.requests, clients))
-                print(f"{r['clients']:>7} {r['ok']:>4} {r['failed']:>6} {r['rps']:>7.2f} {r['p50_ms']:>8.0f} {r['p95_ms']:>8.0f}")
+                print(
+                    f"{r['clients']:>7} {r['ok']:>4} {r['failed']:>6} {r['rps']:>7.2f} {r['p50_ms']:>8.0f} "
+                    f"{r['p95_ms']:>8.0f}"
+                )
             q = queue_overhead(base, files, args.jobs)
             print(f"\njob queue overhead over {q['jobs']} image jobs (one at a time):")
-            print(f"  swap {q['swap_median_ms']:.0f} ms, queued {q['queued_median_ms']:.0f} ms (median);"
-                  f" overhead {q['overhead_median_pct']:.1f}% median, {q['overhead_max_pct']:.1f}% max")
+            print(
+                f"  swap {q['swap_median_ms']:.0f} ms, queued {q['queued_median_ms']:.0f} ms (median);"
+                f" overhead {q['overhead_median_pct']:.1f}% median, {q['overhead_max_pct']:.1f}% max"
+            )
         finally:
             server.terminate()
             try:

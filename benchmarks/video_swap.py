@@ -43,9 +43,12 @@ def child(mode: str, video: str, source: str, out: str, faces: str = "many") -> 
         frames = 0
         # the same encoder settings as the swap run (VideoOptions' defaults = the CLI's)
         settings = VideoOptions()
-        with VideoReader(video) as reader, VideoWriter(
-            out, info=reader.info, audio_from=video, quality=settings.crf, preset=settings.preset
-        ) as writer:
+        with (
+            VideoReader(video) as reader,
+            VideoWriter(
+                out, info=reader.info, audio_from=video, quality=settings.crf, preset=settings.preset
+            ) as writer,
+        ):
             for frame in reader:
                 writer.write(frame.pixels, frame.time)
                 frames += 1
@@ -71,7 +74,9 @@ def child(mode: str, video: str, source: str, out: str, faces: str = "many") -> 
 def run_child(mode: str, video: Path, source: Path, out: Path, faces: str = "many") -> dict:
     proc = subprocess.run(
         [sys.executable, __file__, "--child", mode, str(video), str(source), str(out), faces],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -135,7 +140,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--loop", type=int, default=0, help="also swap the first clip looped this many times")
-    ap.add_argument("--no-720p", action="store_true", help="skip the 1280x720 one-face clip derived from the talking head")
+    ap.add_argument(
+        "--no-720p", action="store_true", help="skip the 1280x720 one-face clip derived from the talking head"
+    )
     ap.add_argument("--repeat", type=int, default=1, help="runs of each clip, in alternation; medians are printed")
     ap.add_argument("--only", default="", help="only the clips whose name contains this")
     args = ap.parse_args()
@@ -161,7 +168,10 @@ def main() -> int:
             loop_video(first, args.loop, looped)
             rows.append((looped.name, *measure(looped, source, Path(tmp), "many", args.repeat)))
     span = "  swap fps range" if args.repeat > 1 else ""
-    print(f"{'video':34s} {'frames':>6s} {'copy fps':>9s} {'swap fps':>9s} {'ratio':>6s} {'copy MB':>8s} {'swap MB':>8s}{span}  swap ms/frame by stage")
+    print(
+        f"{'video':34s} {'frames':>6s} {'copy fps':>9s} {'swap fps':>9s} {'ratio':>6s} {'copy MB':>8s} "
+        f"{'swap MB':>8s}{span}  swap ms/frame by stage"
+    )
     for name, copy, swap, (low, high) in rows:
         stages = " ".join(f"{k}={v:.1f}" for k, v in sorted(swap["ms_per_frame"].items()))
         spread = f"  {low:6.1f}-{high:<6.1f}" if args.repeat > 1 else ""
@@ -169,9 +179,11 @@ def main() -> int:
             f"{name:34s} {swap['frames']:6d} {copy['fps']:9.1f} {swap['fps']:9.1f} {swap['fps'] / copy['fps']:6.2f} "
             f"{copy['peak_rss_mb']:8.0f} {swap['peak_rss_mb']:8.0f}{spread}  {stages}"
         )
-    print("fps over the whole run after models are loaded; peak RSS of each run's own process; working size 192;"
-          " --faces many, except the derived 720p one-face clip (--faces one, the CLI default)"
-          + (f"; medians of {args.repeat} runs in alternation (peak RSS: the highest)" if args.repeat > 1 else ""))
+    print(
+        "fps over the whole run after models are loaded; peak RSS of each run's own process; working size 192;"
+        " --faces many, except the derived 720p one-face clip (--faces one, the CLI default)"
+        + (f"; medians of {args.repeat} runs in alternation (peak RSS: the highest)" if args.repeat > 1 else "")
+    )
     return 0
 
 

@@ -155,7 +155,7 @@ def run_photos(marker: Watermarker, nulls: list[Watermarker], items, rng, runs: 
                     hits[name] += 1
                 else:
                     misses[name].append(rel)
-        for name, attack in ATTACKS.items():
+        for attack in ATTACKS.values():
             plain = attack(pixels)
             null = marker.detect(plain)
             trials += 1
@@ -201,7 +201,15 @@ def run_clips(marker: Watermarker, nulls: list[Watermarker], items, rng, every: 
             for other in nulls:
                 strict_trials += 1
                 strict_fp += int(other.detect(f).found)
-        rows.append({"clip": name, "size": f"{w}x{h}", "frames_checked": n, "h264_detection": hits / n, "psnr_min": float(min(psnr_frames))})
+        rows.append(
+            {
+                "clip": name,
+                "size": f"{w}x{h}",
+                "frames_checked": n,
+                "h264_detection": hits / n,
+                "psnr_min": float(min(psnr_frames)),
+            }
+        )
     return {
         "clips": rows,
         "false_positives": false_pos,
@@ -239,7 +247,12 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=0, help="only the first N photos (quick runs)")
     ap.add_argument("--no-video", action="store_true", help="skip the video clips")
     ap.add_argument("--runs", type=int, default=1, help="payloads (random run ids) marked into each photo")
-    ap.add_argument("--null-keys", type=int, default=3, help="other keys tried on every unmarked picture (strict false-positive count)")
+    ap.add_argument(
+        "--null-keys",
+        type=int,
+        default=3,
+        help="other keys tried on every unmarked picture (strict false-positive count)",
+    )
     args = ap.parse_args()
     marker = Watermarker()
     nulls = [Watermarker(key=f"null-key-{i}", tool_id=None) for i in range(args.null_keys)]
@@ -268,7 +281,10 @@ def main() -> int:
 
 def print_report(report: dict) -> None:
     p = report["photos"]
-    print(f"photos: {p['photos']} x {p['marked_trials_per_attack'] // p['photos']} run ids   PSNR mean {p['psnr_mean']:.2f} dB, min {p['psnr_min']:.2f} dB (target >= {TARGET_PSNR})")
+    print(
+        f"photos: {p['photos']} x {p['marked_trials_per_attack'] // p['photos']} run ids   PSNR mean "
+        f"{p['psnr_mean']:.2f} dB, min {p['psnr_min']:.2f} dB (target >= {TARGET_PSNR})"
+    )
     print(f"{'attack':18s} {'detected':>9s} {'min z':>6s}  missed")
     for name, rate in p["detection"].items():
         ok = "ok " if rate >= TARGET_DETECTION else "LOW"
@@ -277,17 +293,28 @@ def print_report(report: dict) -> None:
     v = report["video"]
     for row in v["clips"]:
         ok = "ok " if row["h264_detection"] >= TARGET_DETECTION else "LOW"
-        print(f"video {row['clip']:28s} {row['size']:>9s} h264 crf23: {row['h264_detection'] * 100:5.1f}% of {row['frames_checked']} frames  PSNR min {row['psnr_min']:.2f}  {ok}")
+        print(
+            f"video {row['clip']:28s} {row['size']:>9s} h264 crf23: {row['h264_detection'] * 100:5.1f}% of "
+            f"{row['frames_checked']} frames  PSNR min {row['psnr_min']:.2f}  {ok}"
+        )
     fp = p["false_positives"] + v["false_positives"]
     trials = p["unmarked_trials"] + v["unmarked_trials"]
     top = max(p["max_confidence_unmarked"], v["max_confidence_unmarked"])
-    print(f"false positives: {fp} of {trials} unmarked images/frames ({fp / max(trials, 1) * 100:.3f}%, target <= {TARGET_FALSE_POSITIVES * 100}%); highest unmarked z {top:.2f}")
+    print(
+        f"false positives: {fp} of {trials} unmarked images/frames ({fp / max(trials, 1) * 100:.3f}%, target <= "
+        f"{TARGET_FALSE_POSITIVES * 100}%); highest unmarked z {top:.2f}"
+    )
     sfp = p["strict_false_positives"] + v["strict_false_positives"]
     strials = p["strict_trials"] + v["strict_trials"]
     if strials:
-        print(f"strict count (other keys, any tool id, CRC + sync only): {sfp} of {strials} ({sfp / strials * 100:.3f}%)")
+        print(
+            f"strict count (other keys, any tool id, CRC + sync only): {sfp} of {strials} ({sfp / strials * 100:.3f}%)"
+        )
     s = report["speed_1080p"]
-    print(f"embed {s['size']}: {s['mark_ms']:.2f} ms/frame (target < {TARGET_MS_1080P}), plain copy {s['copy_ms']:.2f} ms, ratio {s['ratio']:.1f}x")
+    print(
+        f"embed {s['size']}: {s['mark_ms']:.2f} ms/frame (target < {TARGET_MS_1080P}), plain copy "
+        f"{s['copy_ms']:.2f} ms, ratio {s['ratio']:.1f}x"
+    )
     print(f"total {report['seconds']:.0f} s")
 
 

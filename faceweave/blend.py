@@ -31,7 +31,9 @@ def laplacian_blend(front: np.ndarray, back: np.ndarray, mask: np.ndarray, *, le
     return out
 
 
-def _crop_roi(frame_shape: tuple[int, ...], crop_size: tuple[int, int], matrix: np.ndarray) -> tuple[int, int, int, int, np.ndarray]:
+def _crop_roi(
+    frame_shape: tuple[int, ...], crop_size: tuple[int, int], matrix: np.ndarray
+) -> tuple[int, int, int, int, np.ndarray]:
     """The frame region ``(x1, y1, x2, y2)`` under a crop, and the crop->ROI matrix."""
     w, h = crop_size
     inv = cv2.invertAffineTransform(matrix)
@@ -152,8 +154,15 @@ def _sharpen(new: np.ndarray, n_luma: np.ndarray, mask: np.ndarray, w_sel: np.nd
 
 
 def match_detail(
-    original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, sigma: float = 0.6,
-    out: np.ndarray | None = None, blur_mask: np.ndarray | None = None, sharpen: bool = False,
+    original: np.ndarray,
+    frame: np.ndarray,
+    mask: np.ndarray,
+    matrix: np.ndarray,
+    *,
+    sigma: float = 0.6,
+    out: np.ndarray | None = None,
+    blur_mask: np.ndarray | None = None,
+    sharpen: bool = False,
 ) -> np.ndarray:
     """Match the swapped face's fine detail to the photo's, at full resolution.
 
@@ -182,7 +191,8 @@ def match_detail(
     # both masks in one warp (two channels)
     window = (slice(cy1, cy1 + ch), slice(cx1, cx1 + cw))
     masks_in = (
-        np.ascontiguousarray(mask[window], np.float32) if blur_mask is None
+        np.ascontiguousarray(mask[window], np.float32)
+        if blur_mask is None
         else cv2.merge([mask[window].astype(np.float32), blur_mask[window].astype(np.float32)])
     )
     warped = cv2.warpAffine(masks_in, inv_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=0.0)
@@ -256,7 +266,9 @@ def paste_back(
         return out
     size = (x2 - x1, y2 - y1)
     big = cv2.warpAffine(crop[by1:by2, bx1:bx2], inv_roi, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-    m = cv2.warpAffine(np.ascontiguousarray(mask[by1:by2, bx1:bx2], np.float32), inv_roi, size, flags=cv2.INTER_LINEAR, borderValue=0.0)
+    m = cv2.warpAffine(
+        np.ascontiguousarray(mask[by1:by2, bx1:bx2], np.float32), inv_roi, size, flags=cv2.INTER_LINEAR, borderValue=0.0
+    )
     roi = frame[y1:y2, x1:x2]
     out[y1:y2, x1:x2] = cv2.blendLinear(big, roi, m, 1.0 - m)
     return out

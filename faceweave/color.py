@@ -48,7 +48,7 @@ class SkinColour:
     def stats(self) -> tuple[np.ndarray, np.ndarray]:
         return self.mean, self.std
 
-    def towards(self, other: "SkinColour", amount: float) -> "SkinColour":
+    def towards(self, other: SkinColour, amount: float) -> SkinColour:
         """This colour moved ``amount`` (0..1) of the way to ``other``
         (an exponential moving average step)."""
         a = float(np.clip(amount, 0.0, 1.0))

@@ -15,7 +15,6 @@ from faceweave.geometry import topology as topo
 from faceweave.options import MaskOptions
 from faceweave.swappers.base import AlignedCrop, SwapOutput
 
-
 #: sizes as fractions of the face size: erosion and feather of the face edge,
 #: length of the fade from the top of the forehead, scale of the shading.
 #: (No erosion of the face edge: the side inset and the trust ramp on the
@@ -314,8 +313,12 @@ def wears_glasses(size: tuple[int, int], mesh: np.ndarray, frames: np.ndarray, f
     slack = np.linspace(-0.015, 0.015, 5, dtype=np.float32) * face_size
     bridge = mesh[topo.NOSE_BRIDGE_TOP, :2].astype(np.float32)
     # (levels, slack, samples, 2) points; a bar counts where it is dark within the slack
-    pts = (bridge + levels[:, None, None, None] * down + slack[None, :, None, None] * down
-           + t[None, None, :, None] * across)
+    pts = (
+        bridge
+        + levels[:, None, None, None] * down
+        + slack[None, :, None, None] * down
+        + t[None, None, :, None] * across
+    )
     h, w = frames.shape
     xi = np.clip(np.round(pts[..., 0]).astype(int), 0, w - 1)
     yi = np.clip(np.round(pts[..., 1]).astype(int), 0, h - 1)
@@ -370,7 +373,7 @@ def _upsampled(half: np.ndarray, full: tuple[int, int], box: tuple[int, int, int
     )
 
 
-def composite(
+def composite(  # noqa: C901 - to be split into steps (issue 14)
     target: AlignedCrop,
     out: SwapOutput,
     *,
@@ -414,7 +417,11 @@ def composite(
     # the mesh's outline runs along the very edge of the face, where a turned
     # source shows ear, hair or background: keep to the face inside it
     region = region * inner_face(size, mesh, fs)
-    region = masks.feather(region, erode=EDGE_ERODE * fs, blur=EDGE_FEATHER * fs) if mask_options.region else np.ones_like(region)
+    region = (
+        masks.feather(region, erode=EDGE_ERODE * fs, blur=EDGE_FEATHER * fs)
+        if mask_options.region
+        else np.ones_like(region)
+    )
     fade = forehead_fade(size, mesh, length=FOREHEAD_FADE * fs)
     skin = skin_region(size, mesh, fs)
     occlusion = None
@@ -457,7 +464,9 @@ def composite(
     mask_h = masks.combine(region, fade, occlusion, box)
     stat_mask = skin if occlusion is None else skin * (occlusion > 0.5)
     grow = int(round(0.05 * fs)) * 2 + 1
-    touched = cv2.dilate((mask_h > 0.002).astype(np.float32), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow)))
+    touched = cv2.dilate(
+        (mask_h > 0.002).astype(np.float32), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow))
+    )
     paste_h = masks.feather(touched, erode=0, blur=0.015 * fs)
     if box is not None:
         paste_h = np.minimum(paste_h, masks.box_mask(size, inset=0.0, blur=0.04))
@@ -490,7 +499,7 @@ def composite(
     x, y, w, h = cv2.boundingRect((mask > 0.002).astype(np.uint8))
     pixels = behind.copy()
     if w > 0 and h > 0:
-        margin = 2 ** BLEND_LEVELS
+        margin = 2**BLEND_LEVELS
         x0, y0 = max(x - margin, 0), max(y - margin, 0)
         x1, y1 = min(x + w + margin, full[0]), min(y + h + margin, full[1])
         roi = (slice(y0, y1), slice(x0, x1))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
@@ -12,8 +12,14 @@ from faceweave.types import Face
 
 #: RGB colours cycled over faces
 _PALETTE = (
-    (0, 220, 90), (255, 170, 0), (0, 160, 255), (255, 60, 200),
-    (230, 230, 0), (0, 230, 230), (170, 90, 255), (255, 90, 70),
+    (0, 220, 90),
+    (255, 170, 0),
+    (0, 160, 255),
+    (255, 60, 200),
+    (230, 230, 0),
+    (0, 230, 230),
+    (170, 90, 255),
+    (255, 90, 70),
 )
 #: RGB colours of the 5 alignment points: eyes, nose tip, mouth corners
 _KPS_COLOURS = ((255, 40, 40), (255, 40, 40), (255, 230, 0), (40, 120, 255), (40, 120, 255))
@@ -85,7 +91,7 @@ def _draw_mesh(canvas: np.ndarray, face: Face, colour) -> None:
 
 def _draw_kps(canvas: np.ndarray, face: Face, thickness: int) -> None:
     radius = max(2, round(face.size / 60), 2 * thickness)
-    for (x, y), colour in zip(face.kps5, _KPS_COLOURS):
+    for (x, y), colour in zip(face.kps5, _KPS_COLOURS, strict=False):
         cv2.circle(canvas, _point(x, y), radius + thickness, (255, 255, 255), -1, cv2.LINE_AA)
         cv2.circle(canvas, _point(x, y), radius, colour, -1, cv2.LINE_AA)
 
@@ -113,6 +119,6 @@ def _text(canvas: np.ndarray, text: str, origin: tuple[int, int], colour, thickn
     x = min(max(origin[0], pad), max(pad, canvas.shape[1] - w - pad))
     y = min(max(origin[1], h + pad), max(h + pad, canvas.shape[0] - baseline - pad))
     x1, y1, x2, y2 = x - pad, y - h - pad, x + w + pad, y + baseline + pad
-    region = canvas[max(y1, 0):max(y2, 0), max(x1, 0):max(x2, 0)]
+    region = canvas[max(y1, 0) : max(y2, 0), max(x1, 0) : max(x2, 0)]
     region[...] = (region * 0.35).astype(np.uint8)
     cv2.putText(canvas, text, (x, y), _FONT, scale, colour, thickness, cv2.LINE_AA)

@@ -144,7 +144,9 @@ def hue_likelihood(lab: np.ndarray, region: np.ndarray, *, tolerance: float = 3.
     return np.clip(2.0 - np.abs(hue - med) / spread / tolerance, 0.0, 1.0).astype(np.float32)
 
 
-def texture_likelihood(lightness: np.ndarray, region: np.ndarray, *, scale: float, tolerance: float = 2.5) -> np.ndarray:
+def texture_likelihood(
+    lightness: np.ndarray, region: np.ndarray, *, scale: float, tolerance: float = 2.5
+) -> np.ndarray:
     """Soft ``[0, 1]`` mask: 1 where the local fine texture (mean absolute
     difference from a Gaussian low-pass, pooled over ``scale`` pixels) is
     within ``tolerance`` times the skin's median texture under ``region``.
@@ -158,7 +160,11 @@ def texture_likelihood(lightness: np.ndarray, region: np.ndarray, *, scale: floa
 
 
 def occluder_free(
-    lab: np.ndarray, region: np.ndarray, *, face_size: float, hair_zone: np.ndarray | None = None,
+    lab: np.ndarray,
+    region: np.ndarray,
+    *,
+    face_size: float,
+    hair_zone: np.ndarray | None = None,
     distance: np.ndarray | None = None,
 ) -> np.ndarray:
     """Soft ``[0, 1]`` mask of bare skin in a face crop, low over hair, hands,
@@ -169,9 +175,7 @@ def occluder_free(
     ``distance``: its :func:`skin_distance` map, when the caller has it."""
     if distance is None:
         distance = skin_distance(lab, *skin_statistics(lab, region))
-    hair_free = np.minimum(
-        hue_likelihood(lab, region), texture_likelihood(lab[..., 0], region, scale=0.06 * face_size)
-    )
+    hair_free = np.minimum(hue_likelihood(lab, region), texture_likelihood(lab[..., 0], region, scale=0.06 * face_size))
     if hair_zone is not None:
         hair_free = np.maximum(hair_free, 1.0 - hair_zone)
     return np.minimum(likelihood_from_distance(distance, 3.5), hair_free).astype(np.float32)
@@ -193,7 +197,9 @@ def thin_dark(lightness: np.ndarray, *, width: float, contrast: float = 14.0) ->
     morphological black-hat, ramped from ``contrast / 2`` to ``contrast``
     lightness units."""
     k = max(3, int(round(width)) | 1)
-    closed = cv2.morphologyEx(lightness.astype(np.float32), cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    closed = cv2.morphologyEx(
+        lightness.astype(np.float32), cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    )
     hat = closed - lightness
     return np.clip((hat - contrast / 2.0) / (contrast / 2.0), 0.0, 1.0).astype(np.float32)
 
@@ -289,7 +295,9 @@ class HandDetector:
                 # made and first run with its native log lines kept off stderr
                 self._model = QuietGraph(
                     lambda: mp.solutions.hands.Hands(
-                        static_image_mode=True, max_num_hands=self.max_hands, model_complexity=1,
+                        static_image_mode=True,
+                        max_num_hands=self.max_hands,
+                        model_complexity=1,
                         min_detection_confidence=self.min_confidence,
                     )
                 )

@@ -46,18 +46,30 @@ class MaskOptions(_Options):
     box_blur: float = Field(0.25, ge=0.0, le=1.0, description="feather of the box mask, fraction of the crop")
     region: bool = True
     mouth: bool = True
-    occlusion: bool = Field(True, description="keep hair, glasses and other things not coloured like skin in front of the face (skin-colour test; see hands for hands)")
-    segmentation: bool = Field(False, description="also keep non-person objects in front of the face (selfie segmentation model)")
-    hands: bool = Field(False, description="also keep hands in front of the face (mediapipe hand landmarks; about 6-10 ms per face)")
+    occlusion: bool = Field(
+        True,
+        description="keep hair, glasses and other things not coloured like skin in front of the face "
+        "(skin-colour test; see hands for hands)",
+    )
+    segmentation: bool = Field(
+        False, description="also keep non-person objects in front of the face (selfie segmentation model)"
+    )
+    hands: bool = Field(
+        False, description="also keep hands in front of the face (mediapipe hand landmarks; about 6-10 ms per face)"
+    )
 
 
 class RuntimeOptions(_Options):
     """Where neural models (ONNX) run and where their files are; the
     classical default swapper needs none of it."""
 
-    execution_provider: str = Field("cpu", description="cpu, cuda, tensorrt, cann, openvino, coreml, directml, rocm or migraphx")
+    execution_provider: str = Field(
+        "cpu", description="cpu, cuda, tensorrt, cann, openvino, coreml, directml, rocm or migraphx"
+    )
     device_id: int = Field(0, ge=0, le=64, description="accelerator index")
-    provider_fallback: bool = Field(False, description="use the CPU, with a logged warning, when the provider is not available")
+    provider_fallback: bool = Field(
+        False, description="use the CPU, with a logged warning, when the provider is not available"
+    )
     models_dir: str | None = Field(None, description="model folder (default $FACEWEAVE_MODELS or the XDG cache)")
     tensorrt_cache: str | None = Field(None, description="TensorRT engine cache folder")
     tensorrt_fp16: bool = Field(False, description="TensorRT: build fp16 engines")
@@ -75,7 +87,9 @@ class RuntimeOptions(_Options):
 class EnhancerOptions(_Options):
     """Optional restoration after the swap (neural models, see ``faceweave models list``)."""
 
-    face: str | None = Field(None, description="face enhancer: gfpgan_1.4, codeformer, gpen_bfr_512, restoreformer_plus_plus")
+    face: str | None = Field(
+        None, description="face enhancer: gfpgan_1.4, codeformer, gpen_bfr_512, restoreformer_plus_plus"
+    )
     face_blend: float = Field(0.8, ge=0.0, le=1.0, description="how much of the enhanced face is kept")
     face_weight: float = Field(0.5, ge=0.0, le=1.0, description="CodeFormer fidelity weight")
     frame: str | None = Field(None, description="frame enhancer: real_esrgan_x2, real_esrgan_x4")
@@ -105,14 +119,22 @@ class SwapOptions(_Options):
     """Everything that decides how a swap is done."""
 
     swapper: str = Field("mesh", description="registered swapper name: 'mesh' (classical, offline) or a neural model")
-    pixel_boost: int | None = Field(None, ge=64, le=1024, description="neural swappers: run the model on tiles of a crop this large")
+    pixel_boost: int | None = Field(
+        None, ge=64, le=1024, description="neural swappers: run the model on tiles of a crop this large"
+    )
     working_size: int = Field(256, ge=96, le=1024, description="face size in pixels in the working crop")
     shape_transfer: float = Field(1.0, ge=0.0, le=1.0, description="how much of the source face shape is carried over")
-    shading: float = Field(0.5, ge=0.0, le=1.0, description="how much of the target's low-frequency shading the result takes")
-    expression_check: bool = Field(
-        True, description="photos: look at each new face once and correct its mouth width, mouth opening and eye opening to read as the target's (video frames are not checked)"
+    shading: float = Field(
+        0.5, ge=0.0, le=1.0, description="how much of the target's low-frequency shading the result takes"
     )
-    multi_source: Literal["pose", "first"] = Field("pose", description="with several source photos: closest head pose, or the first")
+    expression_check: bool = Field(
+        True,
+        description="photos: look at each new face once and correct its mouth width, mouth opening and eye "
+        "opening to read as the target's (video frames are not checked)",
+    )
+    multi_source: Literal["pose", "first"] = Field(
+        "pose", description="with several source photos: closest head pose, or the first"
+    )
     selection: SelectionOptions = SelectionOptions()
     masks: MaskOptions = MaskOptions()
     analysis: AnalysisOptions = AnalysisOptions()

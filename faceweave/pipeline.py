@@ -17,15 +17,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Union
 
 import cv2
 import numpy as np
 
 from faceweave.analysis import FaceAnalyser, mesh_box
-from faceweave.composite import Composite, composite, source_clean_map
 from faceweave.blend import match_detail, paste_back
 from faceweave.color import ColourMatch
+from faceweave.composite import Composite, composite, source_clean_map
 from faceweave.errors import InputError, NoFaceError
 from faceweave.geometry.align import crop_matrix, transform_points
 from faceweave.geometry.expression import ExpressionCorrection, expression_ratios, next_correction
@@ -39,7 +38,7 @@ from faceweave.threads import single_threaded_blas
 from faceweave.timing import timed
 from faceweave.types import Face, Image, SwappedFace, SwapResult
 
-ImageInput = Union[str, os.PathLike, bytes, Image, np.ndarray]
+ImageInput = str | os.PathLike | bytes | Image | np.ndarray
 
 log = logging.getLogger("faceweave")
 
@@ -74,7 +73,11 @@ def cut_crop(pixels: np.ndarray, face: Face, *, face_size: int) -> AlignedCrop:
         h, w = pixels.shape[:2]
         region = cv2.copyMakeBorder(
             pixels[max(y1, 0) : min(y2, h), max(x1, 0) : min(x2, w)],
-            max(0, -y1), max(0, y2 - h), max(0, -x1), max(0, x2 - w), cv2.BORDER_REPLICATE,
+            max(0, -y1),
+            max(0, y2 - h),
+            max(0, -x1),
+            max(0, x2 - w),
+            cv2.BORDER_REPLICATE,
         )
         offset = np.array([x1, y1], np.float64)
         src = region
@@ -135,8 +138,12 @@ class FaceSwapper:
     """
 
     def __init__(
-        self, options: SwapOptions = SwapOptions(), *, analyser: FaceAnalyser | None = None,
-        source_cache: int = SOURCE_CACHE, provenance: Provenance | None = None,
+        self,
+        options: SwapOptions = SwapOptions(),
+        *,
+        analyser: FaceAnalyser | None = None,
+        source_cache: int = SOURCE_CACHE,
+        provenance: Provenance | None = None,
     ) -> None:
         """``source_cache``: how many prepared source faces to keep for
         reuse (0: none; a server handling other people's photos keeps none).
@@ -201,8 +208,12 @@ class FaceSwapper:
             return []
         return [
             {
-                "model": r.model, "provider": r.provider, "requested": r.requested, "fell_back": r.fell_back,
-                "load_ms": round(r.load_ms, 1), "warmup_ms": round(r.warmup_ms, 1),
+                "model": r.model,
+                "provider": r.provider,
+                "requested": r.requested,
+                "fell_back": r.fell_back,
+                "load_ms": round(r.load_ms, 1),
+                "warmup_ms": round(r.warmup_ms, 1),
             }
             for r in self.pool.records
         ]
@@ -249,7 +260,7 @@ class FaceSwapper:
             self.pool.close()
             self.pool = None
 
-    def __enter__(self) -> "FaceSwapper":
+    def __enter__(self) -> FaceSwapper:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -345,8 +356,13 @@ class FaceSwapper:
         return int(round(min(self.options.working_size, max(MIN_WORKING_SIZE, face.size * 1.25))))
 
     def swap_face(
-        self, pixels: np.ndarray, face: Face, source: SourceFace, timings: dict[str, float] | None = None,
-        *, colour: ColourMatch | None = None,
+        self,
+        pixels: np.ndarray,
+        face: Face,
+        source: SourceFace,
+        timings: dict[str, float] | None = None,
+        *,
+        colour: ColourMatch | None = None,
     ) -> np.ndarray:
         """Swap one face of an RGB frame; returns a new frame.  ``colour``: a
         fixed colour mapping (see :func:`faceweave.composite.composite`)."""
@@ -358,8 +374,15 @@ class FaceSwapper:
         return self.finish_face(pixels, crop, out, timings, colour=colour)
 
     def finish_face(
-        self, pixels: np.ndarray, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float],
-        *, into: np.ndarray | None = None, colour: ColourMatch | None = None, still: bool = False,
+        self,
+        pixels: np.ndarray,
+        crop: AlignedCrop,
+        out: SwapOutput,
+        timings: dict[str, float],
+        *,
+        into: np.ndarray | None = None,
+        colour: ColourMatch | None = None,
+        still: bool = False,
     ) -> np.ndarray:
         """Masks, colour and blending of a swapper's output, pasted into the
         frame: a new frame, or written into ``into`` (a caller-owned copy of
@@ -369,7 +392,9 @@ class FaceSwapper:
         with timed(timings, "paste"):
             if into is None:
                 pasted = paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
-                return match_detail(pixels, pasted, comp.detail, crop.matrix, out=pasted, blur_mask=comp.mask, sharpen=still)
+                return match_detail(
+                    pixels, pasted, comp.detail, crop.matrix, out=pasted, blur_mask=comp.mask, sharpen=still
+                )
             paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
             # the grain and blur to match are the target photo's own
             return match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask, sharpen=still)
@@ -390,12 +415,21 @@ class FaceSwapper:
                 hands = self.hand_detector.hand_mask(crop.pixels)
         with timed(timings, "blend"):
             return composite(
-                crop, out, mask_options=self.options.masks, shading=self.options.shading, person_mask=person,
-                colour=colour, hands_mask=hands,
+                crop,
+                out,
+                mask_options=self.options.masks,
+                shading=self.options.shading,
+                person_mask=person,
+                colour=colour,
+                hands_mask=hands,
             )
 
     def check_expression(
-        self, crop: AlignedCrop, source: SourceFace, out: SwapOutput, timings: dict[str, float],
+        self,
+        crop: AlignedCrop,
+        source: SourceFace,
+        out: SwapOutput,
+        timings: dict[str, float],
         colour: ColourMatch | None = None,
     ) -> SwapOutput:
         """Look at the new face and correct how its expression reads.
@@ -443,8 +477,13 @@ class FaceSwapper:
         return out
 
     def _swap_batched(
-        self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float],
-        colours: Sequence[ColourMatch | None], *, still: bool = False,
+        self,
+        pixels: np.ndarray,
+        chosen: Sequence[tuple[Face, SourceFace]],
+        timings: dict[str, float],
+        colours: Sequence[ColourMatch | None],
+        *,
+        still: bool = False,
     ) -> np.ndarray:
         """Several faces through a swapper that takes a batch: one inference
         per source for all its faces (crops are cut from the frame before any
@@ -458,10 +497,10 @@ class FaceSwapper:
         with timed(timings, "swap"):
             for members in groups.values():
                 results = self.swapper.swap_batch(chosen[members[0]][1], [crops[k] for k in members])
-                for k, result in zip(members, results):
+                for k, result in zip(members, results, strict=False):
                     outputs[k] = result
         out = pixels.copy()
-        for crop, result, colour in zip(crops, outputs, colours):
+        for crop, result, colour in zip(crops, outputs, colours, strict=False):
             self.finish_face(pixels, crop, result, timings, into=out, colour=colour, still=still)
         return out
 
@@ -474,13 +513,22 @@ class FaceSwapper:
 
         with timed({} if timings is None else timings, "enhance"):
             return enhance_result(
-                pixels, list(faces), face_enhancer=self.face_enhancer, frame_enhancer=self.frame_enhancer,
-                face_blend=self.options.enhance.face_blend, frame_blend=self.options.enhance.frame_blend,
+                pixels,
+                list(faces),
+                face_enhancer=self.face_enhancer,
+                frame_enhancer=self.frame_enhancer,
+                face_blend=self.options.enhance.face_blend,
+                frame_blend=self.options.enhance.frame_blend,
             )
 
     def swap_many(
-        self, pixels: np.ndarray, chosen: Sequence[tuple[Face, SourceFace]], timings: dict[str, float] | None = None,
-        *, colours: Sequence[ColourMatch | None] | None = None, still: bool = False,
+        self,
+        pixels: np.ndarray,
+        chosen: Sequence[tuple[Face, SourceFace]],
+        timings: dict[str, float] | None = None,
+        *,
+        colours: Sequence[ColourMatch | None] | None = None,
+        still: bool = False,
     ) -> np.ndarray:
         """Swap each ``(face, source)`` in order (later ones end on top), in
         one batch when the swapper takes batches, then run the enhancers.
@@ -497,7 +545,7 @@ class FaceSwapper:
             # one copy of the frame for all faces; each face is cut from the
             # frame as swapped so far, so a nearer face ends on top
             out = pixels.copy()
-            for (face, source), colour in zip(chosen, colours):
+            for (face, source), colour in zip(chosen, colours, strict=False):
                 with timed(timings, "crop"):
                     crop = cut_crop(out, face, face_size=self.working_size(face))
                 with timed(timings, "swap"):
@@ -522,9 +570,13 @@ class FaceSwapper:
         chosen = [(faces[i], self.choose_source(sources, faces[i])) for i in order]
         out = self.swap_many(pixels, chosen, timings, still=True)
         swapped = []
-        for i, (face, source) in zip(order, chosen):
+        for i, (face, source) in zip(order, chosen, strict=False):
             gap = float(np.hypot(source.face.pose.yaw - face.pose.yaw, source.face.pose.pitch - face.pose.pitch))
-            swapped.append(SwappedFace(target_index=i, bbox=face.bbox, source_index=source.index, source_path=source.path, pose_gap=gap))
+            swapped.append(
+                SwappedFace(
+                    target_index=i, bbox=face.bbox, source_index=source.index, source_path=source.path, pose_gap=gap
+                )
+            )
         swapped.sort(key=lambda s: s.target_index)
         return out, swapped
 
@@ -576,7 +628,9 @@ class FaceSwapper:
             ref = self.reference_embedding(reference)
         found = self.find_faces(target_image.pixels, timings)
         if not found:
-            raise NoFaceError(f"no face found in target image {target_image.label}", role="target", path=target_image.path)
+            raise NoFaceError(
+                f"no face found in target image {target_image.label}", role="target", path=target_image.path
+            )
         faces = [found[i] for i in order_faces(found, self.options.selection.order)]
         if ref is not None:
             with timed(timings, "embed"):
@@ -591,6 +645,10 @@ class FaceSwapper:
         if not provenance.watermark:
             log.info("swap of run %s: the invisible watermark is off, as the caller asked", provenance.run_hex)
         return SwapResult(
-            image=image, alpha=alpha, faces=tuple(faces), swapped=tuple(swapped), timings_ms=timings,
+            image=image,
+            alpha=alpha,
+            faces=tuple(faces),
+            swapped=tuple(swapped),
+            timings_ms=timings,
             provenance=provenance,
         )

@@ -6,7 +6,7 @@ sequence*, so the caller keeps its own list and never sees a reordered copy.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -120,9 +120,7 @@ def _by_reference(
         raise InvalidOptionError(f"reference embedding: expected shape (128,), got {ref.shape}")
     missing = [i for i in ordered if faces[i].embedding is None]
     if missing:
-        raise InvalidOptionError(
-            f"face selection by reference needs embeddings, but face(s) {missing} have none"
-        )
+        raise InvalidOptionError(f"face selection by reference needs embeddings, but face(s) {missing} have none")
     distance = {i: float(np.linalg.norm(faces[i].embedding - ref)) for i in ordered}
     matches = sorted((i for i in ordered if distance[i] <= threshold), key=lambda i: distance[i])
     if not matches:

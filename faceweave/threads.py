@@ -11,8 +11,8 @@ call and restored afterwards, so a host application keeps its own setting.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 @contextmanager

@@ -9,9 +9,10 @@ data by accident.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,7 +27,7 @@ MESH_POINTS = 478
 
 def _frozen_array(value: np.ndarray, *, shape: tuple[int | None, ...], name: str, dtype=np.float32) -> np.ndarray:
     arr = np.array(value, dtype=dtype, copy=True)
-    if arr.ndim != len(shape) or any(s is not None and s != a for s, a in zip(shape, arr.shape)):
+    if arr.ndim != len(shape) or any(s is not None and s != a for s, a in zip(shape, arr.shape, strict=False)):
         raise ValueError(f"{name}: expected shape {shape}, got {arr.shape}")
     arr.setflags(write=False)
     return arr
@@ -61,19 +62,21 @@ class BBox:
     def center(self) -> tuple[float, float]:
         return ((self.x1 + self.x2) / 2.0, (self.y1 + self.y2) / 2.0)
 
-    def scaled(self, factor: float) -> "BBox":
+    def scaled(self, factor: float) -> BBox:
         """The box grown (or shrunk) by ``factor`` about its centre."""
         cx, cy = self.center
         hw, hh = self.width * factor / 2.0, self.height * factor / 2.0
         return BBox(cx - hw, cy - hh, cx + hw, cy + hh)
 
-    def clipped(self, width: int, height: int) -> "BBox":
+    def clipped(self, width: int, height: int) -> BBox:
         return BBox(
-            min(max(self.x1, 0.0), width), min(max(self.y1, 0.0), height),
-            min(max(self.x2, 0.0), width), min(max(self.y2, 0.0), height),
+            min(max(self.x1, 0.0), width),
+            min(max(self.y1, 0.0), height),
+            min(max(self.x2, 0.0), width),
+            min(max(self.y2, 0.0), height),
         )
 
-    def iou(self, other: "BBox") -> float:
+    def iou(self, other: BBox) -> float:
         ix = max(0.0, min(self.x2, other.x2) - max(self.x1, other.x1))
         iy = max(0.0, min(self.y2, other.y2) - max(self.y1, other.y1))
         inter = ix * iy
@@ -93,8 +96,10 @@ class Pose:
     pitch: float
     roll: float
 
-    def distance(self, other: "Pose") -> float:
-        return float(np.sqrt((self.yaw - other.yaw) ** 2 + (self.pitch - other.pitch) ** 2 + (self.roll - other.roll) ** 2))
+    def distance(self, other: Pose) -> float:
+        return float(
+            np.sqrt((self.yaw - other.yaw) ** 2 + (self.pitch - other.pitch) ** 2 + (self.roll - other.roll) ** 2)
+        )
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,7 @@ class Face:
         """Face size in pixels: the larger side of the box."""
         return max(self.bbox.width, self.bbox.height)
 
-    def with_embedding(self, embedding: np.ndarray) -> "Face":
+    def with_embedding(self, embedding: np.ndarray) -> Face:
         return Face(bbox=self.bbox, score=self.score, mesh=self.mesh, pose=self.pose, embedding=embedding)
 
     def summary(self) -> dict:
@@ -239,6 +244,4 @@ class SwapResult:
         from faceweave.io import write_image
         from faceweave.provenance.stamp import image_metadata
 
-        return write_image(
-            path, self.image, alpha=self.alpha, quality=quality, **image_metadata(self.provenance, path)
-        )
+        return write_image(path, self.image, alpha=self.alpha, quality=quality, **image_metadata(self.provenance, path))

@@ -26,13 +26,16 @@ class Info:
     dtype: str
 
 
-_NUMPY = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16", "tensor(int64)": "int64"}
+_NUMPY = {
+    "tensor(float)": "float32",
+    "tensor(double)": "float64",
+    "tensor(float16)": "float16",
+    "tensor(int64)": "int64",
+}
 
 
 def runtime_style(args) -> tuple[Info, ...]:
-    return tuple(
-        Info(a.name, tuple(d if isinstance(d, int) else None for d in a.shape), _NUMPY[a.type]) for a in args
-    )
+    return tuple(Info(a.name, tuple(d if isinstance(d, int) else None for d in a.shape), _NUMPY[a.type]) for a in args)
 
 
 class OrtModel:
@@ -56,7 +59,7 @@ class OrtModel:
             for info in self.inputs:
                 assert feeds[info.name].dtype.name == info.dtype, (info.name, feeds[info.name].dtype)
         names = [o.name for o in self.outputs]
-        return dict(zip(names, self.session.run(names, feeds)))
+        return dict(zip(names, self.session.run(names, feeds), strict=False))
 
 
 def _model(nodes, inputs, outputs, initializers=()) -> onnx.ModelProto:
@@ -68,8 +71,15 @@ def _const(name: str, value: Any, dtype=np.float32) -> onnx.TensorProto:
     return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
 
 
-def face_model(*, size: int = 512, batch: int | str = 1, op: str = "identity", value: float = 0.0,
-               input_name: str = "input", out_size: int | None = None) -> OrtModel:
+def face_model(
+    *,
+    size: int = 512,
+    batch: int | str = 1,
+    op: str = "identity",
+    value: float = 0.0,
+    input_name: str = "input",
+    out_size: int | None = None,
+) -> OrtModel:
     """GFPGAN-like ``input [batch, 3, size, size] -> output [batch, 3, size, size]``.
 
     ``op``: ``identity``; ``add`` (``input + value``); ``red`` (every channel
@@ -120,8 +130,16 @@ def frame_model(*, op: str = "nearest", scale: int = 2, batch: int | str = 1, ti
     x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, h, w])
     y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, 3, oh, ow])
     if op == "nearest":
-        nodes = [helper.make_node("Resize", ["input", "", "scales"], ["output"], mode="nearest",
-                                  coordinate_transformation_mode="asymmetric", nearest_mode="floor")]
+        nodes = [
+            helper.make_node(
+                "Resize",
+                ["input", "", "scales"],
+                ["output"],
+                mode="nearest",
+                coordinate_transformation_mode="asymmetric",
+                nearest_mode="floor",
+            )
+        ]
         inits = [_const("scales", [1, 1, scale, scale])]
     elif op == "square":
         nodes = [helper.make_node("Mul", ["input", "input"], ["output"])]

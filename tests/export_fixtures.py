@@ -18,8 +18,15 @@ def _save(model, path: Path) -> Path:
     return path
 
 
-def conv_model(path: Path, *, dims: Sequence[int | str] = ("batch", 3, "height", "width"), opset: int = 17,
-               extra_op: str | None = None, channels: int = 4, seed: int = 0) -> Path:
+def conv_model(
+    path: Path,
+    *,
+    dims: Sequence[int | str] = ("batch", 3, "height", "width"),
+    opset: int = 17,
+    extra_op: str | None = None,
+    channels: int = 4,
+    seed: int = 0,
+) -> Path:
     """``x[dims] -> Conv(3->channels, 3x3, pad 1) -> Relu [-> extra_op] -> y``, float32, seeded weights."""
     from onnx import TensorProto, helper, numpy_helper
 
@@ -34,7 +41,8 @@ def conv_model(path: Path, *, dims: Sequence[int | str] = ("batch", 3, "height",
         nodes.append(helper.make_node(extra_op, ["r"], ["y"], name="extra"))
     out_dims = [dims[0], channels, dims[2], dims[3]]
     graph = helper.make_graph(
-        nodes, "tiny_conv",
+        nodes,
+        "tiny_conv",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(dims))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_dims)],
         [w, b],
@@ -64,7 +72,8 @@ def foldable_model(path: Path) -> Path:
         helper.make_node("Sub", ["xs", "neg_offset"], ["y"], name="sub"),
     ]
     graph = helper.make_graph(
-        nodes, "foldable",
+        nodes,
+        "foldable",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
         [a, b, two, c],

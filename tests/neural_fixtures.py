@@ -124,4 +124,4 @@ class OrtModel:
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.calls.append({k: np.array(v) for k, v in feeds.items()})
         names = [o.name for o in self.outputs]
-        return dict(zip(names, self.session.run(names, feeds)))
+        return dict(zip(names, self.session.run(names, feeds), strict=False))

@@ -15,14 +15,14 @@ and checkable by hand:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence, Union
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-Dim = Union[int, str, None]
+Dim = int | str | None
 Tensor = tuple[str, Sequence[Dim], str]  # (name, shape, numpy dtype name)
 
 OPSET = 17
@@ -73,7 +73,8 @@ def build_model(
         nodes.append(helper.make_node("Cast", [value], [out_name], to=_elem(dtype)))
     extra = [numpy_helper.from_array(np.asarray(v), k) for k, v in (initializers or {}).items()]
     graph = helper.make_graph(
-        nodes, name,
+        nodes,
+        name,
         [_value_info(*t) for t in inputs],
         [_value_info(*t) for t in outputs],
         initializer=own + extra,

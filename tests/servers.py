@@ -38,6 +38,7 @@ def find_redis() -> tuple[str | None, str]:
 
 def find_postgres() -> tuple[Path | None, str]:
     """``(folder holding initdb and postgres, "")`` or ``(None, why not)``."""
+
     def version(folder: str) -> int:
         name = folder.split("/")[-2]
         return int(name) if name.isdigit() else 0
@@ -105,9 +106,25 @@ def redis_server() -> Iterator[Redis]:
     folder = tempfile.mkdtemp(prefix="faceweave-redis-")
     port = free_port()
     process = subprocess.Popen(
-        [path, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", folder,
-         "--daemonize", "no", "--loglevel", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            path,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            folder,
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
@@ -145,15 +162,45 @@ def postgres_server() -> Iterator[Postgres]:
     process = None
     try:
         subprocess.run(
-            [*as_user, str(folder / "initdb"), "-D", str(data), "-U", "faceweave", "--auth=trust", "-E", "UTF8",
-             "--no-sync"],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                *as_user,
+                str(folder / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "faceweave",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         process = subprocess.Popen(
-            [*as_user, str(folder / "postgres"), "-D", str(data), "-p", str(port), "-k", str(sockets),
-             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-             "-c", "full_page_writes=off", "-c", "max_connections=200"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                *as_user,
+                str(folder / "postgres"),
+                "-D",
+                str(data),
+                "-p",
+                str(port),
+                "-k",
+                str(sockets),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+                "-c",
+                "max_connections=200",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         url = f"postgresql+psycopg://faceweave@127.0.0.1:{port}/postgres"
 

@@ -26,8 +26,13 @@ def settings(tmp: Path, **changes: Any):
     from faceweave.service.settings import ServiceSettings
 
     data: dict[str, Any] = {
-        "storage": str(tmp / "storage"), "workers": 0, "sync_slots": 0, "poll_interval_s": 0.05,
-        "progress_interval_s": 0.1, "sweep_interval_s": 3600.0, "limits": {"rate_per_second": 0.0, "auth_failures": 0},
+        "storage": str(tmp / "storage"),
+        "workers": 0,
+        "sync_slots": 0,
+        "poll_interval_s": 0.05,
+        "progress_interval_s": 0.1,
+        "sweep_interval_s": 3600.0,
+        "limits": {"rate_per_second": 0.0, "auth_failures": 0},
     }
     for key, value in changes.items():
         if isinstance(value, dict) and isinstance(data.get(key), dict):
@@ -61,7 +66,9 @@ def wait_for(check: Callable[[], Any], *, what: str, limit_s: float = 60.0, ever
         time.sleep(every_s)
 
 
-def wait_state(client, job_id: str, states: tuple[str, ...], headers: dict | None = None, limit_s: float = 90.0) -> dict:
+def wait_state(
+    client, job_id: str, states: tuple[str, ...], headers: dict | None = None, limit_s: float = 90.0
+) -> dict:
     def check():
         body = client.get(f"/v1/jobs/{job_id}", headers=headers or {}).json()
         return body if body.get("state") in states else None
@@ -100,6 +107,7 @@ def png_bytes(width: int = 64, height: int = 48, seed: int = 0) -> bytes:
 
 def bomb_png(width: int = 100_000, height: int = 100_000) -> bytes:
     """A tiny PNG whose header claims ``width x height`` pixels (a decompression bomb)."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
@@ -108,7 +116,9 @@ def bomb_png(width: int = 100_000, height: int = 100_000) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", body) + chunk(b"IEND", b"")
 
 
-def multipart(parts: list[tuple[str, str | None, bytes]], boundary: str = "faceweave-test-boundary") -> tuple[bytes, str]:
+def multipart(
+    parts: list[tuple[str, str | None, bytes]], boundary: str = "faceweave-test-boundary"
+) -> tuple[bytes, str]:
     """A ``multipart/form-data`` body from ``(name, filename or None, data)`` and its content type."""
     out = io.BytesIO()
     for name, filename, data in parts:
@@ -143,9 +153,11 @@ def rsa_keys() -> tuple[str, str]:
     private = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     ).decode()
-    public = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
     return private, public
 
 

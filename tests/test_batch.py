@@ -55,7 +55,14 @@ def test_batch_command_continues_past_bad_files(tmp_path, faces_dir):
     (inputs / "broken.png").write_text("not an image")
     out = tmp_path / "out"
     proc = faceweave(
-        "batch", "-s", faces_dir / "single/biden2.jpg", "-t", str(inputs / "*.png"), "-o", str(out / "{name}.jpg"), "--json"
+        "batch",
+        "-s",
+        faces_dir / "single/biden2.jpg",
+        "-t",
+        str(inputs / "*.png"),
+        "-o",
+        str(out / "{name}.jpg"),
+        "--json",
     )
     assert proc.returncode == 1, proc.stderr  # some failed
     assert "Traceback" not in proc.stderr and not any(noise in proc.stderr for noise in NOISE)

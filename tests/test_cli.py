@@ -21,7 +21,10 @@ TIMEOUT_S = 300
 def faceweave(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "faceweave.cli", *map(str, args)],
-        capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        cwd=cwd,
     )
 
 
@@ -50,7 +53,13 @@ def bad_files(tmp_path_factory, faces_dir: Path) -> Path:
     return folder
 
 
-def swap_args(faces_dir: Path, out: Path, *, source: str = "single/biden2.jpg", target: str = "single/astronaut_eileen_collins.png") -> list:
+def swap_args(
+    faces_dir: Path,
+    out: Path,
+    *,
+    source: str = "single/biden2.jpg",
+    target: str = "single/astronaut_eileen_collins.png",
+) -> list:
     return ["swap", "-s", faces_dir / source, "-t", faces_dir / target, "-o", out]
 
 
@@ -68,10 +77,15 @@ QUICK_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("args, source, target, code, fragments", [c[1:] for c in QUICK_ERRORS], ids=[c[0] for c in QUICK_ERRORS])
+@pytest.mark.parametrize(
+    "args, source, target, code, fragments", [c[1:] for c in QUICK_ERRORS], ids=[c[0] for c in QUICK_ERRORS]
+)
 def test_swap_input_errors(tmp_path, faces_dir, bad_files, args, source, target, code, fragments):
     out = tmp_path / "out.png"
-    kwargs = {"source": source.replace("BAD", str(bad_files)) if source and source.startswith("BAD") else source, "target": target}
+    kwargs = {
+        "source": source.replace("BAD", str(bad_files)) if source and source.startswith("BAD") else source,
+        "target": target,
+    }
     cmd = swap_args(faces_dir, out, **{k: v for k, v in kwargs.items() if v is not None})
     proc = faceweave(*cmd, *args)
     assert_clean_error(proc, code, *fragments)
@@ -103,13 +117,29 @@ def test_version():
 SLOW_ERRORS = [
     ("no-face-in-source", [], "hard/neg_no_face.png", None, 2, ["source"]),
     ("no-face-in-target", [], None, "hard/neg_dogs.jpg", 2, ["target"]),
-    ("reference-matches-nothing", ["--faces", "reference", "--reference-face", "REF/single/paul_rudd.jpg"], None, "group/insightface_t1.jpg", 2, ["reference"]),
-    ("face-index-out-of-range", ["--faces", "index", "--face-index", "0", "--face-index", "40"], None, "single/biden2.jpg", 2, ["40", "valid indices are 0"]),
+    (
+        "reference-matches-nothing",
+        ["--faces", "reference", "--reference-face", "REF/single/paul_rudd.jpg"],
+        None,
+        "group/insightface_t1.jpg",
+        2,
+        ["reference"],
+    ),
+    (
+        "face-index-out-of-range",
+        ["--faces", "index", "--face-index", "0", "--face-index", "40"],
+        None,
+        "single/biden2.jpg",
+        2,
+        ["40", "valid indices are 0"],
+    ),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args, source, target, code, fragments", [c[1:] for c in SLOW_ERRORS], ids=[c[0] for c in SLOW_ERRORS])
+@pytest.mark.parametrize(
+    "args, source, target, code, fragments", [c[1:] for c in SLOW_ERRORS], ids=[c[0] for c in SLOW_ERRORS]
+)
 def test_swap_face_errors(tmp_path, faces_dir, args, source, target, code, fragments):
     out = tmp_path / "out.png"
     kwargs = {k: v for k, v in {"source": source, "target": target}.items() if v is not None}

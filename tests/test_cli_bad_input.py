@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tests.test_cli import assert_clean_error, faceweave
 
 pytestmark = pytest.mark.slow
@@ -57,56 +56,186 @@ CASES = [
     # swap: inputs
     ("swap-source-is-folder", ["swap", "-s", "{F}", "-t", T, "-o", "{O}/out.png"], 2, ["is a directory", "JPEG, PNG"]),
     ("swap-empty-target", ["swap", "-s", S, "-t", "{B}/empty.jpg", "-o", "{O}/out.png"], 2, ["empty (0 bytes)"]),
-    ("swap-text-named-mp4", ["swap", "-s", S, "-t", "{B}/text.mp4", "-o", "{O}/out.mp4"], 2, ["text.mp4", "accepted: MP4"]),
-    ("swap-truncated-png", ["swap", "-s", S, "-t", "{B}/truncated.png", "-o", "{O}/out.png"], 2, ["truncated", "complete PNG"]),
-    ("swap-truncated-mp4", ["swap", "-s", S, "-t", "{B}/truncated.mp4", "-o", "{O}/out.mp4"], 2, ["truncated", "video"]),
+    (
+        "swap-text-named-mp4",
+        ["swap", "-s", S, "-t", "{B}/text.mp4", "-o", "{O}/out.mp4"],
+        2,
+        ["text.mp4", "accepted: MP4"],
+    ),
+    (
+        "swap-truncated-png",
+        ["swap", "-s", S, "-t", "{B}/truncated.png", "-o", "{O}/out.png"],
+        2,
+        ["truncated", "complete PNG"],
+    ),
+    (
+        "swap-truncated-mp4",
+        ["swap", "-s", S, "-t", "{B}/truncated.mp4", "-o", "{O}/out.mp4"],
+        2,
+        ["truncated", "video"],
+    ),
     # swap: outputs
     ("swap-output-txt", ["swap", "-s", S, "-t", T, "-o", "{O}/out.txt"], 2, [".txt", ".png"]),
-    ("swap-output-under-a-file", ["swap", "-s", S, "-t", T, "-o", "{B}/text.jpg/out.png"], 1, ["text.jpg' is a file, not a folder"]),
-    ("swap-video-output-is-folder", ["swap", "-s", S, "-t", V, "-o", "{B}/folder.mp4"], 2, ["existing folder", "file name"]),
+    (
+        "swap-output-under-a-file",
+        ["swap", "-s", S, "-t", T, "-o", "{B}/text.jpg/out.png"],
+        1,
+        ["text.jpg' is a file, not a folder"],
+    ),
+    (
+        "swap-video-output-is-folder",
+        ["swap", "-s", S, "-t", V, "-o", "{B}/folder.mp4"],
+        2,
+        ["existing folder", "file name"],
+    ),
     # swap: options
-    ("swap-nan-distance", ["swap", "-s", S, "-t", T, "-o", "{O}/out.png", "--reference-distance", "nan"], 2, ["--reference-distance", "finite"]),
-    ("swap-zero-max-pixels", ["swap", "-s", S, "-t", T, "-o", "{O}/out.png", "--max-pixels", "0"], 2, ["--max-pixels", "greater than or equal to 1"]),
-    ("swap-unknown-provider", ["swap", "-s", S, "-t", T, "-o", "{O}/out.png", "--execution-provider", "warp9"], 2, ["--execution-provider", "'warp9'", "cpu, cuda"]),
-    ("swap-unknown-swapper", ["swap", "-s", S, "-t", T, "-o", "{O}/out.png", "--swapper", "nosuch"], 2, ["--swapper", "'nosuch'", "mesh"]),
-    ("swap-bad-trim", ["swap", "-s", S, "-t", V, "-o", "{O}/out.mp4", "--trim", "20-5"], 2, ["--trim", "END must be after START"]),
+    (
+        "swap-nan-distance",
+        ["swap", "-s", S, "-t", T, "-o", "{O}/out.png", "--reference-distance", "nan"],
+        2,
+        ["--reference-distance", "finite"],
+    ),
+    (
+        "swap-zero-max-pixels",
+        ["swap", "-s", S, "-t", T, "-o", "{O}/out.png", "--max-pixels", "0"],
+        2,
+        ["--max-pixels", "greater than or equal to 1"],
+    ),
+    (
+        "swap-unknown-provider",
+        ["swap", "-s", S, "-t", T, "-o", "{O}/out.png", "--execution-provider", "warp9"],
+        2,
+        ["--execution-provider", "'warp9'", "cpu, cuda"],
+    ),
+    (
+        "swap-unknown-swapper",
+        ["swap", "-s", S, "-t", T, "-o", "{O}/out.png", "--swapper", "nosuch"],
+        2,
+        ["--swapper", "'nosuch'", "mesh"],
+    ),
+    (
+        "swap-bad-trim",
+        ["swap", "-s", S, "-t", V, "-o", "{O}/out.mp4", "--trim", "20-5"],
+        2,
+        ["--trim", "END must be after START"],
+    ),
     ("swap-infinite-fps", ["swap", "-s", S, "-t", V, "-o", "{O}/out.mp4", "--fps", "inf"], 2, ["--fps", "positive"]),
     # batch, people, evaluate, verify, faces
-    ("batch-pattern-matches-nothing", ["batch", "-s", S, "-t", "{O}/*.jpg", "-o", "{O}/{name}.png"], 2, ["matches no file"]),
+    (
+        "batch-pattern-matches-nothing",
+        ["batch", "-s", S, "-t", "{O}/*.jpg", "-o", "{O}/{name}.png"],
+        2,
+        ["matches no file"],
+    ),
     ("batch-template-extension", ["batch", "-s", S, "-t", S, "-o", "{O}/{name}.txt"], 2, [".txt", ".png", ".mp4"]),
     ("people-on-a-photo", ["people", S], 2, ["is an image", "expected a video"]),
     ("people-infinite-every", ["people", V, "--every", "inf"], 2, ["--every", "finite"]),
-    ("evaluate-no-identities", ["evaluate", "{B}/noidentities", "--out", "{O}/ev"], 2, ["no identities.csv", "columns file,identity"]),
+    (
+        "evaluate-no-identities",
+        ["evaluate", "{B}/noidentities", "--out", "{O}/ev"],
+        2,
+        ["no identities.csv", "columns file,identity"],
+    ),
     ("evaluate-out-is-a-file", ["evaluate", "{F}", "--out", "{B}/text.jpg"], 2, ["--out", "is a file"]),
     ("verify-a-folder", ["verify", "{F}"], 2, ["is a directory"]),
     ("verify-text-named-jpg", ["verify", "{B}/text.jpg"], 2, ["not an image or a video"]),
     ("faces-debug-image-txt", ["faces", S, "--debug-image", "{O}/d.txt"], 2, ["--debug-image", ".png"]),
     # models
-    ("models-download-offline", ["models", "download", "inswapper_128", "--offline", "--models-dir", "{O}/m"], 1, ["--offline", "models import"]),
-    ("models-unknown-name", ["models", "download", "nosuch", "--offline", "--models-dir", "{O}/m"], 1, ["unknown model 'nosuch'", "models list"]),
-    ("models-import-truncated", ["models", "import", "inswapper_128", "{B}/truncated.onnx", "--models-dir", "{O}/m"], 1, ["not an ONNX model"]),
+    (
+        "models-download-offline",
+        ["models", "download", "inswapper_128", "--offline", "--models-dir", "{O}/m"],
+        1,
+        ["--offline", "models import"],
+    ),
+    (
+        "models-unknown-name",
+        ["models", "download", "nosuch", "--offline", "--models-dir", "{O}/m"],
+        1,
+        ["unknown model 'nosuch'", "models list"],
+    ),
+    (
+        "models-import-truncated",
+        ["models", "import", "inswapper_128", "{B}/truncated.onnx", "--models-dir", "{O}/m"],
+        1,
+        ["not an ONNX model"],
+    ),
     ("models-dir-is-a-file", ["models", "list", "--models-dir", "{B}/text.jpg"], 2, ["--models-dir", "is a file"]),
     # export, benchmark-model
     ("export-text-named-onnx", ["export", "{B}/text.onnx", "-o", "{O}/x.onnx"], 1, ["not an ONNX model"]),
     ("export-folder-as-model", ["export", "{F}", "-o", "{O}/x.onnx"], 2, ["is a folder", ".onnx"]),
-    ("export-shape-nonsense", ["export", "{ONNX}", "-o", "{O}/x.onnx", "--shape", "nonsense"], 2, ["--shape", "NAME=D1,D2"]),
-    ("export-shape-negative", ["export", "{ONNX}", "-o", "{O}/x.onnx", "--shape", "images=1,3,-320,320"], 2, ["positive"]),
-    ("export-opset-out-of-range", ["export", "{ONNX}", "-o", "{O}/x.onnx", "--opset", "999"], 2, ["--opset 999", "from 7 to"]),
+    (
+        "export-shape-nonsense",
+        ["export", "{ONNX}", "-o", "{O}/x.onnx", "--shape", "nonsense"],
+        2,
+        ["--shape", "NAME=D1,D2"],
+    ),
+    (
+        "export-shape-negative",
+        ["export", "{ONNX}", "-o", "{O}/x.onnx", "--shape", "images=1,3,-320,320"],
+        2,
+        ["positive"],
+    ),
+    (
+        "export-opset-out-of-range",
+        ["export", "{ONNX}", "-o", "{O}/x.onnx", "--opset", "999"],
+        2,
+        ["--opset 999", "from 7 to"],
+    ),
     ("export-output-not-onnx", ["export", "{ONNX}", "-o", "{O}/x.txt"], 2, [".onnx"]),
     ("bench-batch-list-nonsense", ["benchmark-model", "{ONNX}", "--batch", "0,-1,x"], 2, ["--batch", "1,2,4,8"]),
     ("bench-batch-huge", ["benchmark-model", "{ONNX}", "--batch", "100000000"], 2, ["--batch 100000000", "GiB"]),
     ("bench-negative-warmup", ["benchmark-model", "{ONNX}", "--warmup", "-1"], 2, ["--warmup", "0 or more"]),
-    ("bench-unknown-provider", ["benchmark-model", "{ONNX}", "--execution-provider", "warp9"], 1, ["'warp9'", "cpu, cuda"]),
+    (
+        "bench-unknown-provider",
+        ["benchmark-model", "{ONNX}", "--execution-provider", "warp9"],
+        1,
+        ["'warp9'", "cpu, cuda"],
+    ),
     # serve, worker (they must fail before serving / consuming)
-    ("serve-config-not-toml", ["serve", "--config", "{B}/server.toml", "--storage", "{O}/st"], 2, ["not valid", "server.toml"]),
-    ("serve-config-unknown-key", ["serve", "--config", "{B}/unknown_key.toml", "--storage", "{O}/st"], 2, ["unknown setting server", "known settings", "port"]),
-    ("serve-config-wrong-type", ["serve", "--config", "{B}/wrong_type.json", "--storage", "{O}/st"], 2, ["setting port", "integer"]),
-    ("serve-bad-log-level", ["serve", "--log-level", "loud", "--storage", "{O}/st", "--port", "0"], 2, ["--log-level", "debug"]),
+    (
+        "serve-config-not-toml",
+        ["serve", "--config", "{B}/server.toml", "--storage", "{O}/st"],
+        2,
+        ["not valid", "server.toml"],
+    ),
+    (
+        "serve-config-unknown-key",
+        ["serve", "--config", "{B}/unknown_key.toml", "--storage", "{O}/st"],
+        2,
+        ["unknown setting server", "known settings", "port"],
+    ),
+    (
+        "serve-config-wrong-type",
+        ["serve", "--config", "{B}/wrong_type.json", "--storage", "{O}/st"],
+        2,
+        ["setting port", "integer"],
+    ),
+    (
+        "serve-bad-log-level",
+        ["serve", "--log-level", "loud", "--storage", "{O}/st", "--port", "0"],
+        2,
+        ["--log-level", "debug"],
+    ),
     ("serve-storage-is-a-file", ["serve", "--storage", "{B}/text.jpg", "--port", "0"], 2, ["--storage", "is a file"]),
-    ("serve-unknown-database", ["serve", "--database", "nosuch://x", "--storage", "{O}/st", "--port", "0"], 2, ["--database", "sqlite:///"]),
+    (
+        "serve-unknown-database",
+        ["serve", "--database", "nosuch://x", "--storage", "{O}/st", "--port", "0"],
+        2,
+        ["--database", "sqlite:///"],
+    ),
     ("worker-without-broker", ["worker", "--storage", "{O}/st"], 2, ["needs a broker", "redis://"]),
-    ("worker-unknown-broker-kind", ["worker", "--broker", "nosuch://x", "--storage", "{O}/st"], 2, ["--broker", "redis://"]),
-    ("worker-unreachable-broker", ["worker", "--broker", "redis://127.0.0.1:1/0", "--storage", "{O}/st"], 1, ["cannot reach the broker", "127.0.0.1:1"]),
+    (
+        "worker-unknown-broker-kind",
+        ["worker", "--broker", "nosuch://x", "--storage", "{O}/st"],
+        2,
+        ["--broker", "redis://"],
+    ),
+    (
+        "worker-unreachable-broker",
+        ["worker", "--broker", "redis://127.0.0.1:1/0", "--storage", "{O}/st"],
+        1,
+        ["cannot reach the broker", "127.0.0.1:1"],
+    ),
 ]
 
 
@@ -141,22 +270,38 @@ def test_serve_on_a_port_in_use(tmp_path):
 
 # usage errors that typer finds before a command runs; `run_app` makes them one line
 USAGE = [
-    ("quality-zero", ["swap", "-s", "a.jpg", "-t", "b.jpg", "-o", "c.png", "--quality", "0"], ["--quality", "faceweave swap --help"]),
-    ("nan-working-size", ["swap", "-s", "a.jpg", "-t", "b.jpg", "-o", "c.png", "--working-size", "nan"], ["--working-size", "integer"]),
-    ("unknown-option", ["swap", "-s", "a.jpg", "-t", "b.jpg", "-o", "c.png", "--no-such-option"], ["no such option", "--no-such-option"]),
+    (
+        "quality-zero",
+        ["swap", "-s", "a.jpg", "-t", "b.jpg", "-o", "c.png", "--quality", "0"],
+        ["--quality", "faceweave swap --help"],
+    ),
+    (
+        "nan-working-size",
+        ["swap", "-s", "a.jpg", "-t", "b.jpg", "-o", "c.png", "--working-size", "nan"],
+        ["--working-size", "integer"],
+    ),
+    (
+        "unknown-option",
+        ["swap", "-s", "a.jpg", "-t", "b.jpg", "-o", "c.png", "--no-such-option"],
+        ["no such option", "--no-such-option"],
+    ),
     ("unknown-command", ["swop"], ["no such command 'swop'", "faceweave --help"]),
     ("missing-output", ["swap", "-s", "a.jpg", "-t", "b.jpg"], ["missing option '--output'"]),
     ("negative-workers", ["serve", "--workers", "-1"], ["--workers", "greater than or equal to 0"]),
 ]
-RUN_APP = "import sys; from faceweave.cli import build_app; from faceweave.cli.console import run_app; sys.exit(run_app(build_app(), sys.argv[1:]))"
+RUN_APP = (
+    "import sys; from faceweave.cli import build_app; from faceweave.cli.console import run_app; "
+    "sys.exit(run_app(build_app(), sys.argv[1:]))"
+)
 
 
 @pytest.mark.parametrize("args, fragments", [c[1:] for c in USAGE], ids=[c[0] for c in USAGE])
 def test_usage_errors_are_one_line(tmp_path, args, fragments):
-    proc = subprocess.run([sys.executable, "-c", RUN_APP, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN_APP, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert_clean_error(proc, 2, *fragments)
     assert list(tmp_path.iterdir()) == []
-
 
 
 def test_the_entry_point_reports_usage_errors_in_one_line(tmp_path):
@@ -165,16 +310,31 @@ def test_the_entry_point_reports_usage_errors_in_one_line(tmp_path):
 
 
 def test_help_without_arguments_still_prints_help(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", RUN_APP, "swap"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN_APP, "swap"], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert proc.returncode == 2 and "--target" in proc.stdout and "Traceback" not in proc.stderr
 
 
 def test_ctrl_c_during_a_video_swap_leaves_nothing(tmp_path, faces_dir):
     out = tmp_path / "out"
     out.mkdir()
-    cmd = [sys.executable, "-m", "faceweave.cli", "swap", "-s", faces_dir / "single/biden2.jpg",
-           "-t", faces_dir / "video/lp_d18_talking_face.mp4", "-o", out / "swapped.mp4", "--no-audio"]
-    proc = subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    cmd = [
+        sys.executable,
+        "-m",
+        "faceweave.cli",
+        "swap",
+        "-s",
+        faces_dir / "single/biden2.jpg",
+        "-t",
+        faces_dir / "video/lp_d18_talking_face.mp4",
+        "-o",
+        out / "swapped.mp4",
+        "--no-audio",
+    ]
+    proc = subprocess.Popen(
+        list(map(str, cmd)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
+    )
     try:
         deadline = time.monotonic() + 60
         while not any(out.iterdir()) and proc.poll() is None and time.monotonic() < deadline:

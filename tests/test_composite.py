@@ -188,7 +188,10 @@ def test_a_surgical_mask_on_the_target_stays_in_front(faces_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("photo", ["single/biden2.jpg", "single/sad_woman.png", "hard/small_face_240p.jpg", "single/attr_1561_older_woman.jpg"])
+@pytest.mark.parametrize(
+    "photo",
+    ["single/biden2.jpg", "single/sad_woman.png", "hard/small_face_240p.jpg", "single/attr_1561_older_woman.jpg"],
+)
 def test_a_bare_lower_face_is_not_taken_for_a_mask(faces_dir, photo):
     from faceweave.composite import lower_face_cover, skin_region
     from faceweave.io import read_image
@@ -277,8 +280,9 @@ def test_hair_coming_in_from_the_edge_is_grown_but_a_speck_is_not(faces_dir, mon
     """A grey strand that enters the source face from its edge is left out
     with a margin around it (its rim and the gaps beside it would show as
     streaks); a speck in the middle of the cheek keeps its surroundings."""
-    import cv2
     from dataclasses import replace
+
+    import cv2
 
     import faceweave.composite as comp
     from faceweave.io import read_image
@@ -390,7 +394,7 @@ def test_only_triangles_near_the_outline_fade_at_a_silhouette():
     assert near[rings == 0].all() and not near[rings > _SILHOUETTE_RINGS].any()
     # the nose, the nostrils and the eye fills are inside the face
     assert not near[np.isin(tris, [topo.NOSE_TIP]).any(axis=1)].any()
-    assert not near[len(topo.tessellation()):].any()
+    assert not near[len(topo.tessellation()) :].any()
 
 
 @pytest.mark.parametrize("full", [(345, 345), (173, 170), (200, 201)])

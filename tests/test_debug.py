@@ -57,7 +57,9 @@ def test_draw_faces_with_order_and_without_mesh(mesh):
     assert not np.any(pixels)
 
 
-@pytest.mark.parametrize("pixels", [np.zeros((10, 10), np.uint8), np.zeros((10, 10, 3), np.float32), np.zeros((10, 10, 4), np.uint8)])
+@pytest.mark.parametrize(
+    "pixels", [np.zeros((10, 10), np.uint8), np.zeros((10, 10, 3), np.float32), np.zeros((10, 10, 4), np.uint8)]
+)
 def test_draw_faces_rejects_bad_pixels(pixels):
     with pytest.raises(InputError, match=r"\(H, W, 3\)"):
         draw_faces(pixels, [])

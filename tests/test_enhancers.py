@@ -7,8 +7,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-from enhancer_fixtures import codeformer_model, face_model, frame_model
 
+from enhancer_fixtures import codeformer_model, face_model, frame_model
 from faceweave.enhancers import (
     FACE_ENHANCERS,
     FrameEnhancerSpec,
@@ -19,7 +19,6 @@ from faceweave.enhancers import (
     create_frame_enhancer,
     enhance_result,
 )
-from faceweave.geometry.templates import TEMPLATES, estimate_alignment, warp_crop
 from faceweave.enhancers.face import denormalize_crops, normalize_crops
 from faceweave.enhancers.tiles import (
     axis_weights,
@@ -29,6 +28,7 @@ from faceweave.enhancers.tiles import (
     tile_starts,
 )
 from faceweave.errors import InputError, InvalidOptionError, ModelSignatureError
+from faceweave.geometry.templates import TEMPLATES, estimate_alignment, warp_crop
 
 # a face whose eyes are 40 px apart in a 200 x 240 frame, its crop centred on
 # (120, 100): the 512 crop magnifies 3.1x and covers x 37..203, y 17..183
@@ -223,7 +223,14 @@ def test_real_photo_face_is_enhanced_and_nothing_else(astronaut):
 # -- tiles --------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("length", "tile", "overlap", "expected"),
-    [(10, 4, 1, (0, 3, 6)), (4, 4, 1, (0,)), (3, 4, 1, (0,)), (5, 4, 2, (0, 1)), (12, 4, 0, (0, 4, 8)), (13, 4, 0, (0, 3, 6, 9))],
+    [
+        (10, 4, 1, (0, 3, 6)),
+        (4, 4, 1, (0,)),
+        (3, 4, 1, (0,)),
+        (5, 4, 2, (0, 1)),
+        (12, 4, 0, (0, 4, 8)),
+        (13, 4, 0, (0, 3, 6, 9)),
+    ],
 )
 def test_tile_starts(length, tile, overlap, expected):
     assert tile_starts(length, tile, overlap) == expected
@@ -231,12 +238,16 @@ def test_tile_starts(length, tile, overlap, expected):
 
 def test_axis_weights_are_linear_ramps_across_overlaps():
     w = axis_weights((0, 3, 6), 4)
-    assert np.allclose(w[0], [1, 1, 1, 0.5]) and np.allclose(w[1], [0.5, 1, 1, 0.5]) and np.allclose(w[2], [0.5, 1, 1, 1])
+    assert (
+        np.allclose(w[0], [1, 1, 1, 0.5]) and np.allclose(w[1], [0.5, 1, 1, 0.5]) and np.allclose(w[2], [0.5, 1, 1, 1])
+    )
     w = axis_weights((0, 4), 8)  # overlap 4: ramps 1/8, 3/8, 5/8, 7/8 and back
     assert np.allclose(w[0][4:], [7 / 8, 5 / 8, 3 / 8, 1 / 8]) and np.allclose(w[1][:4], [1 / 8, 3 / 8, 5 / 8, 7 / 8])
 
 
-@pytest.mark.parametrize(("shape", "tile", "overlap"), [((37, 53), 16, 4), ((64, 64), 16, 8), ((10, 70), 32, 5), ((16, 16), 16, 4)])
+@pytest.mark.parametrize(
+    ("shape", "tile", "overlap"), [((37, 53), 16, 4), ((64, 64), 16, 8), ((10, 70), 32, 5), ((16, 16), 16, 4)]
+)
 def test_split_then_merge_gives_the_image_back(shape, tile, overlap):
     image = np.random.default_rng(1).random(shape + (3,), np.float32)
     grid = make_grid(*shape, tile=tile, overlap=overlap)
@@ -265,7 +276,9 @@ def test_tiled_upscale_equals_the_hand_computed_result(tile, overlap, pad):
 def test_pixelwise_model_tiled_equals_untiled():
     spec = FrameEnhancerSpec("square_x1", scale=1)
     frame = noise((50, 61))
-    tiled = TiledFrameEnhancer(frame_model(op="square", scale=1), spec=spec, tile_size=16, tile_overlap=5).enhance(frame)
+    tiled = TiledFrameEnhancer(frame_model(op="square", scale=1), spec=spec, tile_size=16, tile_overlap=5).enhance(
+        frame
+    )
     whole = TiledFrameEnhancer(frame_model(op="square", scale=1), spec=spec, tile_size=128).enhance(frame)
     assert np.array_equal(tiled, whole)
     assert np.array_equal(whole, np.round(frame.astype(float) ** 2 / 255))  # (v / 255)^2 * 255
@@ -276,7 +289,11 @@ def test_overlap_hides_the_seams_of_a_model_that_is_wrong_at_tile_edges():
     frame = noise((64, 80))
 
     def run(tile, overlap):
-        return TiledFrameEnhancer(frame_model(op="blur", scale=1), spec=spec, tile_size=tile, tile_overlap=overlap).enhance(frame).astype(int)
+        return (
+            TiledFrameEnhancer(frame_model(op="blur", scale=1), spec=spec, tile_size=tile, tile_overlap=overlap)
+            .enhance(frame)
+            .astype(int)
+        )
 
     whole = run(128, 0)
     seams = np.abs(run(32, 0) - whole).max()
@@ -335,7 +352,9 @@ def test_frame_errors(build, error):
 def test_registered_frame_enhancers_have_their_scale():
     for name in available_frame_enhancers():
         scale = int(name.split("_x")[1][0])
-        out = create_frame_enhancer(name, frame_model(scale=scale), tile_size=16, tile_overlap=4).enhance(noise((10, 12)))
+        out = create_frame_enhancer(name, frame_model(scale=scale), tile_size=16, tile_overlap=4).enhance(
+            noise((10, 12))
+        )
         assert out.shape == (10 * scale, 12 * scale, 3)
 
 

@@ -26,7 +26,7 @@ from faceweave.evaluate.pairs import (
 )
 from faceweave.evaluate.sheet import SheetRow, contact_sheet, face_thumbnail, label_strip
 from faceweave.geometry import topology as topo
-from faceweave.types import BBox, Face, Pose, SwapResult, SwappedFace
+from faceweave.types import BBox, Face, Pose, SwappedFace, SwapResult
 
 FACES_DIR = Path(__file__).resolve().parents[1].parent / "shared/data/faces"
 SKIN = (200, 150, 125)
@@ -65,10 +65,16 @@ def synthetic_mesh(**points) -> np.ndarray:
 
 
 BASE_MESH = synthetic_mesh(
-    p468=(0, 0), p473=(100, 0),  # iris centres: inter-eye distance 100
-    p13=(50, 50), p14=(50, 70),  # mouth opening 20
-    p61=(10, 60), p291=(90, 60),  # mouth width 80
-    p159=(20, -5), p145=(20, 5), p386=(80, -6), p374=(80, 6),  # lids 10 and 12
+    p468=(0, 0),
+    p473=(100, 0),  # iris centres: inter-eye distance 100
+    p13=(50, 50),
+    p14=(50, 70),  # mouth opening 20
+    p61=(10, 60),
+    p291=(90, 60),  # mouth width 80
+    p159=(20, -5),
+    p145=(20, 5),
+    p386=(80, -6),
+    p374=(80, 6),  # lids 10 and 12
 )
 
 
@@ -406,8 +412,16 @@ def test_inner_skin_lies_inside_the_oval_and_avoids_the_features(astro_face, ast
         x, y = np.round(astro_face.points2d[i]).astype(int)
         return bool(inner[y, x])
 
-    features = [468, 473, topo.UPPER_LIP_INNER, topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT, topo.NOSE_TIP,
-                int(topo.right_eyebrow()[0]), int(topo.left_eyebrow()[0])]
+    features = [
+        468,
+        473,
+        topo.UPPER_LIP_INNER,
+        topo.MOUTH_CORNER_RIGHT,
+        topo.MOUTH_CORNER_LEFT,
+        topo.NOSE_TIP,
+        int(topo.right_eyebrow()[0]),
+        int(topo.left_eyebrow()[0]),
+    ]
     assert not any(at(i) for i in features)
     assert at(151) and at(50) and at(280)  # forehead, both cheeks
 
@@ -604,8 +618,10 @@ def test_face_thumbnail_centres_the_face_and_pads():
 
 def test_contact_sheet_layout():
     tile = uniform((10, 200, 10), (32, 32))
-    rows = [SheetRow(tiles=(tile, tile, tile), lines=("#0 ann -> bob", "id 0.41 ret ok")),
-            SheetRow(tiles=(tile, tile), lines=("#1 failed \u2717",))]  # non-ASCII is replaced
+    rows = [
+        SheetRow(tiles=(tile, tile, tile), lines=("#0 ann -> bob", "id 0.41 ret ok")),
+        SheetRow(tiles=(tile, tile), lines=("#1 failed \u2717",)),
+    ]  # non-ASCII is replaced
     sheet = contact_sheet(rows, header=("source | target | result",), gap=4)
     strip2 = label_strip(["a", "b"], 104).shape[0]
     strip1 = label_strip(["a"], 104).shape[0]
@@ -647,8 +663,9 @@ class FakeSwapper:
         if self.fail_on and any(self.fail_on in (s.path or "") for s in sources):
             raise NoFaceError("no face in the source", role="source", path=sources[0].path)
         faces = tuple(self.analyser.analyse(target.pixels))
-        swapped = tuple(SwappedFace(target_index=0, bbox=f.bbox, source_index=0, source_path=None, pose_gap=0.0)
-                        for f in faces)
+        swapped = tuple(
+            SwappedFace(target_index=0, bbox=f.bbox, source_index=0, source_path=None, pose_gap=0.0) for f in faces
+        )
         return SwapResult(image=np.array(target.pixels), alpha=None, faces=faces, swapped=swapped)
 
 
@@ -677,8 +694,9 @@ def test_evaluate_folder_writes_the_report(tiny_dataset, tmp_path, astro_face):
     out = tmp_path / "report"
     seen: list[tuple[int, int]] = []
     swapper = FakeSwapper(astro_face)
-    report = evaluate_folder(tiny_dataset, out, swapper=swapper, pairs=4, seed=0,
-                             progress=lambda done, total: seen.append((done, total)))
+    report = evaluate_folder(
+        tiny_dataset, out, swapper=swapper, pairs=4, seed=0, progress=lambda done, total: seen.append((done, total))
+    )
     assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)] and swapper.calls == 4
     assert {p.name for p in out.iterdir()} == {"report.json", "summary.txt", "contact_sheet.png", "results"}
     assert not list(out.glob(".*"))  # no temporary file left
@@ -705,8 +723,9 @@ def test_evaluate_folder_writes_the_report(tiny_dataset, tmp_path, astro_face):
 def test_evaluate_folder_records_failed_pairs(tiny_dataset, tmp_path, astro_face):
     from faceweave.evaluate import evaluate_folder
 
-    report = evaluate_folder(tiny_dataset, tmp_path / "out", swapper=FakeSwapper(astro_face, fail_on="bob/"),
-                             pairs=6, seed=0)
+    report = evaluate_folder(
+        tiny_dataset, tmp_path / "out", swapper=FakeSwapper(astro_face, fail_on="bob/"), pairs=6, seed=0
+    )
     failed = [p for p in report.pairs if not p.found]
     assert failed and all(p.source_identity == "bob" and "no_face" in p.error for p in failed)
     assert report.summary["pairs"] == 6 and report.summary["pairs_found"] == 6 - len(failed)

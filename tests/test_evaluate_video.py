@@ -28,7 +28,14 @@ def test_jitter_is_zero_for_steady_motion_and_grows_with_shaking():
 
 def test_frames_without_face_and_face_switches_are_left_out():
     frames = [np.full((300, 300), 100, np.uint8) for _ in range(6)]
-    meshes = [square_mesh(50, 50), None, square_mesh(50, 50), square_mesh(50, 50), square_mesh(190, 190), square_mesh(190, 190)]
+    meshes = [
+        square_mesh(50, 50),
+        None,
+        square_mesh(50, 50),
+        square_mesh(50, 50),
+        square_mesh(190, 190),
+        square_mesh(190, 190),
+    ]
     figures = temporal_figures(frames, meshes)
     assert figures.frames_with_face == 5
     assert figures.jitter is None  # no three consecutive frames of one face
@@ -44,7 +51,10 @@ def test_evaluate_video_writes_a_report(tmp_path, faces_dir):
     from faceweave.video.io import VideoReader, VideoWriter
 
     clip = tmp_path / "clip.mp4"
-    with VideoReader(faces_dir / "video/lp_d18_talking_face.mp4", end=0.5) as reader, VideoWriter(clip, info=reader.info) as writer:
+    with (
+        VideoReader(faces_dir / "video/lp_d18_talking_face.mp4", end=0.5) as reader,
+        VideoWriter(clip, info=reader.info) as writer,
+    ):
         for frame in reader:
             writer.write(frame.pixels, frame.time)
     with FaceSwapper() as swapper:

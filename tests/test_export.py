@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from export_fixtures import conv_model, foldable_expected, foldable_model, nudenet_model
 
+from export_fixtures import conv_model, foldable_expected, foldable_model, nudenet_model
 from faceweave.errors import ExportError, InvalidOptionError, ModelFormatError
 from faceweave.export import ExportOptions, benchmark_model, export_model, parse_batches
 from faceweave.export.accuracy import PSNR_CAP_DB, cosine, psnr
@@ -52,15 +52,19 @@ def models(tmp_path_factory) -> dict[str, Path]:
 
 # --- shapes ------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [
-    ("images=1,3,320,320", ("images", (1, 3, 320, 320))),
-    (" x = 2, 3, 8, 8 ", ("x", (2, 3, 8, 8))),
-    ("x=1x3x8x8", ("x", (1, 3, 8, 8))),
-    ("x", InvalidOptionError),
-    ("x=", InvalidOptionError),
-    ("x=1,a,3", InvalidOptionError),
-    ("x=1,0,3", InvalidOptionError),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("images=1,3,320,320", ("images", (1, 3, 320, 320))),
+        (" x = 2, 3, 8, 8 ", ("x", (2, 3, 8, 8))),
+        ("x=1x3x8x8", ("x", (1, 3, 8, 8))),
+        ("x", InvalidOptionError),
+        ("x=", InvalidOptionError),
+        ("x=1,a,3", InvalidOptionError),
+        ("x=1,0,3", InvalidOptionError),
+    ],
+)
 def test_parse_shape(text, expected):
     if isinstance(expected, type):
         with pytest.raises(expected):
@@ -106,7 +110,9 @@ REFUSED = [
 
 
 @pytest.mark.parametrize("name, shapes, batch, fragments", REFUSED)
-def test_shapes_the_model_cannot_take_are_refused_and_nothing_is_written(models, tmp_path, name, shapes, batch, fragments):
+def test_shapes_the_model_cannot_take_are_refused_and_nothing_is_written(
+    models, tmp_path, name, shapes, batch, fragments
+):
     out = tmp_path / "out.onnx"
     with pytest.raises(ExportError) as info:
         export_model(models[name], out, ExportOptions(shapes=shapes, batch=batch))
@@ -121,9 +127,12 @@ def test_a_shape_the_graph_cannot_run_is_refused(tmp_path):
 
     target = numpy_helper.from_array(np.array([1, 48], np.int64), "target")
     graph = helper.make_graph(
-        [helper.make_node("Reshape", ["x", "target"], ["y"])], "reshape",
+        [helper.make_node("Reshape", ["x", "target"], ["y"])],
+        "reshape",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", "w"])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 48])], [target])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 48])],
+        [target],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     assert graph_inputs(fix_shapes(model, {"x": (1, 3, 4, 4)}))[0].shape == (1, 3, 4, 4)
@@ -132,6 +141,7 @@ def test_a_shape_the_graph_cannot_run_is_refused(tmp_path):
 
 
 # --- simplification ----------------------------------------------------------
+
 
 def test_simplification_folds_constants_and_keeps_outputs(models):
     model = load_model(models["foldable"])
@@ -146,12 +156,16 @@ def test_simplification_folds_constants_and_keeps_outputs(models):
 
 # --- metrics and calibration split ---------------------------------------------
 
-@pytest.mark.parametrize("a, b, expected", [
-    ([1.0, 0.0], [0.0, 1.0], 0.0),
-    ([1.0, 2.0], [2.0, 4.0], 1.0),
-    ([1.0, 0.0], [-1.0, 0.0], -1.0),
-    ([0.0, 0.0], [0.0, 0.0], 1.0),
-])
+
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        ([1.0, 0.0], [0.0, 1.0], 0.0),
+        ([1.0, 2.0], [2.0, 4.0], 1.0),
+        ([1.0, 0.0], [-1.0, 0.0], -1.0),
+        ([0.0, 0.0], [0.0, 0.0], 1.0),
+    ],
+)
 def test_cosine(a, b, expected):
     assert cosine(np.array(a), np.array(b)) == pytest.approx(expected)
 
@@ -173,10 +187,12 @@ def test_held_back_split_is_deterministic():
 
 # --- precision -----------------------------------------------------------------
 
+
 def test_fp16_export_keeps_float32_io_and_accuracy(models, tmp_path):
     out = tmp_path / "fp16.onnx"
-    report = export_model(models["dynamic"], out, ExportOptions(shapes={"x": (1, 3, 64, 64)}, fp16=True,
-                                                                   calibration_count=2, held_back=2))
+    report = export_model(
+        models["dynamic"], out, ExportOptions(shapes={"x": (1, 3, 64, 64)}, fp16=True, calibration_count=2, held_back=2)
+    )
     saved = onnx.load(str(out))
     assert saved.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
     assert saved.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
@@ -199,8 +215,13 @@ def test_int8_export_of_a_real_network_on_face_crops(faces_dir, tmp_path):
     if source is None:
         pytest.skip("the nudenet wheel (320n.onnx) is not installed")
     out = tmp_path / "320n_int8.onnx"
-    report = export_model(source, out, ExportOptions(shapes={"images": (1, 3, 320, 320)}, int8=True,
-                                                       calibration_dir=faces_dir, calibration_count=6, held_back=3))
+    report = export_model(
+        source,
+        out,
+        ExportOptions(
+            shapes={"images": (1, 3, 320, 320)}, int8=True, calibration_dir=faces_dir, calibration_count=6, held_back=3
+        ),
+    )
     saved = onnx.load(str(out))
     ops = {n.op_type for n in saved.graph.node}
     assert {"QuantizeLinear", "DequantizeLinear"} <= ops
@@ -222,6 +243,7 @@ def test_int8_export_of_a_real_network_on_face_crops(faces_dir, tmp_path):
 
 # --- targets -------------------------------------------------------------------
 
+
 def test_ascend_check_flags_an_op_cann_lacks(models):
     model = load_model(models["trilu"])
     graph = check_model(model, mode="graph")
@@ -238,11 +260,18 @@ def test_ascend_graph_mode_rejects_opsets_outside_its_range(models):
 
 
 def test_atc_command_line():
-    args = atc_command("/m/face.onnx", "/m/face", soc_version="Ascend310P3",
-                       input_shapes={"images": (1, 3, 128, 128), "emb": (1, 512)})
+    args = atc_command(
+        "/m/face.onnx", "/m/face", soc_version="Ascend310P3", input_shapes={"images": (1, 3, 128, 128), "emb": (1, 512)}
+    )
     assert args[0] == "atc"
-    for flag in ("--model=/m/face.onnx", "--framework=5", "--output=/m/face", "--soc_version=Ascend310P3",
-                 "--input_shape=images:1,3,128,128;emb:1,512", "--precision_mode=allow_mix_precision"):
+    for flag in (
+        "--model=/m/face.onnx",
+        "--framework=5",
+        "--output=/m/face",
+        "--soc_version=Ascend310P3",
+        "--input_shape=images:1,3,128,128;emb:1,512",
+        "--precision_mode=allow_mix_precision",
+    ):
         assert flag in args
     assert "'--input_shape=images:1,3,128,128;emb:1,512'" in command_line(args)
     with pytest.raises(InvalidOptionError):
@@ -253,13 +282,17 @@ def test_ascend_export_writes_the_command_and_runs_atc_when_present(models, tmp_
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     atc = fake_bin / "atc"
-    atc.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in --output=*) out="${a#--output=}";; esac; done\n'
-                   'echo "ATC run success" ; printf om > "$out.om"\n')
+    atc.write_text(
+        '#!/bin/sh\nfor a in "$@"; do case "$a" in --output=*) out="${a#--output=}";; esac; done\n'
+        'echo "ATC run success" ; printf om > "$out.om"\n'
+    )
     atc.chmod(atc.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    report = export_model(models["trilu"], out_dir / "trilu.onnx", ExportOptions(target="ascend", soc_version="Ascend910B"))
+    report = export_model(
+        models["trilu"], out_dir / "trilu.onnx", ExportOptions(target="ascend", soc_version="Ascend910B")
+    )
     assert "--input_shape=x:1,3,8,8" in report.atc_command and "--soc_version=Ascend910B" in report.atc_command
     assert (out_dir / "trilu.atc.sh").read_text().strip().endswith(report.atc_command)
     assert report.atc is not None and report.atc.returncode == 0
@@ -270,8 +303,11 @@ def test_ascend_export_writes_the_command_and_runs_atc_when_present(models, tmp_
 
 def test_cambricon_script_is_valid_python(models, tmp_path):
     out = tmp_path / "conv.onnx"
-    report = export_model(models["dynamic"], out, ExportOptions(shapes={"x": (2, 3, 32, 32)}, target="cambricon",
-                                                                  int8=True, calibration_count=2, held_back=1))
+    report = export_model(
+        models["dynamic"],
+        out,
+        ExportOptions(shapes={"x": (2, 3, 32, 32)}, target="cambricon", int8=True, calibration_count=2, held_back=1),
+    )
     script = tmp_path / "conv.magicmind.py"
     text = script.read_text()
     compile(text, str(script), "exec")
@@ -284,6 +320,7 @@ def test_cambricon_script_is_valid_python(models, tmp_path):
 
 
 # --- benchmark -------------------------------------------------------------------
+
 
 def test_benchmark_reports_each_batch_of_a_dynamic_model(models):
     result = benchmark_model(models["dynamic"], batches=(1, 2, 4), repeat=2, warmup=1, dims={"height": 16, "width": 16})
@@ -299,7 +336,10 @@ def test_benchmark_of_a_fixed_batch_model_reports_batch_one(models):
     assert "fixed to 1" in result.notes[0] and "2, 4" in result.notes[0]
 
 
-@pytest.mark.parametrize("text, expected", [("1,2,4,8", (1, 2, 4, 8)), ("4,4,1", (4, 1)), ("0", InvalidOptionError), ("a", InvalidOptionError)])
+@pytest.mark.parametrize(
+    "text, expected",
+    [("1,2,4,8", (1, 2, 4, 8)), ("4,4,1", (4, 1)), ("0", InvalidOptionError), ("a", InvalidOptionError)],
+)
 def test_parse_batches(text, expected):
     if isinstance(expected, type):
         with pytest.raises(expected):
@@ -309,6 +349,7 @@ def test_parse_batches(text, expected):
 
 
 # --- bad files and the command line ---------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def bad_models(models, tmp_path_factory) -> dict[str, Path]:
@@ -336,7 +377,9 @@ app(args=sys.argv[1:], prog_name="faceweave")
 
 
 def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", APP, *map(str, args)], check=False, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", APP, *map(str, args)], check=False, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.parametrize("name", ["text", "truncated"])
@@ -369,8 +412,9 @@ def test_cli_export_and_benchmark(models, tmp_path):
 
 
 def test_int8_of_a_model_without_image_input_calibrates_on_random_inputs(models, tmp_path):
-    report = export_model(models["foldable"], tmp_path / "f.onnx",
-                          ExportOptions(shapes={"x": (2, 4)}, int8=True, calibration_count=4))
+    report = export_model(
+        models["foldable"], tmp_path / "f.onnx", ExportOptions(shapes={"x": (2, 4)}, int8=True, calibration_count=4)
+    )
     assert report.precision == "int8" and "no image input: INT8 calibrated on random inputs" in report.notes
     assert report.accuracy_inputs == "2 run(s) on random inputs"
     assert report.accuracy[0].cosine_min > 0.99

@@ -14,9 +14,9 @@ from faceweave.geometry.align import apply_similarity, crop_matrix, invert_affin
 from faceweave.geometry.shape import transfer_shape
 from faceweave.geometry.warp import (
     ellipse_ring,
-    piecewise_affine_maps,
     falloff_at,
     grid_to_pixels,
+    piecewise_affine_maps,
     radial_falloff,
     rasterize_triangles,
     tps_displacement,
@@ -432,7 +432,9 @@ def test_stable_points_exclude_the_moving_parts():
 def test_kps5_from_mesh_picks_the_named_points():
     mesh = np.arange(478 * 3, dtype=np.float32).reshape(478, 3)
     kps = topo.kps5_from_mesh(mesh)
-    expected = mesh[[topo.RIGHT_IRIS[0], topo.LEFT_IRIS[0], topo.NOSE_TIP, topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT], :2]
+    expected = mesh[
+        [topo.RIGHT_IRIS[0], topo.LEFT_IRIS[0], topo.NOSE_TIP, topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT], :2
+    ]
     np.testing.assert_array_equal(kps, expected)
     assert kps.dtype == np.float32
 
@@ -687,7 +689,10 @@ def test_transfer_shape_gives_the_eyes_the_sources_width(real_meshes, target, so
     new = transfer_shape(t, s, surround=0.0)
     eyes = float(np.linalg.norm(t[topo.RIGHT_IRIS[0], :2] - t[topo.LEFT_IRIS[0], :2]))
     for a, b in ((topo.RIGHT_EYE_OUTER, topo.RIGHT_EYE_INNER), (topo.LEFT_EYE_OUTER, topo.LEFT_EYE_INNER)):
-        width = lambda m: float(np.linalg.norm(m[a, :2] - m[b, :2]))  # noqa: E731
+
+        def width(m: np.ndarray, a: int = a, b: int = b) -> float:
+            return float(np.linalg.norm(m[a, :2] - m[b, :2]))
+
         assert width(new) == pytest.approx(width(fitted), abs=0.01 * eyes)
 
 

@@ -7,8 +7,8 @@ import os
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -266,19 +266,30 @@ ERRORS = [
     ("pdf", _file(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n", "doc.png"), UnsupportedFormatError, "accepted formats"),
     ("zip", _zip, UnsupportedFormatError, "accepted formats"),
     ("heic", _file(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic", "p.heic"), UnsupportedFormatError, "HEIF"),
-    ("mp4", _file(b"\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom" + b"\x00" * 64, "clip.jpg"),
-     UnsupportedFormatError, "is a video (MP4/MOV); an image is expected"),
-    ("mov", _file(b"\x00\x00\x00\x14ftypqt  \x00\x00\x02\x00qt  " + b"\x00" * 64, "clip.mov"),
-     UnsupportedFormatError, "video"),
-    ("webm", _file(b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01" + b"\x00" * 64, "clip.webm"), UnsupportedFormatError, "video"),
+    (
+        "mp4",
+        _file(b"\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom" + b"\x00" * 64, "clip.jpg"),
+        UnsupportedFormatError,
+        "is a video (MP4/MOV); an image is expected",
+    ),
+    (
+        "mov",
+        _file(b"\x00\x00\x00\x14ftypqt  \x00\x00\x02\x00qt  " + b"\x00" * 64, "clip.mov"),
+        UnsupportedFormatError,
+        "video",
+    ),
+    (
+        "webm",
+        _file(b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01" + b"\x00" * 64, "clip.webm"),
+        UnsupportedFormatError,
+        "video",
+    ),
     ("avi", _file(b"RIFF\x00\x10\x00\x00AVI LIST" + b"\x00" * 64, "clip.avi"), UnsupportedFormatError, "video"),
     ("video bytes", lambda tmp: b"\x00\x00\x00\x18ftypisom" + b"\x00" * 64, UnsupportedFormatError, "video"),
 ]
 
 
-@pytest.mark.parametrize(
-    ("make", "error", "fragment"), [case[1:] for case in ERRORS], ids=[case[0] for case in ERRORS]
-)
+@pytest.mark.parametrize(("make", "error", "fragment"), [case[1:] for case in ERRORS], ids=[case[0] for case in ERRORS])
 def test_read_errors(tmp_path, make, error, fragment):
     source = make(tmp_path)
     with pytest.raises(error, match=None) as caught:
@@ -352,7 +363,7 @@ def test_pillow_globals_untouched(tmp_path):
     for make, *_ in [case[1:] for case in ERRORS] + [(lambda tmp: _png_header_only(20_000, 20_000),)]:
         with pytest.raises(InputError):
             read_image(make(tmp_path))
-    assert (PILImage.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES) == before
+    assert before == (PILImage.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES)
 
 
 # ------------------------------------------------------------- probe_kind
@@ -389,8 +400,12 @@ def test_probe_kind(tmp_path, head, kind):
 
 @pytest.mark.parametrize(
     ("name", "kind"),
-    [("video/lp_d18_talking_face.mp4", "video"), ("identity/scarlett_johansson/df_img47.jpg", "image"),
-     ("hard/neg_no_face.png", "image"), ("identities.csv", "unknown")],
+    [
+        ("video/lp_d18_talking_face.mp4", "video"),
+        ("identity/scarlett_johansson/df_img47.jpg", "image"),
+        ("hard/neg_no_face.png", "image"),
+        ("identities.csv", "unknown"),
+    ],
 )
 def test_probe_kind_real_files(faces_dir, name, kind):
     assert probe_kind(faces_dir / name) == kind
@@ -528,10 +543,9 @@ def test_atomic_output_renames_on_success(tmp_path):
 def test_atomic_output_cleans_up_and_reraises(tmp_path):
     target = tmp_path / "result.png"
     target.write_bytes(b"old")
-    with pytest.raises(KeyError):
-        with atomic_output(target, ".tmp") as temp:
-            temp.write_bytes(b"partial")
-            raise KeyError("boom")
+    with pytest.raises(KeyError), atomic_output(target, ".tmp") as temp:
+        temp.write_bytes(b"partial")
+        raise KeyError("boom")
     assert [p.name for p in tmp_path.iterdir()] == ["result.png"]
     assert target.read_bytes() == b"old"
 

@@ -86,9 +86,11 @@ def test_the_pixels_carry_the_watermark_however_they_are_written(tmp_path, swapp
 
 
 def test_the_watermark_opt_out_keeps_the_label_as_no_watermark_does(tmp_path, swapper, astronaut, caplog):
-    with FaceSwapper(analyser=swapper.analyser, provenance=Provenance.new(watermark=False)) as plain:
-        with caplog.at_level(logging.INFO, logger="faceweave"):
-            result = plain.swap([astronaut], astronaut)
+    with (
+        FaceSwapper(analyser=swapper.analyser, provenance=Provenance.new(watermark=False)) as plain,
+        caplog.at_level(logging.INFO, logger="faceweave"),
+    ):
+        result = plain.swap([astronaut], astronaut)
     assert result.provenance.watermark is False and "watermark is off" in caplog.text
     assert not Watermarker().detect(result.image).found
     found = verify_file(result.save(tmp_path / "plain.jpg"))
@@ -112,7 +114,9 @@ def test_the_cli_marks_a_photo_exactly_once(tmp_path, astronaut, extra, watermar
     out, counted = tmp_path / "out.png", tmp_path / "embedded.txt"
     proc = subprocess.run(
         [sys.executable, "-c", COUNTING_CLI, counted, "swap", "-s", photo, "-t", photo, "-o", out, "--json", *extra],
-        capture_output=True, text=True, timeout=TIMEOUT_S,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
     )
     assert proc.returncode == 0, proc.stderr
     run_id = json.loads(proc.stdout)["run_id"]
@@ -144,7 +148,10 @@ def clip(tmp_path_factory, faces_dir) -> Path:
     from faceweave.video.io import VideoReader, VideoWriter
 
     path = tmp_path_factory.mktemp("clip") / "talk.mp4"
-    with VideoReader(faces_dir / TALK, end=24 / 30) as reader, VideoWriter(path, info=reader.info, quality=10) as writer:
+    with (
+        VideoReader(faces_dir / TALK, end=24 / 30) as reader,
+        VideoWriter(path, info=reader.info, quality=10) as writer,
+    ):
         for frame in reader:
             writer.write(frame.pixels, frame.time)
     assert not verify_file(path).marked
@@ -169,7 +176,9 @@ def test_a_video_with_the_default_options_is_marked_and_labelled(tmp_path, faces
     preview = tmp_path / "preview.png"
     video.preview([faces_dir / SOURCE], clip, preview)
     shot = verify_file(preview)
-    assert shot.watermark.found and shot.label is not None and shot.label.run_id != found.label.run_id  # a run of its own
+    assert (
+        shot.watermark.found and shot.label is not None and shot.label.run_id != found.label.run_id
+    )  # a run of its own
 
 
 def test_a_video_without_the_watermark_keeps_its_label(tmp_path, faces_dir, swapper, clip):
@@ -188,7 +197,13 @@ def test_every_segment_of_a_segmented_video_carries_the_same_mark(tmp_path, face
 
     out = tmp_path / "out.mkv"
     report = swap_video_segmented(
-        VideoSwapper(swapper), [faces_dir / SOURCE], clip, out, segments=2, workers=1, min_frames=8,
+        VideoSwapper(swapper),
+        [faces_dir / SOURCE],
+        clip,
+        out,
+        segments=2,
+        workers=1,
+        min_frames=8,
     )
     assert len(report.segments) == 2
     found = verify_file(out, frames=12)

@@ -49,10 +49,28 @@ from onnx_fixtures import INSWAPPER_128, NUDENET_320N, build_model, model_bytes,
 
 CATALOG = builtin_specs()
 REQUIRED = [
-    "inswapper_128", "inswapper_128_fp16", "simswap_256", "simswap_unofficial_512", "hyperswap_1a_256",
-    "hyperswap_1b_256", "hyperswap_1c_256", "ghost_1_256", "ghost_2_256", "ghost_3_256", "blendswap_256",
-    "uniface_256", "arcface_w600k_r50", "arcface_simswap", "arcface_ghost", "gfpgan_1.4", "codeformer",
-    "gpen_bfr_512", "restoreformer_plus_plus", "real_esrgan_x2", "real_esrgan_x4", "nudenet_320n",
+    "inswapper_128",
+    "inswapper_128_fp16",
+    "simswap_256",
+    "simswap_unofficial_512",
+    "hyperswap_1a_256",
+    "hyperswap_1b_256",
+    "hyperswap_1c_256",
+    "ghost_1_256",
+    "ghost_2_256",
+    "ghost_3_256",
+    "blendswap_256",
+    "uniface_256",
+    "arcface_w600k_r50",
+    "arcface_simswap",
+    "arcface_ghost",
+    "gfpgan_1.4",
+    "codeformer",
+    "gpen_bfr_512",
+    "restoreformer_plus_plus",
+    "real_esrgan_x2",
+    "real_esrgan_x4",
+    "nudenet_320n",
 ]
 
 
@@ -66,7 +84,10 @@ def test_catalog_has_the_required_models():
 
 def test_catalog_facts_from_facefusion():
     inswapper = CATALOG["inswapper_128"]
-    assert inswapper.urls[0] == "https://github.com/facefusion/facefusion-assets/releases/download/models-3.0.0/inswapper_128.onnx"
+    assert (
+        inswapper.urls[0]
+        == "https://github.com/facefusion/facefusion-assets/releases/download/models-3.0.0/inswapper_128.onnx"
+    )
     assert inswapper.urls[1] == "https://huggingface.co/facefusion/models-3.0.0/resolve/main/inswapper_128.onnx"
     assert [(t.name, t.shape) for t in inswapper.inputs] == [("target", (None, 3, 128, 128)), ("source", (None, 512))]
     assert (inswapper.template, inswapper.crop_size, inswapper.licence) == ("arcface_128", 128, "Non-Commercial")
@@ -190,7 +211,11 @@ FOLDERS = [
     ("explicit", {"FACEWEAVE_MODELS": "/m", "XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/m"),
     ("xdg", {"XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/x/faceweave/models"),
     ("home", {"HOME": "/h"}, "/h/.cache/faceweave/models"),
-    ("empty-values-ignored", {"FACEWEAVE_MODELS": "", "XDG_CACHE_HOME": "", "HOME": "/h"}, "/h/.cache/faceweave/models"),
+    (
+        "empty-values-ignored",
+        {"FACEWEAVE_MODELS": "", "XDG_CACHE_HOME": "", "HOME": "/h"},
+        "/h/.cache/faceweave/models",
+    ),
 ]
 
 
@@ -246,8 +271,11 @@ def test_import_without_copy_records_the_path(tmp_path):
 
 def test_import_refusals(tmp_path):
     store = ModelStore(tmp_path / "models")
-    wrong = save_model(tmp_path / "simswap.onnx", [("target", [1, 3, 256, 256], "float32"), ("source", [1, 512], "float32")],
-                       [("out", [1, 3, 256, 256], "float32")])
+    wrong = save_model(
+        tmp_path / "simswap.onnx",
+        [("target", [1, 3, 256, 256], "float32"), ("source", [1, 512], "float32")],
+        [("out", [1, 3, 256, 256], "float32")],
+    )
     with pytest.raises(ModelSignatureError, match=r"inswapper_128 .*size 256 on axis 2, expected 128"):
         import_model(store, "inswapper_128", wrong)
     text = tmp_path / "text.onnx"
@@ -469,8 +497,11 @@ def _invoke(capfd, *args: str):
 
 def test_cli_list(tmp_path, capfd):
     store = ModelStore(tmp_path)
-    save_model(store.path_for(store.spec("gfpgan_1.4")), [("input", [1, 3, 512, 512], "float32")],
-               [("output", [1, 3, 512, 512], "float32")])
+    save_model(
+        store.path_for(store.spec("gfpgan_1.4")),
+        [("input", [1, 3, 512, 512], "float32")],
+        [("output", [1, 3, 512, 512], "float32")],
+    )
     code, out, _ = _invoke(capfd, "list", "--models-dir", str(tmp_path), "--json")
     assert code == 0
     rows = {row["name"]: row for row in json.loads(out)["models"]}
@@ -514,15 +545,31 @@ def test_runtime_options_build_a_provider_config():
     app = typer.Typer()
 
     @app.command()
-    def run(execution_provider: ExecutionProviderOption = "cpu", device_id: DeviceIdOption = 0,
-            provider_fallback: ProviderFallbackOption = False, tensorrt_cache: TensorrtCacheOption = None,
-            tensorrt_fp16: TensorrtFp16Option = False) -> None:
-        seen["config"] = provider_config(execution_provider, device_id, tensorrt_cache=tensorrt_cache,
-                                         tensorrt_fp16=tensorrt_fp16)
+    def run(
+        execution_provider: ExecutionProviderOption = "cpu",
+        device_id: DeviceIdOption = 0,
+        provider_fallback: ProviderFallbackOption = False,
+        tensorrt_cache: TensorrtCacheOption = None,
+        tensorrt_fp16: TensorrtFp16Option = False,
+    ) -> None:
+        seen["config"] = provider_config(
+            execution_provider, device_id, tensorrt_cache=tensorrt_cache, tensorrt_fp16=tensorrt_fp16
+        )
         seen["fallback"] = provider_fallback
 
-    result = CliRunner().invoke(app, ["--execution-provider", "TensorRT", "--device-id", "1", "--provider-fallback",
-                                      "--tensorrt-cache", "/tmp/e", "--tensorrt-fp16"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "--execution-provider",
+            "TensorRT",
+            "--device-id",
+            "1",
+            "--provider-fallback",
+            "--tensorrt-cache",
+            "/tmp/e",
+            "--tensorrt-fp16",
+        ],
+    )
     assert result.exit_code == 0, result.output
     config = seen["config"]
     assert (config.name, config.device_id, config.trt_engine_cache, config.trt_fp16) == ("tensorrt", 1, "/tmp/e", True)

@@ -59,7 +59,9 @@ def test_a_library_swap_writes_nothing_of_its_own_to_stderr():
     # the library's own records (the "faceweave" loggers) go to the user's
     # handler, as the user asked; nothing else is there
     assert [line for line in lines if not line.startswith("user-log faceweave")] == [
-        "user-stderr before", "user-stderr after", "user-log user.app WARNING still heard",
+        "user-stderr before",
+        "user-stderr after",
+        "user-log user.app WARNING still heard",
     ]
 
 

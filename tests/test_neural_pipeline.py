@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from tests.neural_fixtures import arcface_model, swapper_model
 
 from faceweave.errors import ModelNotFoundError
 from faceweave.options import SwapOptions
 from faceweave.pipeline import FaceSwapper
 from faceweave.provenance.stamp import Provenance
-from tests.neural_fixtures import arcface_model, swapper_model
 
 pytestmark = pytest.mark.slow
 
@@ -26,8 +26,9 @@ def models_dir(tmp_path_factory):
     """A model folder with inswapper_128 (output = 1 - target: an obvious
     change), its ArcFace, and a gfpgan-like face enhancer, all imported
     through the CLI's own import path (signature checked, sha256 pinned)."""
-    from faceweave.models import ModelStore, import_model
     from tests.enhancer_fixtures import face_model
+
+    from faceweave.models import ModelStore, import_model
 
     folder = tmp_path_factory.mktemp("models")
     files = tmp_path_factory.mktemp("files")
@@ -59,14 +60,18 @@ def test_a_neural_swapper_through_the_python_api(models_dir, faces_dir):
 def test_a_face_enhancer_after_the_classical_swap(models_dir, faces_dir):
     target = faces_dir / "single/astronaut_eileen_collins.png"
     plain = FaceSwapper(SwapOptions(), provenance=UNMARKED).swap([faces_dir / "single/biden2.jpg"], target)
-    options = SwapOptions.model_validate({"enhance": {"face": "gfpgan_1.4", "face_blend": 1.0}, "runtime": {"models_dir": str(models_dir)}})
+    options = SwapOptions.model_validate(
+        {"enhance": {"face": "gfpgan_1.4", "face_blend": 1.0}, "runtime": {"models_dir": str(models_dir)}}
+    )
     with FaceSwapper(options, provenance=UNMARKED) as swapper:
         enhanced = swapper.swap([faces_dir / "single/biden2.jpg"], target)
     assert "enhance" in enhanced.timings_ms
     face = enhanced.faces[0].bbox
     cx, cy = (int(v) for v in face.center)
     # the stand-in adds 0.2 in [-1, 1] units: about +25 levels at the face centre
-    gain = enhanced.image[cy - 5 : cy + 5, cx - 5 : cx + 5].astype(int) - plain.image[cy - 5 : cy + 5, cx - 5 : cx + 5].astype(int)
+    gain = enhanced.image[cy - 5 : cy + 5, cx - 5 : cx + 5].astype(int) - plain.image[
+        cy - 5 : cy + 5, cx - 5 : cx + 5
+    ].astype(int)
     assert 15 < gain.mean() < 30
     assert np.array_equal(enhanced.image[:20, :20], plain.image[:20, :20])
 
@@ -82,7 +87,9 @@ def test_cli_neural_swap_and_errors(models_dir, faces_dir, tmp_path):
 
     src, tgt = faces_dir / "single/biden2.jpg", faces_dir / "single/astronaut_eileen_collins.png"
     out = tmp_path / "out.png"
-    proc = faceweave("swap", "-s", src, "-t", tgt, "-o", out, "--swapper", "inswapper_128", "--models-dir", models_dir, "--json")
+    proc = faceweave(
+        "swap", "-s", src, "-t", tgt, "-o", out, "--swapper", "inswapper_128", "--models-dir", models_dir, "--json"
+    )
     assert proc.returncode == 0, proc.stderr
     assert out.is_file()
     import json
@@ -96,8 +103,19 @@ def test_cli_neural_swap_and_errors(models_dir, faces_dir, tmp_path):
     proc = faceweave("swap", "-s", src, "-t", tgt, "-o", missing, "--swapper", "nope")
     assert_clean_error(proc, 2, "unknown swapper", "inswapper_128")
     proc = faceweave(
-        "swap", "-s", src, "-t", tgt, "-o", missing, "--swapper", "inswapper_128", "--models-dir", models_dir,
-        "--execution-provider", "cuda",
+        "swap",
+        "-s",
+        src,
+        "-t",
+        tgt,
+        "-o",
+        missing,
+        "--swapper",
+        "inswapper_128",
+        "--models-dir",
+        models_dir,
+        "--execution-provider",
+        "cuda",
     )
     assert_clean_error(proc, 1, "cuda", "available")
     assert not missing.exists()
@@ -138,7 +156,17 @@ def test_evaluate_compares_a_neural_swapper(models_dir, faces_dir, tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert report["options"]["swap_options"]["swapper"] == "inswapper_128"
     assert len(report["pairs"]) == 2
-    proc = faceweave("evaluate", faces_dir, "--out", tmp_path / "none", "--pairs", "2", "--swapper", "ghost_1_256",
-                     "--models-dir", tmp_path)
+    proc = faceweave(
+        "evaluate",
+        faces_dir,
+        "--out",
+        tmp_path / "none",
+        "--pairs",
+        "2",
+        "--swapper",
+        "ghost_1_256",
+        "--models-dir",
+        tmp_path,
+    )
     assert_clean_error(proc, 1, "not present", "faceweave models download")
     assert not (tmp_path / "none" / "report.json").exists()

@@ -7,7 +7,6 @@ import cv2
 import numpy as np
 import onnx
 import pytest
-from neural_fixtures import OrtModel, arcface_model, converter_model, swapper_model
 
 from faceweave.embedders import ArcFaceEmbedder, EmbeddingConverter
 from faceweave.errors import InvalidOptionError, ModelFormatError, ModelSignatureError
@@ -23,6 +22,7 @@ from faceweave.swappers.neural.base import (
 )
 from faceweave.swappers.neural.pixel_boost import boost_factor, tile, untile
 from faceweave.types import BBox, Face, Pose
+from neural_fixtures import OrtModel, arcface_model, converter_model, swapper_model
 
 RNG_W = np.random.default_rng(7).normal(0, 1, (3, 512)).astype(np.float32)
 EMAP = np.random.default_rng(8).normal(0, 0.05, (512, 512)).astype(np.float32)
@@ -48,7 +48,7 @@ def synthetic_crop(side: int = 200, *, seed: int = 1, degrees: float = 8.0) -> A
     five = (ref @ rot.T) * side * 0.55 + side / 2.0
     mesh = np.zeros((478, 3), np.float32)
     mesh[:, :2] = side / 2.0
-    for i, p in zip([468, 473, 1, 61, 291], five):
+    for i, p in zip([468, 473, 1, 61, 291], five, strict=False):
         mesh[i, :2] = p
     return AlignedCrop(pixels=textured(side, seed), matrix=np.eye(2, 3), mesh=mesh, face_size=side / 1.8)
 
@@ -77,8 +77,13 @@ def build(name: str, *, batch="N", gain=1.0, offset=0.0, **kwargs):
         kwargs.setdefault("emap", EMAP)
     model = OrtModel(
         swapper_model(
-            spec.size, source_shape, batch=batch, gain=gain, offset=offset,
-            emap=EMAP if spec.family == "inswapper" else None, mask_output=spec.family == "hyperswap",
+            spec.size,
+            source_shape,
+            batch=batch,
+            gain=gain,
+            offset=offset,
+            emap=EMAP if spec.family == "inswapper" else None,
+            mask_output=spec.family == "hyperswap",
             source_first=spec.family == "hyperswap",
         )
     )
@@ -111,7 +116,15 @@ def test_pixel_boost_tiles_interleave_and_round_trip_exactly(k):
 
 @pytest.mark.parametrize(
     "model_size, boost, expected",
-    [(128, None, 1), (128, 128, 1), (128, 256, 2), (128, 512, 4), (256, 512, 2), (128, 200, InvalidOptionError), (256, 128, InvalidOptionError)],
+    [
+        (128, None, 1),
+        (128, 128, 1),
+        (128, 256, 2),
+        (128, 512, 4),
+        (256, 512, 2),
+        (128, 200, InvalidOptionError),
+        (256, 128, InvalidOptionError),
+    ],
 )
 def test_boost_factor(model_size, boost, expected):
     if isinstance(expected, type):
@@ -189,8 +202,17 @@ ALL = sorted(NEURAL_SWAPPERS)
 
 def test_registry_lists_every_facefusion_model():
     assert set(ALL) >= {
-        "inswapper_128", "simswap_256", "simswap_unofficial_512", "hyperswap_1a_256", "hyperswap_1b_256",
-        "hyperswap_1c_256", "ghost_1_256", "ghost_2_256", "ghost_3_256", "blendswap_256", "uniface_256",
+        "inswapper_128",
+        "simswap_256",
+        "simswap_unofficial_512",
+        "hyperswap_1a_256",
+        "hyperswap_1b_256",
+        "hyperswap_1c_256",
+        "ghost_1_256",
+        "ghost_2_256",
+        "ghost_3_256",
+        "blendswap_256",
+        "uniface_256",
     }
 
 
@@ -287,10 +309,14 @@ def test_embedding_sources(name, expected):
     swapper, _ = build(name)
     source = swapper.prepare_source(synthetic_source())
     assert source.prepared.tensor.shape == (1, 512)
-    np.testing.assert_allclose(source.prepared.tensor[0], expected(raw_embedding(source.crop).astype(np.float64)), rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(
+        source.prepared.tensor[0], expected(raw_embedding(source.crop).astype(np.float64)), rtol=1e-3, atol=1e-4
+    )
 
 
-@pytest.mark.parametrize("name, template, size", [("blendswap_256", "arcface_112_v2", 112), ("uniface_256", "ffhq_512", 256)])
+@pytest.mark.parametrize(
+    "name, template, size", [("blendswap_256", "arcface_112_v2", 112), ("uniface_256", "ffhq_512", 256)]
+)
 def test_image_sources_are_rgb_crops_in_unit_range(name, template, size):
     swapper, _ = build(name)
     source = swapper.prepare_source(synthetic_source())
@@ -307,7 +333,7 @@ def test_weight_mixes_in_each_targets_embedding(name, weight):
     swapper.swap_batch(source, targets)
     fed = model.calls[0]["source"]
     b = blend_factor(weight)
-    for row, t in zip(fed, targets):
+    for row, t in zip(fed, targets, strict=False):
         te = raw_embedding(t).astype(np.float64)
         if swapper.normalize_target_embedding:
             te = te / np.linalg.norm(te)
@@ -324,13 +350,13 @@ def test_two_faces_in_one_run_equal_two_single_runs(name):
     together = swapper.swap_batch(source, targets)
     assert len(model.calls) == 1 and model.calls[0]["target"].shape[0] == 2
     singles = [swapper.swap(source, t) for t in targets]
-    for a, b in zip(together, singles):
+    for a, b in zip(together, singles, strict=False):
         np.testing.assert_array_equal(a.face, b.face)
         np.testing.assert_array_equal(a.coverage, b.coverage)
     fixed, fixed_model = build(name, batch=1, gain=0.8, offset=0.1)
     looped = fixed.swap_batch(fixed.prepare_source(synthetic_source()), targets)
     assert len(fixed_model.calls) == 2 and all(c["target"].shape[0] == 1 for c in fixed_model.calls)
-    for a, b in zip(together, looped):
+    for a, b in zip(together, looped, strict=False):
         np.testing.assert_array_equal(a.face, b.face)
 
 

@@ -239,7 +239,9 @@ def test_reference_mode_swaps_the_referenced_person(by_reference, path, identity
 
 def test_reference_mode_with_a_stranger_raises(by_reference, path):
     with pytest.raises(NoMatchingFaceError):
-        by_reference.swap([path(BIDEN)], path("group/fr_two_people.jpg"), reference=path("identity/matt_damon/df_img29.jpg"))
+        by_reference.swap(
+            [path(BIDEN)], path("group/fr_two_people.jpg"), reference=path("identity/matt_damon/df_img29.jpg")
+        )
 
 
 def test_reference_mode_without_a_reference_raises(by_reference, path):
@@ -310,7 +312,15 @@ def teeth_match(result: np.ndarray, target: np.ndarray, face: Face) -> float:
 
 @pytest.mark.parametrize(
     "masks",
-    [{}, {"mouth": False}, {"occlusion": False}, {"box": False}, {"region": False}, {"segmentation": True}, {"hands": True}],
+    [
+        {},
+        {"mouth": False},
+        {"occlusion": False},
+        {"box": False},
+        {"region": False},
+        {"segmentation": True},
+        {"hands": True},
+    ],
 )
 def test_mask_options(swapper, path, masks):
     from faceweave.options import MaskOptions
@@ -518,10 +528,15 @@ def test_the_expression_check_brings_the_mouth_width_read_off_the_result_closer(
     one."""
     from faceweave.geometry.expression import expression_ratios
 
-    pairs = [("identity/robert_downey_jr/rd_d1.jpeg", "single/astronaut_eileen_collins.png"),
-             ("identity/katy_perry/df_img43.jpg", "identity/robert_downey_jr/rd_d3.jpeg")]
+    pairs = [
+        ("identity/robert_downey_jr/rd_d1.jpeg", "single/astronaut_eileen_collins.png"),
+        ("identity/katy_perry/df_img43.jpg", "identity/robert_downey_jr/rd_d3.jpeg"),
+    ]
     errors = {True: [], False: []}
-    with FaceSwapper(SwapOptions(expression_check=False)) as plain, FaceSwapper(SwapOptions(expression_check=True)) as checked:
+    with (
+        FaceSwapper(SwapOptions(expression_check=False)) as plain,
+        FaceSwapper(SwapOptions(expression_check=True)) as checked,
+    ):
         for src, tgt in pairs:
             target = read_image(path(tgt)).pixels
             face = max(plain.find_faces(target), key=lambda f: f.bbox.area)

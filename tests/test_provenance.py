@@ -126,7 +126,9 @@ def test_watermark_off_or_no_provenance_leaves_pixels_and_says_so(astronaut):
 
 
 def test_verify_image_finds_label_and_watermark(tmp_path, astronaut):
-    path = write_image(tmp_path / "out.jpg", stamp_image(astronaut, PROV), quality=90, **image_metadata(PROV, "out.jpg"))
+    path = write_image(
+        tmp_path / "out.jpg", stamp_image(astronaut, PROV), quality=90, **image_metadata(PROV, "out.jpg")
+    )
     result = verify_file(path)
     assert result.marked and result.kind == "image" and result.label == LABEL
     assert result.watermark.found and result.watermark.payload.run_id == 0x00ABCD
@@ -175,8 +177,18 @@ def test_video_writer_tags_and_marks_every_frame(tmp_path, astronaut, ext):
     from faceweave.video.io.probe import VideoInfo
 
     info = VideoInfo(
-        path="in", width=320, height=240, fps=Fraction(10), time_base=Fraction(1, 10), frame_count=6, duration=0.6,
-        rotation=0, codec="h264", pixel_aspect=Fraction(1), has_audio=False, audio_codec=None,
+        path="in",
+        width=320,
+        height=240,
+        fps=Fraction(10),
+        time_base=Fraction(1, 10),
+        frame_count=6,
+        duration=0.6,
+        rotation=0,
+        codec="h264",
+        pixel_aspect=Fraction(1),
+        has_audio=False,
+        audio_codec=None,
     )
     out = tmp_path / f"v.{ext}"
     with VideoWriter(out, info=info, quality=10, **writer_stamp(PROV)) as writer:
@@ -193,8 +205,18 @@ def test_video_without_provenance_is_not_marked(tmp_path, astronaut):
     from faceweave.video.io.probe import VideoInfo
 
     info = VideoInfo(
-        path="in", width=320, height=240, fps=Fraction(10), time_base=Fraction(1, 10), frame_count=4, duration=0.4,
-        rotation=0, codec="h264", pixel_aspect=Fraction(1), has_audio=False, audio_codec=None,
+        path="in",
+        width=320,
+        height=240,
+        fps=Fraction(10),
+        time_base=Fraction(1, 10),
+        frame_count=4,
+        duration=0.4,
+        rotation=0,
+        codec="h264",
+        pixel_aspect=Fraction(1),
+        has_audio=False,
+        audio_codec=None,
     )
     out = tmp_path / "plain.mp4"
     with VideoWriter(out, info=info, quality=10) as writer:
@@ -209,9 +231,14 @@ def test_video_without_provenance_is_not_marked(tmp_path, astronaut):
 
 def _entry(n: int, **kw) -> AuditEntry:
     fields = {
-        "command": "swap", "inputs": (AuditInput(role="target", path=f"t{n}.jpg", sha256="0" * 64),),
-        "options": {"n": n}, "outcome": "ok", "watermark": WATERMARK_DISABLED, "output": f"o{n}.png",
-        "user": "tester", "time": "2025-01-31T12:00:00Z",
+        "command": "swap",
+        "inputs": (AuditInput(role="target", path=f"t{n}.jpg", sha256="0" * 64),),
+        "options": {"n": n},
+        "outcome": "ok",
+        "watermark": WATERMARK_DISABLED,
+        "output": f"o{n}.png",
+        "user": "tester",
+        "time": "2025-01-31T12:00:00Z",
     }
     return AuditEntry(**{**fields, **kw})
 
@@ -249,7 +276,10 @@ def test_audit_options_are_checked_and_paths_default(tmp_path):
         AuditLog(tmp_path / "a.jsonl", backups=-1)
     assert default_audit_path({"XDG_STATE_HOME": "/s"}).as_posix() == "/s/faceweave/audit.jsonl"
     assert default_audit_path({"HOME": "/h"}).as_posix() == "/h/.local/state/faceweave/audit.jsonl"
-    assert default_audit_path({"XDG_STATE_HOME": "relative", "HOME": "/h"}).as_posix() == "/h/.local/state/faceweave/audit.jsonl"
+    assert (
+        default_audit_path({"XDG_STATE_HOME": "relative", "HOME": "/h"}).as_posix()
+        == "/h/.local/state/faceweave/audit.jsonl"
+    )
 
 
 def test_sha256_file(tmp_path):
@@ -304,16 +334,16 @@ def test_gif_comment_extension_is_added_and_read_back(tmp_path):
 
 @pytest.mark.slow
 def test_a_gif_output_carries_the_label(tmp_path, faces_dir):
+    from faceweave.provenance.stamp import writer_stamp
     from faceweave.provenance.verify import verify_file
     from faceweave.video.io import VideoReader, VideoWriter
 
-    from faceweave.provenance.stamp import writer_stamp
-
     out = tmp_path / "out.gif"
     prov = Provenance.new()
-    with VideoReader(faces_dir / "video/lp_d18_talking_face.mp4", end=0.5) as reader, VideoWriter(
-        out, info=reader.info, **writer_stamp(prov)
-    ) as writer:
+    with (
+        VideoReader(faces_dir / "video/lp_d18_talking_face.mp4", end=0.5) as reader,
+        VideoWriter(out, info=reader.info, **writer_stamp(prov)) as writer,
+    ):
         for frame in reader:
             writer.write(frame.pixels, frame.time)
     found = verify_file(out)

@@ -32,22 +32,77 @@ ALL = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvid
 PROVIDER_LISTS = [
     ("cpu", ProviderConfig(), ALL, [CPU]),
     ("cuda-1", ProviderConfig("cuda", device_id=1), ALL, [("CUDAExecutionProvider", {"device_id": "1"}), CPU]),
-    ("tensorrt-plain", ProviderConfig("tensorrt"), ALL, [
-        ("TensorrtExecutionProvider", {"device_id": "0", "trt_fp16_enable": "False"}),
-        ("CUDAExecutionProvider", {"device_id": "0"}), CPU]),
-    ("tensorrt-cache-fp16", ProviderConfig("tensorrt", device_id=2, trt_engine_cache="/tmp/engines", trt_fp16=True), ALL, [
-        ("TensorrtExecutionProvider", {"device_id": "2", "trt_fp16_enable": "True", "trt_engine_cache_enable": "True",
-                                       "trt_engine_cache_path": "/tmp/engines", "trt_timing_cache_enable": "True",
-                                       "trt_timing_cache_path": "/tmp/engines"}),
-        ("CUDAExecutionProvider", {"device_id": "2"}), CPU]),
-    ("tensorrt-without-cuda", ProviderConfig("tensorrt"), ["TensorrtExecutionProvider", "CPUExecutionProvider"], [
-        ("TensorrtExecutionProvider", {"device_id": "0", "trt_fp16_enable": "False"}), CPU]),
-    ("cann", ProviderConfig("cann", device_id=3, cann_precision_mode="allow_fp32_to_fp16",
-                            cann_op_select_impl_mode="high_performance", cann_graph=True), ALL, [
-        ("CANNExecutionProvider", {"device_id": "3", "enable_cann_graph": "True", "precision_mode": "allow_fp32_to_fp16",
-                                   "op_select_impl_mode": "high_performance"}), CPU]),
-    ("cann-defaults", ProviderConfig("cann"), ALL, [("CANNExecutionProvider", {"device_id": "0", "enable_cann_graph": "False"}), CPU]),
-    ("openvino", ProviderConfig("openvino", openvino_device="GPU.1"), ALL, [("OpenVINOExecutionProvider", {"device_type": "GPU.1"}), CPU]),
+    (
+        "tensorrt-plain",
+        ProviderConfig("tensorrt"),
+        ALL,
+        [
+            ("TensorrtExecutionProvider", {"device_id": "0", "trt_fp16_enable": "False"}),
+            ("CUDAExecutionProvider", {"device_id": "0"}),
+            CPU,
+        ],
+    ),
+    (
+        "tensorrt-cache-fp16",
+        ProviderConfig("tensorrt", device_id=2, trt_engine_cache="/tmp/engines", trt_fp16=True),
+        ALL,
+        [
+            (
+                "TensorrtExecutionProvider",
+                {
+                    "device_id": "2",
+                    "trt_fp16_enable": "True",
+                    "trt_engine_cache_enable": "True",
+                    "trt_engine_cache_path": "/tmp/engines",
+                    "trt_timing_cache_enable": "True",
+                    "trt_timing_cache_path": "/tmp/engines",
+                },
+            ),
+            ("CUDAExecutionProvider", {"device_id": "2"}),
+            CPU,
+        ],
+    ),
+    (
+        "tensorrt-without-cuda",
+        ProviderConfig("tensorrt"),
+        ["TensorrtExecutionProvider", "CPUExecutionProvider"],
+        [("TensorrtExecutionProvider", {"device_id": "0", "trt_fp16_enable": "False"}), CPU],
+    ),
+    (
+        "cann",
+        ProviderConfig(
+            "cann",
+            device_id=3,
+            cann_precision_mode="allow_fp32_to_fp16",
+            cann_op_select_impl_mode="high_performance",
+            cann_graph=True,
+        ),
+        ALL,
+        [
+            (
+                "CANNExecutionProvider",
+                {
+                    "device_id": "3",
+                    "enable_cann_graph": "True",
+                    "precision_mode": "allow_fp32_to_fp16",
+                    "op_select_impl_mode": "high_performance",
+                },
+            ),
+            CPU,
+        ],
+    ),
+    (
+        "cann-defaults",
+        ProviderConfig("cann"),
+        ALL,
+        [("CANNExecutionProvider", {"device_id": "0", "enable_cann_graph": "False"}), CPU],
+    ),
+    (
+        "openvino",
+        ProviderConfig("openvino", openvino_device="GPU.1"),
+        ALL,
+        [("OpenVINOExecutionProvider", {"device_type": "GPU.1"}), CPU],
+    ),
     ("coreml", ProviderConfig("coreml"), ALL, [("CoreMLExecutionProvider", {}), CPU]),
     ("directml", ProviderConfig("directml", device_id=1), ALL, [("DmlExecutionProvider", {"device_id": "1"}), CPU]),
     ("rocm", ProviderConfig("rocm"), ALL, [("ROCMExecutionProvider", {"device_id": "0"}), CPU]),
@@ -55,7 +110,9 @@ PROVIDER_LISTS = [
 ]
 
 
-@pytest.mark.parametrize("config, available, expected", [c[1:] for c in PROVIDER_LISTS], ids=[c[0] for c in PROVIDER_LISTS])
+@pytest.mark.parametrize(
+    "config, available, expected", [c[1:] for c in PROVIDER_LISTS], ids=[c[0] for c in PROVIDER_LISTS]
+)
 def test_ort_provider_lists(config, available, expected):
     assert ort_providers(config, available) == expected
 
@@ -78,7 +135,9 @@ def test_bad_provider_config(kwargs, error, fragment):
 def test_backend_runs_inswapper_shaped_model_from_bytes():
     model = OnnxBackend().load(model_bytes(*INSWAPPER_128), ProviderConfig())
     assert [(t.name, t.shape, t.dtype) for t in model.inputs] == [
-        ("target", (1, 3, 128, 128), "float32"), ("source", (1, 512), "float32")]
+        ("target", (1, 3, 128, 128), "float32"),
+        ("source", (1, 512), "float32"),
+    ]
     assert [(t.name, t.shape) for t in model.outputs] == [("output", (1, 3, 128, 128))]
     assert model.providers == ("CPUExecutionProvider",)
     target = np.zeros((1, 3, 128, 128), np.float32)
@@ -100,13 +159,26 @@ def test_backend_runs_from_path_with_dynamic_dims(tmp_path):
 
 # (case id, feeds, fragment)
 BAD_FEEDS = [
-    ("wrong-size", {"target": np.zeros((1, 3, 64, 64), np.float32), "source": np.zeros((1, 512), np.float32)},
-     r"input target has shape \(1, 3, 64, 64\), expected \[1, 3, 128, 128\]"),
-    ("wrong-rank", {"target": np.zeros((3, 128, 128), np.float32), "source": np.zeros((1, 512), np.float32)},
-     r"input target has shape \(3, 128, 128\)"),
-    ("wrong-dtype", {"target": np.zeros((1, 3, 128, 128), np.float64), "source": np.zeros((1, 512), np.float32)},
-     "input target is float64, expected float32"),
-    ("missing-input", {"target": np.zeros((1, 3, 128, 128), np.float32)}, r"do not match the inputs \['source', 'target'\]"),
+    (
+        "wrong-size",
+        {"target": np.zeros((1, 3, 64, 64), np.float32), "source": np.zeros((1, 512), np.float32)},
+        r"input target has shape \(1, 3, 64, 64\), expected \[1, 3, 128, 128\]",
+    ),
+    (
+        "wrong-rank",
+        {"target": np.zeros((3, 128, 128), np.float32), "source": np.zeros((1, 512), np.float32)},
+        r"input target has shape \(3, 128, 128\)",
+    ),
+    (
+        "wrong-dtype",
+        {"target": np.zeros((1, 3, 128, 128), np.float64), "source": np.zeros((1, 512), np.float32)},
+        "input target is float64, expected float32",
+    ),
+    (
+        "missing-input",
+        {"target": np.zeros((1, 3, 128, 128), np.float32)},
+        r"do not match the inputs \['source', 'target'\]",
+    ),
 ]
 
 
@@ -136,8 +208,10 @@ def test_load_checks_the_spec():
     spec = builtin_specs()["inswapper_128"]
     backend = OnnxBackend()
     backend.load(model_bytes(*INSWAPPER_128), ProviderConfig(), spec=spec).close()
-    wrong = model_bytes([("target", [1, 3, 256, 256], "float32"), ("source", [1, 512], "float32")],
-                        [("output", [1, 3, 256, 256], "float32")])
+    wrong = model_bytes(
+        [("target", [1, 3, 256, 256], "float32"), ("source", [1, 512], "float32")],
+        [("output", [1, 3, 256, 256], "float32")],
+    )
     with pytest.raises(ModelSignatureError, match="size 256 on axis 2, expected 128"):
         backend.load(wrong, ProviderConfig(), spec=spec)
 
@@ -187,7 +261,10 @@ def test_provider_that_fails_to_start(tmp_path, caplog):
     path = save_model(tmp_path / "m.onnx", *INSWAPPER_128)
     with SessionPool(backend=_StartFailsBackend()) as pool, pytest.raises(ProviderError, match="libcudnn"):
         pool.get(path, ProviderConfig("cuda"))
-    with caplog.at_level(logging.WARNING, logger="faceweave"), SessionPool(backend=_StartFailsBackend(), fallback=True) as pool:
+    with (
+        caplog.at_level(logging.WARNING, logger="faceweave"),
+        SessionPool(backend=_StartFailsBackend(), fallback=True) as pool,
+    ):
         assert pool.get(path, ProviderConfig("cuda")).providers == ("CPUExecutionProvider",)
     assert any("libcudnn" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
 
@@ -249,8 +326,12 @@ def test_dummy_feeds_use_spec_sizes_for_dynamic_dims():
     assert dummy_feeds(model.inputs)["images"].shape == (1, 3, 1, 1)
     inswapper = builtin_specs()["inswapper_128"]
     free_batch = OnnxBackend().load(
-        model_bytes([("target", ["n", 3, 128, 128], "float32"), ("source", ["n", 512], "float32")],
-                    [("output", ["n", 3, 128, 128], "float32")]), ProviderConfig())
+        model_bytes(
+            [("target", ["n", 3, 128, 128], "float32"), ("source", ["n", 512], "float32")],
+            [("output", ["n", 3, 128, 128], "float32")],
+        ),
+        ProviderConfig(),
+    )
     feeds = dummy_feeds(free_batch.inputs, inswapper)
     assert {k: v.shape for k, v in feeds.items()} == {"target": (1, 3, 128, 128), "source": (1, 512)}
     assert all(v.dtype == np.float32 and not v.any() for v in feeds.values())
@@ -264,14 +345,19 @@ def test_dummy_feeds_use_spec_sizes_for_dynamic_dims():
 def _nvidia_providers() -> list[str]:
     import onnxruntime
 
-    return [p for p in onnxruntime.get_available_providers() if p in ("CUDAExecutionProvider", "TensorrtExecutionProvider")]
+    return [
+        p for p in onnxruntime.get_available_providers() if p in ("CUDAExecutionProvider", "TensorrtExecutionProvider")
+    ]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["cuda", "tensorrt"])
 def test_gpu_provider_runs_and_reports_warmup(tmp_path, name):
     if ProviderConfig(name).ort_name not in _nvidia_providers():
-        pytest.skip(f"{ProviderConfig(name).ort_name} is not available in this onnxruntime (needs onnxruntime-gpu and an NVIDIA GPU)")
+        pytest.skip(
+            f"{ProviderConfig(name).ort_name} is not available in this onnxruntime (needs onnxruntime-gpu and "
+            "an NVIDIA GPU)"
+        )
     path = save_model(tmp_path / "m.onnx", *INSWAPPER_128)
     config = ProviderConfig(name, trt_engine_cache=str(tmp_path / "engines") if name == "tensorrt" else None)
     with SessionPool() as pool:

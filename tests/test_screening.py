@@ -31,12 +31,14 @@ def _raw(rows: list[tuple[float, float, float, float, str, float]]) -> np.ndarra
 
 
 def test_decode_scales_clips_and_suppresses():
-    raw = _raw([
-        (100, 100, 40, 20, "FEMALE_BREAST_EXPOSED", 0.9),
-        (102, 101, 40, 20, "FEMALE_BREAST_EXPOSED", 0.6),  # overlaps the first: suppressed
-        (300, 300, 60, 60, "FACE_MALE", 0.15),  # under the candidate score
-        (310, 10, 40, 40, "FEET_EXPOSED", 0.5),  # crosses the right edge: clipped
-    ])
+    raw = _raw(
+        [
+            (100, 100, 40, 20, "FEMALE_BREAST_EXPOSED", 0.9),
+            (102, 101, 40, 20, "FEMALE_BREAST_EXPOSED", 0.6),  # overlaps the first: suppressed
+            (300, 300, 60, 60, "FACE_MALE", 0.15),  # under the candidate score
+            (310, 10, 40, 40, "FEET_EXPOSED", 0.5),  # crosses the right edge: clipped
+        ]
+    )
     # a 640 x 400 image: padded to 640 x 640, so model pixels x 2
     found = decode(raw, scale=2.0, width=640, height=400)
     assert [(d.label, round(d.score, 2), d.box) for d in found] == [
@@ -80,7 +82,7 @@ def test_real_model_on_face_photos_finds_faces_not_nudity(faces_dir):
         assert len(faces) == 2 and not [d for d in found if d.label in EXPOSED_LABELS]
         for d in faces:
             x, y, w, h = d.box
-            assert 0 <= x and 0 <= y and x + w <= image.pixels.shape[1] and y + h <= image.pixels.shape[0]
+            assert x >= 0 and y >= 0 and x + w <= image.pixels.shape[1] and y + h <= image.pixels.shape[0]
         # a face photo passes under refuse
         result = screen(image.pixels, ScreeningPolicy(action="refuse"), detector, role="target")
         assert result.flagged == () and result.pixels is image.pixels
@@ -128,7 +130,9 @@ def _noise() -> np.ndarray:
 
 def test_refuse_raises_naming_label_and_score():
     with pytest.raises(ContentRefusedError, match=r"target a\.jpg refused .*FEMALE_BREAST_EXPOSED \(score 0\.87"):
-        screen(_noise(), ScreeningPolicy(action="refuse"), FakeDetector([FACE, WEAK, EXPOSED]), role="target", path="a.jpg")
+        screen(
+            _noise(), ScreeningPolicy(action="refuse"), FakeDetector([FACE, WEAK, EXPOSED]), role="target", path="a.jpg"
+        )
 
 
 def test_blur_changes_only_the_flagged_boxes():
@@ -145,7 +149,9 @@ def test_blur_changes_only_the_flagged_boxes():
 
 def test_log_records_only():
     pixels = _noise()
-    result = screen(pixels, ScreeningPolicy(action="log", threshold=0.25), FakeDetector([EXPOSED, WEAK, FACE]), role="target")
+    result = screen(
+        pixels, ScreeningPolicy(action="log", threshold=0.25), FakeDetector([EXPOSED, WEAK, FACE]), role="target"
+    )
     assert result.flagged == (EXPOSED, WEAK) and result.pixels is pixels and not result.changed
     assert result.as_dict()["flagged"][0] == {"label": "FEMALE_BREAST_EXPOSED", "score": 0.87, "box": [10, 20, 30, 16]}
 

@@ -18,7 +18,9 @@ def make_face(x: float, y: float, size: float, *, score: float = 0.9, embedding=
     mesh = np.zeros((MESH_POINTS, 3), np.float32)
     mesh[:, 0] = x + rng.uniform(0.05, 0.95, MESH_POINTS) * size
     mesh[:, 1] = y + rng.uniform(0.05, 0.95, MESH_POINTS) * size
-    return Face(bbox=BBox(x, y, x + size, y + size), score=score, mesh=mesh, pose=Pose(0.0, 0.0, 0.0), embedding=embedding)
+    return Face(
+        bbox=BBox(x, y, x + size, y + size), score=score, mesh=mesh, pose=Pose(0.0, 0.0, 0.0), embedding=embedding
+    )
 
 
 def unit(axis: int, scale: float = 1.0) -> np.ndarray:
@@ -55,7 +57,15 @@ def test_order_faces(order, expected):
 
 
 def test_every_order_is_covered():
-    assert set(FACE_ORDERS) == {"left-right", "right-left", "top-bottom", "bottom-top", "large-small", "small-large", "best-score"}
+    assert set(FACE_ORDERS) == {
+        "left-right",
+        "right-left",
+        "top-bottom",
+        "bottom-top",
+        "large-small",
+        "small-large",
+        "best-score",
+    }
 
 
 def test_order_ties_keep_detection_order():
@@ -99,15 +109,33 @@ def test_select_faces(options, reference, expected):
     "faces, options, reference, error, message",
     [
         ((), SelectionOptions(), None, NoMatchingFaceError, "no faces"),
-        (FACES, SelectionOptions(min_face_size=200), None, NoMatchingFaceError, r"smaller than the minimum face size of 200 px \(the largest is 100 px\)"),
+        (
+            FACES,
+            SelectionOptions(min_face_size=200),
+            None,
+            NoMatchingFaceError,
+            r"smaller than the minimum face size of 200 px \(the largest is 100 px\)",
+        ),
         (FACES, SelectionOptions(mode="index", indices=(4,)), None, NoMatchingFaceError, "valid indices are 0 to 3"),
         (FACES, SelectionOptions(mode="index", indices=(-1,)), None, NoMatchingFaceError, "out of range"),
-        (FACES, SelectionOptions(mode="index", indices=(1,), min_face_size=90), None, NoMatchingFaceError, "valid indices are 0$"),
+        (
+            FACES,
+            SelectionOptions(mode="index", indices=(1,), min_face_size=90),
+            None,
+            NoMatchingFaceError,
+            "valid indices are 0$",
+        ),
         (FACES, SelectionOptions(mode="index", indices=()), None, InvalidOptionError, "at least one index"),
         (FACES, SelectionOptions(mode="reference"), None, InvalidOptionError, "needs a reference"),
         (FACES, SelectionOptions(mode="reference"), np.zeros(64), InvalidOptionError, r"expected shape \(128,\)"),
         ((make_face(0, 0, 50),), SelectionOptions(mode="reference"), unit(0), InvalidOptionError, "needs embeddings"),
-        (FACES, SelectionOptions(mode="reference"), unit(5), NoMatchingFaceError, r"nearest is at distance 1\.414, above the threshold of 0\.600"),
+        (
+            FACES,
+            SelectionOptions(mode="reference"),
+            unit(5),
+            NoMatchingFaceError,
+            r"nearest is at distance 1\.414, above the threshold of 0\.600",
+        ),
     ],
 )
 def test_select_faces_errors(faces, options, reference, error, message):

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-
 from tests.service_fixtures import (
     png_bytes,
     running_app,
@@ -40,8 +39,10 @@ def photos(faces_dir: Path) -> dict[str, bytes]:
 
 
 def _files(photos, target: bytes | None = None, target_name: str = "target.jpg"):
-    return [("source", ("source.jpg", photos["source"], "image/jpeg")),
-            ("target", (target_name, photos["target"] if target is None else target, "application/octet-stream"))]
+    return [
+        ("source", ("source.jpg", photos["source"], "image/jpeg")),
+        ("target", (target_name, photos["target"] if target is None else target, "application/octet-stream")),
+    ]
 
 
 def _error(response) -> dict:
@@ -135,8 +136,9 @@ def test_image_job_life_cycle_with_range_downloads(client, photos):
 
 def test_video_job_reports_progress_and_a_preview(client, photos, faces_dir):
     video = (faces_dir / "video" / "lp_d18_talking_face.mp4").read_bytes()
-    created = client.post("/v1/jobs", files=_files(photos, target=video, target_name="clip.mp4"),
-                          data={"trim": "0-1", "format": "mp4"})
+    created = client.post(
+        "/v1/jobs", files=_files(photos, target=video, target_name="clip.mp4"), data={"trim": "0-1", "format": "mp4"}
+    )
     assert created.status_code == 202, created.text
     job_id = created.json()["id"]
     seen: list[dict] = []
@@ -165,8 +167,9 @@ def test_video_job_reports_progress_and_a_preview(client, photos, faces_dir):
 
 def test_cancel_a_running_video_job(client, photos, faces_dir):
     video = (faces_dir / "video" / "lp_d18_talking_face.mp4").read_bytes()
-    created = client.post("/v1/jobs", files=_files(photos, target=video, target_name="clip.mp4"),
-                          data={"format": "webm"})
+    created = client.post(
+        "/v1/jobs", files=_files(photos, target=video, target_name="clip.mp4"), data={"format": "webm"}
+    )
     job_id = created.json()["id"]
     wait_for(lambda: client.get(f"/v1/jobs/{job_id}").json()["frames_done"] > 0, what="frames to be done")
     cancelled = client.delete(f"/v1/jobs/{job_id}")

@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from tests import servers
 from tests.service_fixtures import running_app, settings, wait_for, wait_state
 from tests.test_service_store import (  # noqa: F401 - the same contract, run here on PostgreSQL
@@ -67,29 +66,40 @@ def test_celery_settings_follow_the_service_settings(tmp_path):
     from faceweave.service.distributed.celery_app import QUEUE, celery_config
 
     config = celery_config(settings(tmp_path, broker="redis://127.0.0.1:1/0", lease_s=45.0))
-    expected = {"task_acks_late": True, "worker_prefetch_multiplier": 1, "task_reject_on_worker_lost": True,
-                "broker_transport_options": {"visibility_timeout": 45}, "task_default_queue": QUEUE,
-                "broker_url": "redis://127.0.0.1:1/0"}
+    expected = {
+        "task_acks_late": True,
+        "worker_prefetch_multiplier": 1,
+        "task_reject_on_worker_lost": True,
+        "broker_transport_options": {"visibility_timeout": 45},
+        "task_default_queue": QUEUE,
+        "broker_url": "redis://127.0.0.1:1/0",
+    }
     assert {k: config[k] for k in expected} == expected
 
 
-@pytest.mark.parametrize(("database", "url"), [
-    ("postgresql://u:p@db/faceweave", "postgresql+psycopg://u:p@db/faceweave"),
-    ("postgres://db/x", "postgresql+psycopg://db/x"),
-    ("postgresql+psycopg://db/x", "postgresql+psycopg://db/x"),
-    ("sqlite:////tmp/j.db", "sqlite:////tmp/j.db"),
-])
+@pytest.mark.parametrize(
+    ("database", "url"),
+    [
+        ("postgresql://u:p@db/faceweave", "postgresql+psycopg://u:p@db/faceweave"),
+        ("postgres://db/x", "postgresql+psycopg://db/x"),
+        ("postgresql+psycopg://db/x", "postgresql+psycopg://db/x"),
+        ("sqlite:////tmp/j.db", "sqlite:////tmp/j.db"),
+    ],
+)
 def test_postgresql_urls_use_psycopg_3(tmp_path, database, url):
     assert settings(tmp_path, database=database).database_url == url
     assert not settings(tmp_path, database=database).distributed
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    ([], "needs a broker"),
-    (["--broker", "redis://127.0.0.1:1/0", "--pool", "gevent"], "--pool must be one of prefork, solo, threads"),
-    (["--broker", "redis://127.0.0.1:1/0", "--log-level", "loud"], "--log-level must be"),
-    (["--broker", "redis://127.0.0.1:1/0", "--execution-provider", "cuda", "--device-id", "99"], "device_id"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "needs a broker"),
+        (["--broker", "redis://127.0.0.1:1/0", "--pool", "gevent"], "--pool must be one of prefork, solo, threads"),
+        (["--broker", "redis://127.0.0.1:1/0", "--log-level", "loud"], "--log-level must be"),
+        (["--broker", "redis://127.0.0.1:1/0", "--execution-provider", "cuda", "--device-id", "99"], "device_id"),
+    ],
+)
 def test_worker_command_refuses_bad_options_in_one_line(tmp_path, monkeypatch, capfd, args, message):
     import typer
     from typer.testing import CliRunner
@@ -182,8 +192,16 @@ class Cluster:
     def __init__(self, root: Path, database: str, broker: str) -> None:
         self.root = root
         self.config = settings(
-            root, database=database, broker=broker, lease_s=3.0, sweep_interval_s=1.0, progress_interval_s=0.2,
-            segment_frames=40, segments=4, max_attempts=3, watermark=False,
+            root,
+            database=database,
+            broker=broker,
+            lease_s=3.0,
+            sweep_interval_s=1.0,
+            progress_interval_s=0.2,
+            segment_frames=40,
+            segments=4,
+            max_attempts=3,
+            watermark=False,
         )
         self.config_file = root / "settings.json"
         self.config_file.write_text(self.config.model_dump_json(exclude={"auth", "runtime"}))
@@ -193,9 +211,25 @@ class Cluster:
         env = {**os.environ, "FACEWEAVE_CONFIG": ""}
         with open(self.root / f"{name}.log", "ab") as log:  # the worker keeps its own copy of the descriptor
             self.workers[name] = subprocess.Popen(
-                [sys.executable, "-c", WORKER, "--config", str(self.config_file), "--name", f"{name}@test",
-                 "--concurrency", "1", "--pool", "prefork", "--log-level", "info"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+                [
+                    sys.executable,
+                    "-c",
+                    WORKER,
+                    "--config",
+                    str(self.config_file),
+                    "--name",
+                    f"{name}@test",
+                    "--concurrency",
+                    "1",
+                    "--pool",
+                    "prefork",
+                    "--log-level",
+                    "info",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
                 cwd=str(Path(__file__).parents[1]),
             )
 
@@ -244,8 +278,10 @@ def cluster(tmp_path_factory, redis, postgres) -> Iterator[Cluster]:
 
 def _files(faces_dir: Path, target: str, name: str):
     source = (faces_dir / "single" / "paul_rudd.jpg").read_bytes()
-    return [("source", ("source.jpg", source, "image/jpeg")),
-            ("target", (name, (faces_dir / target).read_bytes(), "application/octet-stream"))]
+    return [
+        ("source", ("source.jpg", source, "image/jpeg")),
+        ("target", (name, (faces_dir / target).read_bytes(), "application/octet-stream")),
+    ]
 
 
 def _audio_seconds(path: Path) -> float:
@@ -314,8 +350,9 @@ def test_a_killed_worker_s_job_finishes_on_the_other_worker(cluster, faces_dir, 
     from faceweave.video.io import probe_video
 
     with running_app(cluster.config) as client:
-        created = client.post("/v1/jobs", files=_files(faces_dir, LONG_JOB, "clip.mp4"),
-                              data={"format": "mp4", "trim": "0-2.5"})
+        created = client.post(
+            "/v1/jobs", files=_files(faces_dir, LONG_JOB, "clip.mp4"), data={"format": "mp4", "trim": "0-2.5"}
+        )
         assert created.status_code == 202, created.text
         job_id = created.json()["id"]
         running = wait_state(client, job_id, ("running", "succeeded", "failed"), limit_s=120.0)
@@ -356,10 +393,13 @@ def test_queued_jobs_survive_an_api_restart_and_a_lost_broker(cluster, faces_dir
     ids = []
     with running_app(cluster.config) as client:
         for target in ("biden2.jpg", "happy_man.png", "sad_woman.png"):
-            created = client.post("/v1/jobs", files=[
-                ("source", ("s.jpg", (single / "paul_rudd.jpg").read_bytes(), "image/jpeg")),
-                ("target", (target, (single / target).read_bytes(), "application/octet-stream")),
-            ])
+            created = client.post(
+                "/v1/jobs",
+                files=[
+                    ("source", ("s.jpg", (single / "paul_rudd.jpg").read_bytes(), "image/jpeg")),
+                    ("target", (target, (single / target).read_bytes(), "application/octet-stream")),
+                ],
+            )
             assert created.status_code == 202, created.text
             ids.append(created.json()["id"])
     flushed = redis_client.Redis.from_url(redis.url)

@@ -11,9 +11,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from faceweave.errors import RateLimitedError
-from faceweave.service.lockout import FailureLimiter
 from tests.service_fixtures import (
     ALICE_KEY,
     AUDIENCE,
@@ -28,13 +25,21 @@ from tests.service_fixtures import (
     wait_for,
 )
 
+from faceweave.errors import RateLimitedError
+from faceweave.service.lockout import FailureLimiter
+
 ALICE = {"Authorization": f"Bearer {ALICE_KEY}"}
 WRONG = {"Authorization": "Bearer not-a-key-0123456789"}
 
 
 def _auth(**changes) -> dict:
-    return {"api_keys": [{"user": "alice", "key": ALICE_KEY}, {"user": "bob", "key": BOB_KEY}],
-            "jwt_secret": HS_SECRET, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE, **changes}
+    return {
+        "api_keys": [{"user": "alice", "key": ALICE_KEY}, {"user": "bob", "key": BOB_KEY}],
+        "jwt_secret": HS_SECRET,
+        "jwt_issuer": ISSUER,
+        "jwt_audience": AUDIENCE,
+        **changes,
+    }
 
 
 def _bearer(sub: str) -> dict[str, str]:
@@ -42,8 +47,10 @@ def _bearer(sub: str) -> dict[str, str]:
 
 
 def _image_job(client, headers) -> str:
-    files = [("source", ("s.png", png_bytes(96, 96, seed=1), "image/png")),
-             ("target", ("t.png", png_bytes(96, 96, seed=2), "image/png"))]
+    files = [
+        ("source", ("s.png", png_bytes(96, 96, seed=1), "image/png")),
+        ("target", ("t.png", png_bytes(96, 96, seed=2), "image/png")),
+    ]
     created = client.post("/v1/jobs", files=files, headers=headers)
     assert created.status_code == 202, created.text
     return created.json()["id"]
@@ -89,12 +96,15 @@ def test_no_credentials_and_health_are_not_counted(limited):
     assert limited.get("/v1/jobs", headers=ALICE).status_code == 200
 
 
-@pytest.mark.parametrize(("failures", "checks"), [
-    # (failure times of one address, [(now, blocked?)])
-    ([0, 1, 2], [(3, True), (59.9, True), (60.1, False)]),  # the oldest ages out at 60
-    ([0, 1], [(2, False)]),
-    ([0, 10, 20, 30], [(61, True), (70.5, False)]),  # only the last three count
-])
+@pytest.mark.parametrize(
+    ("failures", "checks"),
+    [
+        # (failure times of one address, [(now, blocked?)])
+        ([0, 1, 2], [(3, True), (59.9, True), (60.1, False)]),  # the oldest ages out at 60
+        ([0, 1], [(2, False)]),
+        ([0, 10, 20, 30], [(61, True), (70.5, False)]),  # only the last three count
+    ],
+)
 def test_the_limiter_counts_failures_in_a_window(failures, checks):
     limiter = FailureLimiter(max_failures=3, window_s=60.0)
     for t in failures:
@@ -185,8 +195,9 @@ def served(tmp_path_factory):
         result.parent.mkdir(parents=True, exist_ok=True)
         result.write_bytes(png_bytes(200, 150, seed=3))
         relative = service.storage.relative(result)
-        service.store.set_fields(job.id, state="succeeded", output_path=relative, preview_path=relative,
-                                 finished_at=1.0, expires_at=4e9)
+        service.store.set_fields(
+            job.id, state="succeeded", output_path=relative, preview_path=relative, finished_at=1.0, expires_at=4e9
+        )
         client.job_id, client.result = job.id, result.read_bytes()
         yield client
 
@@ -196,16 +207,19 @@ def _is_nosniff(response) -> bool:
     return response.headers.get("x-content-type-options") == "nosniff"
 
 
-@pytest.mark.parametrize(("method", "path", "headers", "status"), [
-    ("GET", "/healthz", {}, 200),
-    ("GET", "/v1/jobs", ALICE, 200),
-    ("GET", "/openapi.json", {}, 200),
-    ("GET", "/v1/jobs", {}, 401),
-    ("GET", "/v1/jobs/" + "0" * 32, ALICE, 404),
-    ("GET", "/v1/nothing-here", ALICE, 404),
-    ("POST", "/v1/jobs", {**ALICE, "Content-Type": "application/json"}, 415),
-    ("GET", "/v1/jobs?limit=0", ALICE, 422),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "status"),
+    [
+        ("GET", "/healthz", {}, 200),
+        ("GET", "/v1/jobs", ALICE, 200),
+        ("GET", "/openapi.json", {}, 200),
+        ("GET", "/v1/jobs", {}, 401),
+        ("GET", "/v1/jobs/" + "0" * 32, ALICE, 404),
+        ("GET", "/v1/nothing-here", ALICE, 404),
+        ("POST", "/v1/jobs", {**ALICE, "Content-Type": "application/json"}, 415),
+        ("GET", "/v1/jobs?limit=0", ALICE, 422),
+    ],
+)
 def test_json_and_error_answers_are_nosniff(served, method, path, headers, status):
     response = served.request(method, path, headers=headers)
     assert response.status_code == status
@@ -222,10 +236,13 @@ def test_an_internal_error_is_nosniff_too(served, monkeypatch):
     assert response.status_code == 500 and _is_nosniff(response)
 
 
-@pytest.mark.parametrize(("suffix", "name"), [
-    ("/result", "faceweave-{id}.png"),
-    ("/preview", "faceweave-{id}-preview.png"),
-])
+@pytest.mark.parametrize(
+    ("suffix", "name"),
+    [
+        ("/result", "faceweave-{id}.png"),
+        ("/preview", "faceweave-{id}-preview.png"),
+    ],
+)
 def test_results_and_previews_are_nosniff_sandboxed_attachments(served, suffix, name):
     response = served.get(f"/v1/jobs/{served.job_id}{suffix}", headers=ALICE)
     assert response.status_code == 200 and response.content == served.result
@@ -351,7 +368,6 @@ def test_fastapis_cdn_pages_are_off(served):
 @pytest.mark.parametrize(("path", "rendered"), [("/docs", ".opblock-summary-path"), ("/redoc", "h1")])
 def test_docs_render_offline_in_chromium(tmp_path: Path, path, rendered):
     from playwright.sync_api import sync_playwright
-
     from tests.test_service_web import _chromium, _server
 
     executable = _chromium()

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.service_fixtures import (
     ALICE_KEY,
     multipart,
@@ -34,9 +33,18 @@ ALICE = {"Authorization": f"Bearer {ALICE_KEY}"}
 CALLERS = {"api-key": ALICE, "anonymous": {}}
 #: every operation of the schema, so that a new route cannot go unfuzzed
 OPERATIONS = (
-    "GET /healthz", "GET /readyz", "GET /metrics",
-    "POST /v1/swap", "POST /v1/jobs", "GET /v1/jobs", "GET /v1/jobs/{job_id}", "DELETE /v1/jobs/{job_id}",
-    "GET /v1/jobs/{job_id}/preview", "GET /v1/jobs/{job_id}/result", "POST /v1/verify", "POST /v1/faces",
+    "GET /healthz",
+    "GET /readyz",
+    "GET /metrics",
+    "POST /v1/swap",
+    "POST /v1/jobs",
+    "GET /v1/jobs",
+    "GET /v1/jobs/{job_id}",
+    "DELETE /v1/jobs/{job_id}",
+    "GET /v1/jobs/{job_id}/preview",
+    "GET /v1/jobs/{job_id}/result",
+    "POST /v1/verify",
+    "POST /v1/faces",
 )
 #: routes anyone may call; every other one must answer an anonymous caller 401
 PUBLIC = {"GET /healthz", "GET /readyz", "GET /metrics"}
@@ -46,7 +54,9 @@ UPLOADS = {"POST /v1/swap", "POST /v1/jobs", "POST /v1/verify", "POST /v1/faces"
 #: what the job routes answer about a queued job of the caller's (no workers run it):
 #: the job; no preview or result yet; cancelled (nothing else varies: one request each)
 OWN_JOB = {
-    "GET /v1/jobs/{job_id}": {200}, "GET /v1/jobs/{job_id}/preview": {409}, "GET /v1/jobs/{job_id}/result": {409},
+    "GET /v1/jobs/{job_id}": {200},
+    "GET /v1/jobs/{job_id}/preview": {409},
+    "GET /v1/jobs/{job_id}/result": {409},
     "DELETE /v1/jobs/{job_id}": {200},
 }
 
@@ -55,8 +65,12 @@ OWN_JOB = {
 def client(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("schema")
     config = settings(
-        tmp, workers=0, sync_slots=1, auth={"api_keys": [{"user": "alice", "key": ALICE_KEY}]},
-        limits={"max_upload_bytes": UPLOAD_LIMIT}, runtime={"models_dir": str(tmp / "models")},
+        tmp,
+        workers=0,
+        sync_slots=1,
+        auth={"api_keys": [{"user": "alice", "key": ALICE_KEY}]},
+        limits={"max_upload_bytes": UPLOAD_LIMIT},
+        runtime={"models_dir": str(tmp / "models")},
     )
     with running_app(config) as c:
         c.storage = Path(config.storage).resolve()
@@ -122,8 +136,13 @@ def test_schema_fuzzing_finds_no_server_error(schema, client, label, caller):
             # nothing of this operation can be made invalid (no parameters, or free-form strings)
             assert mode is GenerationMode.NEGATIVE, label
     if label in OWN_JOB:  # the same, with the id of a queued job of Alice's
-        own = fuzz(operation, GenerationMode.POSITIVE, CALLERS[caller], client.storage,
-                   path_parameters={"job_id": queue_job(client)})
+        own = fuzz(
+            operation,
+            GenerationMode.POSITIVE,
+            CALLERS[caller],
+            client.storage,
+            path_parameters={"job_id": queue_job(client)},
+        )
         assert own == ({401} if caller == "anonymous" else OWN_JOB[label]), (label, own)
         answered |= own
     assert answered, label
@@ -136,7 +155,10 @@ def test_schema_fuzzing_finds_no_server_error(schema, client, label, caller):
 
 def queue_job(client) -> str:
     """The id of a new queued job of Alice's (faceless photos: no worker runs it)."""
-    files = [("source", ("s.png", png_bytes(seed=1), "image/png")), ("target", ("t.png", png_bytes(seed=2), "image/png"))]
+    files = [
+        ("source", ("s.png", png_bytes(seed=1), "image/png")),
+        ("target", ("t.png", png_bytes(seed=2), "image/png")),
+    ]
     response = client.post("/v1/jobs", files=files, headers=ALICE)
     assert response.status_code == 202, response.text
     return response.json()["id"]
@@ -161,7 +183,11 @@ def fuzz(operation, mode, headers: dict[str, str], storage: Path, **fixed: Any) 
     seen: set[int] = set()
 
     @hypothesis_settings(
-        max_examples=MAX_EXAMPLES, derandomize=True, database=None, deadline=None, print_blob=False,
+        max_examples=MAX_EXAMPLES,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        print_blob=False,
         phases=[Phase.explicit, Phase.generate, Phase.shrink],
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
     )
@@ -190,10 +216,15 @@ def test_a_utf8_file_name_is_received_unchanged(tmp_path: Path):
     async def chunks():
         yield body
 
-    form = asyncio.run(receive_form(
-        chunks(), content_type=content_type, content_length=str(len(body)), storage=Storage(tmp_path),
-        limits=LimitSettings(),
-    ))
+    form = asyncio.run(
+        receive_form(
+            chunks(),
+            content_type=content_type,
+            content_length=str(len(body)),
+            storage=Storage(tmp_path),
+            limits=LimitSettings(),
+        )
+    )
     try:
         assert [f.filename for f in form.files["file"]] == ["写真 ø.png"]
         assert form.files["file"][0].path.read_bytes() == b"data"
@@ -211,7 +242,8 @@ def test_utf8_names_over_http_are_answered_not_crashed(client):
     refused = client.post("/v1/jobs", content=body, headers={**ALICE, "Content-Type": content_type})
     assert refused.status_code == 422, refused.text
     assert refused.json()["error"] == {
-        "code": "invalid_option", "message": "unknown file part '源'; use source, target, reference or map.<INDEX>",
+        "code": "invalid_option",
+        "message": "unknown file part '源'; use source, target, reference or map.<INDEX>",
     }
 
 
@@ -232,18 +264,43 @@ def _post(client, path: str, parts: list[tuple[str, str | None, bytes]]):
     return client.post(path, content=body, headers={**ALICE, "Content-Type": content_type})
 
 
-@pytest.mark.parametrize(("path", "parts", "message"), [
-    # "²".isdigit() is true but int("²") fails; int() refuses 5000 digits
-    ("/v1/jobs", [("target", "t.png", png_bytes()), ("map.²", "m.png", png_bytes())], "unknown file part 'map.²'"),
-    ("/v1/jobs", [("target", "t.png", png_bytes()), ("map.1234567", "m.png", png_bytes())], "unknown file part"),
-    ("/v1/faces", [("target", "t.png", png_bytes()), ("min_face_size", None, "²".encode())], "min_face_size must be"),
-    ("/v1/faces", [("target", "t.png", png_bytes()), ("min_face_size", None, b"9" * 5000)], "min_face_size must be"),
-    # json.loads raises RecursionError (not ValueError) on deep nesting
-    ("/v1/jobs", [("source", "s.png", png_bytes()), ("target", "t.png", png_bytes()), ("options", None, b"[" * 30000)],
-     "the 'options' field is not valid JSON"),
-    ("/v1/swap", [("source", "s.png", png_bytes()), ("target", "t.png", png_bytes()), ("options", None, b'{"a":' * 12000)],
-     "the 'options' field is not valid JSON"),
-], ids=["map-superscript", "map-huge-index", "min-face-superscript", "min-face-5000-digits", "deep-array", "deep-object"])
+@pytest.mark.parametrize(
+    ("path", "parts", "message"),
+    [
+        # "²".isdigit() is true but int("²") fails; int() refuses 5000 digits
+        ("/v1/jobs", [("target", "t.png", png_bytes()), ("map.²", "m.png", png_bytes())], "unknown file part 'map.²'"),
+        ("/v1/jobs", [("target", "t.png", png_bytes()), ("map.1234567", "m.png", png_bytes())], "unknown file part"),
+        (
+            "/v1/faces",
+            [("target", "t.png", png_bytes()), ("min_face_size", None, "²".encode())],
+            "min_face_size must be",
+        ),
+        (
+            "/v1/faces",
+            [("target", "t.png", png_bytes()), ("min_face_size", None, b"9" * 5000)],
+            "min_face_size must be",
+        ),
+        # json.loads raises RecursionError (not ValueError) on deep nesting
+        (
+            "/v1/jobs",
+            [("source", "s.png", png_bytes()), ("target", "t.png", png_bytes()), ("options", None, b"[" * 30000)],
+            "the 'options' field is not valid JSON",
+        ),
+        (
+            "/v1/swap",
+            [("source", "s.png", png_bytes()), ("target", "t.png", png_bytes()), ("options", None, b'{"a":' * 12000)],
+            "the 'options' field is not valid JSON",
+        ),
+    ],
+    ids=[
+        "map-superscript",
+        "map-huge-index",
+        "min-face-superscript",
+        "min-face-5000-digits",
+        "deep-array",
+        "deep-object",
+    ],
+)
 def test_odd_numbers_and_deep_json_are_422_not_500(client, path, parts, message):
     response = _post(client, path, parts)
     assert response.status_code == 422, response.text
@@ -253,8 +310,10 @@ def test_odd_numbers_and_deep_json_are_422_not_500(client, path, parts, message)
 
 def test_a_model_missing_on_this_server_is_422_without_its_folder(client, faces_dir):
     single = faces_dir / "single"
-    files = [("source", "s.jpg", (single / "attr_1996_asian_man.jpg").read_bytes()),
-             ("target", "t.jpg", (single / "attr_1423_black_woman.jpg").read_bytes())]
+    files = [
+        ("source", "s.jpg", (single / "attr_1996_asian_man.jpg").read_bytes()),
+        ("target", "t.jpg", (single / "attr_1423_black_woman.jpg").read_bytes()),
+    ]
     for options in ({"swapper": "inswapper_128"}, {"face_enhancer": "gfpgan_1.4"}):
         response = _post(client, "/v1/swap", [*files, ("options", None, json.dumps(options).encode())])
         assert response.status_code == 422, response.text
@@ -281,13 +340,16 @@ def test_messages_name_no_server_folder(tmp_path: Path):
     assert str(models) in run.hide  # failed jobs' messages are cleaned with it too
 
 
-@pytest.mark.parametrize(("header", "expected"), [
-    ("bytes=0-99", [(0, 99)]),
-    ("bytes=" + "9" * 5000 + "-", None),  # int() would refuse it: an overlong range, ignored
-    ("bytes=0-" + "9" * 19, [(0, 999)]),  # a last byte past the end is the end
-    ("bytes=0-" + "9" * 18, [(0, 999)]),
-    ("bytes=\u0661-", None),  # "١" (Arabic-Indic one) is a \d but not an HTTP digit
-])
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("bytes=0-99", [(0, 99)]),
+        ("bytes=" + "9" * 5000 + "-", None),  # int() would refuse it: an overlong range, ignored
+        ("bytes=0-" + "9" * 19, [(0, 999)]),  # a last byte past the end is the end
+        ("bytes=0-" + "9" * 18, [(0, 999)]),
+        ("bytes=\u0661-", None),  # "١" (Arabic-Indic one) is a \d but not an HTTP digit
+    ],
+)
 def test_range_numbers_are_ascii_and_bounded(header, expected):
     from faceweave.service.ranges import byte_ranges
 
@@ -296,8 +358,10 @@ def test_range_numbers_are_ascii_and_bounded(header, expected):
 
 # ------------------------------------------------------------------ documented errors
 def _photo_files(target: bytes, source: bytes | None = None) -> list:
-    return [("source", ("s.png", source or png_bytes(64, 64, seed=1), "image/png")),
-            ("target", ("t.png", target, "image/png"))]
+    return [
+        ("source", ("s.png", source or png_bytes(64, 64, seed=1), "image/png")),
+        ("target", ("t.png", target, "image/png")),
+    ]
 
 
 ERROR_CASES = [
@@ -305,28 +369,71 @@ ERROR_CASES = [
     ("no credentials", "GET /v1/jobs", lambda c: c.get("/v1/jobs"), 401, "unauthorized"),
     ("wrong key", "GET /v1/jobs", lambda c: c.get("/v1/jobs", headers={"X-API-Key": "x" * 20}), 401, "unauthorized"),
     ("unknown job", "GET /v1/jobs/{job_id}", lambda c: c.get("/v1/jobs/0123abcd", headers=ALICE), 404, "not_found"),
-    ("foreign-looking job", "DELETE /v1/jobs/{job_id}", lambda c: c.delete("/v1/jobs/" + "f" * 32, headers=ALICE),
-     404, "not_found"),
+    (
+        "foreign-looking job",
+        "DELETE /v1/jobs/{job_id}",
+        lambda c: c.delete("/v1/jobs/" + "f" * 32, headers=ALICE),
+        404,
+        "not_found",
+    ),
     ("unknown route", None, lambda c: c.get("/v1/nothing", headers=ALICE), 404, "not_found"),
-    ("truncated body", "POST /v1/swap", lambda c: c.post(
-        "/v1/swap", content=multipart([("target", "t.png", b"x")])[0][:-10],
-        headers={**ALICE, "Content-Type": multipart([])[1]}), 400, "bad_input"),
-    ("empty file", "POST /v1/swap", lambda c: c.post("/v1/swap", files=_photo_files(b""), headers=ALICE),
-     400, "unreadable_file"),
-    ("upload too large", "POST /v1/swap", lambda c: c.post(
-        "/v1/swap", files=_photo_files(b"\0" * (UPLOAD_LIMIT + 1)), headers=ALICE), 413, "too_large"),
+    (
+        "truncated body",
+        "POST /v1/swap",
+        lambda c: c.post(
+            "/v1/swap",
+            content=multipart([("target", "t.png", b"x")])[0][:-10],
+            headers={**ALICE, "Content-Type": multipart([])[1]},
+        ),
+        400,
+        "bad_input",
+    ),
+    (
+        "empty file",
+        "POST /v1/swap",
+        lambda c: c.post("/v1/swap", files=_photo_files(b""), headers=ALICE),
+        400,
+        "unreadable_file",
+    ),
+    (
+        "upload too large",
+        "POST /v1/swap",
+        lambda c: c.post("/v1/swap", files=_photo_files(b"\0" * (UPLOAD_LIMIT + 1)), headers=ALICE),
+        413,
+        "too_large",
+    ),
     ("not multipart", "POST /v1/jobs", lambda c: c.post("/v1/jobs", json={}, headers=ALICE), 415, "unsupported_format"),
-    ("text as a photo", "POST /v1/verify", lambda c: c.post(
-        "/v1/verify", files=[("file", ("f.jpg", b"hello, world", "image/jpeg"))], headers=ALICE),
-     415, "unsupported_format"),
-    ("no face", "POST /v1/swap", lambda c: c.post("/v1/swap", files=_photo_files(png_bytes(96, 80)), headers=ALICE),
-     422, "no_face"),
-    ("unknown option", "POST /v1/jobs", lambda c: c.post(
-        "/v1/jobs", files=_photo_files(png_bytes()), headers=ALICE, data={"options": json.dumps({"nope": 1})}),
-     422, "invalid_option"),
+    (
+        "text as a photo",
+        "POST /v1/verify",
+        lambda c: c.post("/v1/verify", files=[("file", ("f.jpg", b"hello, world", "image/jpeg"))], headers=ALICE),
+        415,
+        "unsupported_format",
+    ),
+    (
+        "no face",
+        "POST /v1/swap",
+        lambda c: c.post("/v1/swap", files=_photo_files(png_bytes(96, 80)), headers=ALICE),
+        422,
+        "no_face",
+    ),
+    (
+        "unknown option",
+        "POST /v1/jobs",
+        lambda c: c.post(
+            "/v1/jobs", files=_photo_files(png_bytes()), headers=ALICE, data={"options": json.dumps({"nope": 1})}
+        ),
+        422,
+        "invalid_option",
+    ),
     ("bad query", "GET /v1/jobs", lambda c: c.get("/v1/jobs?limit=0", headers=ALICE), 422, "invalid_option"),
-    ("no preview yet", "GET /v1/jobs/{job_id}/preview", lambda c: c.get(
-        f"/v1/jobs/{queue_job(c)}/preview", headers=ALICE), 409, "job_not_ready"),
+    (
+        "no preview yet",
+        "GET /v1/jobs/{job_id}/preview",
+        lambda c: c.get(f"/v1/jobs/{queue_job(c)}/preview", headers=ALICE),
+        409,
+        "job_not_ready",
+    ),
 ]
 
 
@@ -379,7 +486,8 @@ def _assert_documented(client, operation: str | None, response) -> None:
     method, path = operation.split(" ")
     declared = client.get("/openapi.json").json()["paths"][path][method.lower()]["responses"]
     assert declared[str(response.status_code)]["content"]["application/json"]["schema"] == {
-        "$ref": "#/components/schemas/ErrorBody"}
+        "$ref": "#/components/schemas/ErrorBody"
+    }
 
 
 class _AsSchemathesis:

@@ -8,8 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-
-from faceweave.errors import InvalidOptionError
 from tests.service_fixtures import (
     ALICE_KEY,
     AUDIENCE,
@@ -29,6 +27,8 @@ from tests.service_fixtures import (
     unsigned_token,
 )
 
+from faceweave.errors import InvalidOptionError
+
 UPLOAD_LIMIT = 256 * 1024
 
 
@@ -45,7 +45,10 @@ def client(tmp_path_factory, keys):
         tmp,
         auth={
             "api_keys": [{"user": "alice", "key": ALICE_KEY}, {"user": "bob", "key": BOB_KEY}],
-            "jwt_secret": HS_SECRET, "jwt_public_key": public, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE,
+            "jwt_secret": HS_SECRET,
+            "jwt_public_key": public,
+            "jwt_issuer": ISSUER,
+            "jwt_audience": AUDIENCE,
             "jwt_leeway_s": 0,
         },
         limits={"max_upload_bytes": UPLOAD_LIMIT, "max_image_pixels": 4_000_000},
@@ -60,15 +63,17 @@ BOB = {"X-API-Key": BOB_KEY}
 
 
 def _image_job(client, headers, target: bytes | None = None, filename: str = "t.png", **fields):
-    files = [("source", ("s.png", png_bytes(seed=1), "image/png")),
-             ("target", (filename, target if target is not None else png_bytes(seed=2), "image/png"))]
+    files = [
+        ("source", ("s.png", png_bytes(seed=1), "image/png")),
+        ("target", (filename, target if target is not None else png_bytes(seed=2), "image/png")),
+    ]
     return client.post("/v1/jobs", files=files, data=fields, headers=headers)
 
 
 def _error(response) -> dict:
     body = response.json()
     assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
-    assert "Traceback" not in response.text and "File \"" not in response.text
+    assert "Traceback" not in response.text and 'File "' not in response.text
     return body["error"]
 
 
@@ -112,8 +117,18 @@ def _rs_token(private: str, payload: dict) -> str:
 
 @pytest.mark.parametrize(
     "case",
-    ["unknown api key", "expired", "forged signature", "alg none", "wrong audience", "wrong issuer", "no expiry",
-     "rs256 from another key", "hs256 signed with the public key", "hs512 not configured"],
+    [
+        "unknown api key",
+        "expired",
+        "forged signature",
+        "alg none",
+        "wrong audience",
+        "wrong issuer",
+        "no expiry",
+        "rs256 from another key",
+        "hs256 signed with the public key",
+        "hs512 not configured",
+    ],
 )
 def test_bad_credentials_are_401(client, keys, case):
     token = _bad_tokens(keys)[case]
@@ -231,19 +246,27 @@ def test_malformed_requests_are_json_errors(client):
 
 
 def test_swap_is_503_where_no_models_are_loaded(client):
-    response = client.post("/v1/swap", files=[("source", ("s.png", png_bytes(), "image/png")),
-                                              ("target", ("t.png", png_bytes(), "image/png"))], headers=ALICE)
+    response = client.post(
+        "/v1/swap",
+        files=[("source", ("s.png", png_bytes(), "image/png")), ("target", ("t.png", png_bytes(), "image/png"))],
+        headers=ALICE,
+    )
     assert response.status_code == 503 and _error(response)["code"] == "not_ready"
 
 
 def test_cors_is_off_by_default(client):
-    response = client.options("/v1/jobs", headers={"Origin": "https://evil.test", "Access-Control-Request-Method": "GET"})
+    response = client.options(
+        "/v1/jobs", headers={"Origin": "https://evil.test", "Access-Control-Request-Method": "GET"}
+    )
     assert "access-control-allow-origin" not in response.headers
 
 
 def test_rate_limit_is_429_with_retry_after(tmp_path: Path):
-    config = settings(tmp_path, auth={"api_keys": [{"user": "alice", "key": ALICE_KEY}, {"user": "bob", "key": BOB_KEY}]},
-                      limits={"rate_per_second": 0.01, "rate_burst": 2})
+    config = settings(
+        tmp_path,
+        auth={"api_keys": [{"user": "alice", "key": ALICE_KEY}, {"user": "bob", "key": BOB_KEY}]},
+        limits={"rate_per_second": 0.01, "rate_burst": 2},
+    )
     with running_app(config) as c:
         codes = [c.get("/v1/jobs", headers=ALICE).status_code for _ in range(3)]
         assert codes == [200, 200, 429]
@@ -274,7 +297,9 @@ def test_serve_refuses_an_open_host_without_auth_in_one_line(tmp_path: Path, cap
 
     app = typer.Typer()
     app.command()(serve_command)
-    result = CliRunner().invoke(app, ["--host", "0.0.0.0", "--storage", str(tmp_path / "s")], env={"FACEWEAVE_CONFIG": ""})
+    result = CliRunner().invoke(
+        app, ["--host", "0.0.0.0", "--storage", str(tmp_path / "s")], env={"FACEWEAVE_CONFIG": ""}
+    )
     err = capfd.readouterr().err  # the CLI writes its messages to the real stderr
     assert result.exit_code == 2
     assert "without authentication" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

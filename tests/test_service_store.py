@@ -147,9 +147,13 @@ def test_byte_ranges(header, size, expected):
 
 def test_settings_precedence_file_env_flags(tmp_path: Path):
     config = tmp_path / "service.toml"
-    config.write_text('port = 9000\nworkers = 3\n[limits]\nmax_upload_bytes = 5000\nrate_burst = 7\n')
-    env = {"FACEWEAVE_WORKERS": "2", "FACEWEAVE_LIMITS__RATE_BURST": "9", "FACEWEAVE_MODELS": "/elsewhere",
-           "FACEWEAVE_AUTH__API_KEYS": json.dumps([{"user": "ann", "key": "k" * 20}])}
+    config.write_text("port = 9000\nworkers = 3\n[limits]\nmax_upload_bytes = 5000\nrate_burst = 7\n")
+    env = {
+        "FACEWEAVE_WORKERS": "2",
+        "FACEWEAVE_LIMITS__RATE_BURST": "9",
+        "FACEWEAVE_MODELS": "/elsewhere",
+        "FACEWEAVE_AUTH__API_KEYS": json.dumps([{"user": "ann", "key": "k" * 20}]),
+    }
     s = load_settings(config, environ=env, overrides={"workers": 4, "host": None, "auth.jwt_issuer": "iss"})
     assert (s.port, s.workers, s.limits.max_upload_bytes, s.limits.rate_burst) == (9000, 4, 5000, 9)
     assert s.auth.api_keys[0].user == "ann" and s.auth.jwt_issuer == "iss" and s.auth.required

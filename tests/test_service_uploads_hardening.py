@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.service_fixtures import multipart, png_bytes, running_app, settings, stream_post
 
 from faceweave.errors import ClientDisconnectedError, RequestTimeoutError
-from tests.service_fixtures import multipart, png_bytes, running_app, settings, stream_post
 
 IDLE_S = 0.3
 
@@ -83,10 +83,18 @@ def _post_then_hang_up(client, path: str, first: bytes, content_type: str) -> li
     messages = [{"type": "http.request", "body": first, "more_body": True}, {"type": "http.disconnect"}]
     sent: list[dict] = []
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-        "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
         "headers": [(b"host", b"testserver"), (b"content-type", content_type.encode())],
-        "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
     }
 
     async def receive() -> dict:
@@ -128,7 +136,7 @@ def test_thousands_of_empty_parts_are_413_while_parsing(client, files, named):
     def chunks():
         for start in range(0, len(body), size):
             consumed.append(1)
-            yield body[start:start + size]
+            yield body[start : start + size]
 
     started = time.monotonic()
     response = stream_post(client, "/v1/jobs", chunks(), headers={"Content-Type": content_type})
@@ -219,13 +227,29 @@ def test_408_is_documented_for_uploads(client):
     assert "408" in responses
 
 
-@pytest.mark.parametrize(("limits", "expected"), [
-    ({}, {"limit_concurrency": 128, "timeout_keep_alive": 5, "timeout_graceful_shutdown": 30,
-          "h11_max_incomplete_event_size": 16384}),
-    ({"max_connections": 7, "keep_alive_s": 2, "graceful_shutdown_s": 3, "max_header_bytes": 4096},
-     {"limit_concurrency": 7, "timeout_keep_alive": 2, "timeout_graceful_shutdown": 3,
-      "h11_max_incomplete_event_size": 4096}),
-])
+@pytest.mark.parametrize(
+    ("limits", "expected"),
+    [
+        (
+            {},
+            {
+                "limit_concurrency": 128,
+                "timeout_keep_alive": 5,
+                "timeout_graceful_shutdown": 30,
+                "h11_max_incomplete_event_size": 16384,
+            },
+        ),
+        (
+            {"max_connections": 7, "keep_alive_s": 2, "graceful_shutdown_s": 3, "max_header_bytes": 4096},
+            {
+                "limit_concurrency": 7,
+                "timeout_keep_alive": 2,
+                "timeout_graceful_shutdown": 3,
+                "h11_max_incomplete_event_size": 4096,
+            },
+        ),
+    ],
+)
 def test_uvicorn_gets_the_connection_limits_from_settings(tmp_path: Path, limits, expected):
     import uvicorn
 
@@ -234,8 +258,10 @@ def test_uvicorn_gets_the_connection_limits_from_settings(tmp_path: Path, limits
     options = uvicorn_options(settings(tmp_path, limits=limits), log_level="INFO", access_log=False)
     assert {k: options[k] for k in expected} == expected and options["log_level"] == "info"
     config = uvicorn.Config(app=lambda scope, receive, send: None, **options)  # this uvicorn takes them all
-    assert (config.limit_concurrency, config.timeout_keep_alive) == (expected["limit_concurrency"],
-                                                                    expected["timeout_keep_alive"])
+    assert (config.limit_concurrency, config.timeout_keep_alive) == (
+        expected["limit_concurrency"],
+        expected["timeout_keep_alive"],
+    )
 
 
 def test_serve_passes_the_limits_to_uvicorn(tmp_path: Path, monkeypatch):

@@ -60,8 +60,10 @@ def test_a_failing_pipeline_thread_fails_the_job_and_the_next_job_runs(tmp_path,
     clip = tmp_path / "clip.mp4"
     from faceweave.video.io import VideoReader, VideoWriter
 
-    with VideoReader(faces_dir / "video/lp_d18_talking_face.mp4", end=0.5) as reader, \
-            VideoWriter(clip, info=reader.info) as writer:
+    with (
+        VideoReader(faces_dir / "video/lp_d18_talking_face.mp4", end=0.5) as reader,
+        VideoWriter(clip, info=reader.info) as writer,
+    ):
         for frame in reader:
             writer.write(frame.pixels, frame.time)
     with running_app(settings(tmp_path, workers=1)) as client:
@@ -122,8 +124,9 @@ def test_length_limits_hold_while_the_worker_decodes(tmp_path, source, monkeypat
 
     path = tmp_path / "long.mkv"
     data = _video(path, 64, 64, 60, live=True)
-    monkeypatch.setattr("faceweave.video.io.probe.measure_length",
-                        lambda *a, **k: VideoLength(frames=1, seconds=0.04, complete=True))
+    monkeypatch.setattr(
+        "faceweave.video.io.probe.measure_length", lambda *a, **k: VideoLength(frames=1, seconds=0.04, complete=True)
+    )
     with running_app(settings(tmp_path, workers=1, limits={"max_video_frames": 40})) as client:
         answer = _post(client, source, data, path.name)
         assert answer.status_code == 202, answer.text
@@ -144,7 +147,9 @@ def test_a_dead_attempts_files_are_removed_by_the_next_attempt(tmp_path, source)
         (folder / "preview-1.png").write_bytes(b"old preview")
         (folder / "parts-1").mkdir()
         (folder / "parts-1" / "part_00000.mp4").write_bytes(b"part")
-        store.heartbeat(job_id, worker_id="dead-worker", attempt=1, lease_s=60, preview_path=f"jobs/{job_id}/preview-1.png")
+        store.heartbeat(
+            job_id, worker_id="dead-worker", attempt=1, lease_s=60, preview_path=f"jobs/{job_id}/preview-1.png"
+        )
         store.set_fields(job_id, lease_expires=time.time() - 1)
         requeued, _ = store.requeue_expired(max_attempts=3)
         assert requeued == [job_id] and store.get(job_id).preview_path is None

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-
 from tests.service_fixtures import ALICE_KEY, png_bytes, settings, wait_for
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -57,12 +56,15 @@ def _error(response) -> dict:
 
 
 # ------------------------------------------------------------------ page and static files
-@pytest.mark.parametrize(("path", "media_type", "needle"), [
-    ("/", "text/html", '<script src="/static/app.js" defer></script>'),
-    ("/static/index.html", "text/html", 'id="job-form"'),
-    ("/static/app.js", "text/javascript", 'fetch(path'),
-    ("/static/style.css", "text/css", ".stage canvas"),
-])
+@pytest.mark.parametrize(
+    ("path", "media_type", "needle"),
+    [
+        ("/", "text/html", '<script src="/static/app.js" defer></script>'),
+        ("/static/index.html", "text/html", 'id="job-form"'),
+        ("/static/app.js", "text/javascript", "fetch(path"),
+        ("/static/style.css", "text/css", ".stage canvas"),
+    ],
+)
 def test_page_and_static_files(client, path, media_type, needle):
     response = client.get(path)
     assert response.status_code == 200
@@ -101,16 +103,19 @@ def _face(x1: float, y1: float, x2: float, y2: float, score: float):
 _FACES = {"A": (0, 0, 10, 10, 0.90), "B": (100, 0, 150, 50, 0.80), "C": (200, 0, 230, 30, 0.95)}
 
 
-@pytest.mark.parametrize(("order", "min_face_size", "expected"), [
-    ("large-small", 0, "BCA"),
-    ("small-large", 0, "ACB"),
-    ("best-score", 0, "CAB"),
-    ("right-left", 0, "CBA"),
-    ("large-small", 20, "BC"),
-    ("left-right", 20, "BC"),
-    ("small-large", 31, "B"),
-    ("large-small", 51, ""),
-])
+@pytest.mark.parametrize(
+    ("order", "min_face_size", "expected"),
+    [
+        ("large-small", 0, "BCA"),
+        ("small-large", 0, "ACB"),
+        ("best-score", 0, "CAB"),
+        ("right-left", 0, "CBA"),
+        ("large-small", 20, "BC"),
+        ("left-right", 20, "BC"),
+        ("small-large", 31, "B"),
+        ("large-small", 51, ""),
+    ],
+)
 def test_face_rows_follow_the_selection_order(order, min_face_size, expected):
     from faceweave.service.web import face_rows
 
@@ -171,18 +176,26 @@ def test_a_faceless_photo_has_no_faces(client):
     assert response.json()["faces"] == [] and response.json()["width"] == 320
 
 
-@pytest.mark.parametrize(("files", "data", "status", "code", "says"), [
-    ({"order": (None, "large-small")}, {}, 422, "invalid_option", "exactly one file part"),
-    ({"target": ("t.txt", b"just some text")}, {}, 415, "unsupported_format", "neither an image"),
-    ({"target": ("t.png", b"")}, {}, 400, "unreadable_file", "empty"),
-    ({"target": ("t.png", png_bytes())}, {"order": "sideways"}, 422, "invalid_option", "unknown face order"),
-    ({"target": ("t.png", png_bytes())}, {"min_face_size": "-3"}, 422, "invalid_option", "whole number"),
-    ({"target": ("t.png", png_bytes())}, {"faces": "many"}, 422, "invalid_option", "unknown field 'faces'"),
-    ({"target": ("t.png", png_bytes()), "source": ("s.png", png_bytes())}, {}, 422, "invalid_option",
-     "exactly one file part"),
-    ({"target": ("t.png", png_bytes())}, {"trim": "5-2"}, 422, "invalid_option", "ends before it starts"),
-    ({"target": ("t.png", png_bytes())}, {"trim": "soon"}, 422, "invalid_option", "not a time range"),
-])
+@pytest.mark.parametrize(
+    ("files", "data", "status", "code", "says"),
+    [
+        ({"order": (None, "large-small")}, {}, 422, "invalid_option", "exactly one file part"),
+        ({"target": ("t.txt", b"just some text")}, {}, 415, "unsupported_format", "neither an image"),
+        ({"target": ("t.png", b"")}, {}, 400, "unreadable_file", "empty"),
+        ({"target": ("t.png", png_bytes())}, {"order": "sideways"}, 422, "invalid_option", "unknown face order"),
+        ({"target": ("t.png", png_bytes())}, {"min_face_size": "-3"}, 422, "invalid_option", "whole number"),
+        ({"target": ("t.png", png_bytes())}, {"faces": "many"}, 422, "invalid_option", "unknown field 'faces'"),
+        (
+            {"target": ("t.png", png_bytes()), "source": ("s.png", png_bytes())},
+            {},
+            422,
+            "invalid_option",
+            "exactly one file part",
+        ),
+        ({"target": ("t.png", png_bytes())}, {"trim": "5-2"}, 422, "invalid_option", "ends before it starts"),
+        ({"target": ("t.png", png_bytes())}, {"trim": "soon"}, 422, "invalid_option", "not a time range"),
+    ],
+)
 def test_faces_bad_input(client, files, data, status, code, says):
     response = client.post("/v1/faces", files=files, data=data)
     assert response.status_code == status, response.text
@@ -216,8 +229,9 @@ def test_faces_needs_the_key_but_the_page_does_not(tmp_path):
         assert c.get("/").status_code == 200
         refused = c.post("/v1/faces", files={"target": ("t.png", png_bytes())})
         assert refused.status_code == 401 and _error(refused)["code"] == "unauthorized"
-        allowed = c.post("/v1/faces", files={"target": ("t.png", png_bytes())},
-                         headers={"Authorization": f"Bearer {ALICE_KEY}"})
+        allowed = c.post(
+            "/v1/faces", files={"target": ("t.png", png_bytes())}, headers={"Authorization": f"Bearer {ALICE_KEY}"}
+        )
         assert allowed.status_code == 200 and allowed.json()["faces"] == []
 
 

@@ -29,9 +29,7 @@ HAS_NUDENET = importlib.util.find_spec("nudenet") is not None
 
 def run(args: list, env_state: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "XDG_STATE_HOME": str(env_state)}
-    return subprocess.run(
-        [sys.executable, *map(str, args)], capture_output=True, text=True, timeout=TIMEOUT_S, env=env
-    )
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
 
 
 def faceweave(*args, state: Path) -> subprocess.CompletedProcess:
@@ -57,8 +55,12 @@ def swapped(tmp_path_factory, faces_dir):
     folder = tmp_path_factory.mktemp("swap")
     state = folder / "state"
     base = ["swap", "-s", faces_dir / "single/biden2.jpg", "-t", faces_dir / "single/astronaut_eileen_collins.png"]
-    marked = faceweave(*base, "-o", folder / "marked.png", "--screening", "refuse" if HAS_NUDENET else "off", state=state)
-    plain = faceweave(*base, "-o", folder / "plain.jpg", "--no-watermark", "--audit-log", folder / "custom.jsonl", state=state)
+    marked = faceweave(
+        *base, "-o", folder / "marked.png", "--screening", "refuse" if HAS_NUDENET else "off", state=state
+    )
+    plain = faceweave(
+        *base, "-o", folder / "plain.jpg", "--no-watermark", "--audit-log", folder / "custom.jsonl", state=state
+    )
     for proc in (marked, plain):
         assert proc.returncode == 0, proc.stderr
         assert not any(n in proc.stderr + proc.stdout for n in NOISE)
@@ -125,7 +127,13 @@ def test_bad_files_exit_2_with_one_line(tmp_path, faces_dir, name, content, frag
 def test_failed_swap_is_audited(tmp_path, faces_dir):
     state = tmp_path / "state"
     proc = faceweave(
-        "swap", "-s", faces_dir / "single/biden2.jpg", "-t", faces_dir / "hard/neg_no_face.png", "-o", tmp_path / "o.png",
+        "swap",
+        "-s",
+        faces_dir / "single/biden2.jpg",
+        "-t",
+        faces_dir / "hard/neg_no_face.png",
+        "-o",
+        tmp_path / "o.png",
         state=state,
     )
     assert proc.returncode == 2
@@ -136,7 +144,15 @@ def test_failed_swap_is_audited(tmp_path, faces_dir):
 
 
 def test_bad_screening_policy_fails_before_work(tmp_path, faces_dir):
-    args = ["swap", "-s", faces_dir / "single/biden2.jpg", "-t", faces_dir / "single/biden2.jpg", "-o", tmp_path / "o.png"]
+    args = [
+        "swap",
+        "-s",
+        faces_dir / "single/biden2.jpg",
+        "-t",
+        faces_dir / "single/biden2.jpg",
+        "-o",
+        tmp_path / "o.png",
+    ]
     assert_one_error_line(faceweave(*args, "--screening", "maybe", state=tmp_path), 2, "--screening")
 
 
@@ -145,8 +161,17 @@ def test_video_swap_is_marked_in_its_frames_and_tags(tmp_path, faces_dir):
     state = tmp_path / "state"
     out = tmp_path / "out.mp4"
     proc = faceweave(
-        "swap", "-s", faces_dir / "single/biden2.jpg", "-t", faces_dir / "video/lp_d18_talking_face.mp4", "-o", out,
-        "--trim", "0-0.5", "--no-audio", state=state,
+        "swap",
+        "-s",
+        faces_dir / "single/biden2.jpg",
+        "-t",
+        faces_dir / "video/lp_d18_talking_face.mp4",
+        "-o",
+        out,
+        "--trim",
+        "0-0.5",
+        "--no-audio",
+        state=state,
     )
     assert proc.returncode == 0, proc.stderr
     found = json.loads(verify(out, "--json", "--frames", "4", state=state).stdout)

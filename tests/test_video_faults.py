@@ -71,8 +71,12 @@ def _run(video_swapper, faces_dir, out, **kwargs):
     def work():
         try:
             result["report"] = video_swapper.swap_video(
-                [faces_dir / SOURCE], faces_dir / TALK, out, options=kwargs.pop("options", VideoOptions(end=1.0)),
-                stop=stop, **kwargs,
+                [faces_dir / SOURCE],
+                faces_dir / TALK,
+                out,
+                options=kwargs.pop("options", VideoOptions(end=1.0)),
+                stop=stop,
+                **kwargs,
             )
         except BaseException as exc:  # noqa: BLE001 - inspected by the test
             result["error"] = exc
@@ -167,8 +171,9 @@ def test_length_limits_hold_while_decoding(tmp_path, faces_dir, video_swapper, l
     from faceweave.video.pipeline import VideoOptions
 
     name = "long.mkv" if live else "long.mp4"
-    path = _video(tmp_path / name, 64, 64, 60, fmt="matroska" if live else None,
-                  options={"live": "1"} if live else None)
+    path = _video(
+        tmp_path / name, 64, 64, 60, fmt="matroska" if live else None, options={"live": "1"} if live else None
+    )
     assert (probe_video(path).duration is None) == live
     out = tmp_path / "out.mp4"
     with pytest.raises(VideoTooLargeError, match="40") as caught:
@@ -191,13 +196,20 @@ def test_the_swappers_pixel_limit_applies_to_videos(tmp_path, faces_dir, video_s
 
 
 @pytest.mark.parametrize("live", [False, True], ids=["mp4", "live-mkv"])
-@pytest.mark.parametrize(("limits", "complete"), [({}, True), ({"max_frames": 20}, False),
-                                                  ({"max_seconds": 0.5}, False)])
+@pytest.mark.parametrize(
+    ("limits", "complete"), [({}, True), ({"max_frames": 20}, False), ({"max_seconds": 0.5}, False)]
+)
 def test_measure_length_counts_packets_and_stops_at_a_limit(tmp_path, live, limits, complete):
     from faceweave.video.io.probe import measure_length
 
-    path = _video(tmp_path / ("v.mkv" if live else "v.mp4"), 64, 64, 50, fmt="matroska" if live else None,
-                  options={"live": "1"} if live else None)
+    path = _video(
+        tmp_path / ("v.mkv" if live else "v.mp4"),
+        64,
+        64,
+        50,
+        fmt="matroska" if live else None,
+        options={"live": "1"} if live else None,
+    )
     length = measure_length(path, **limits)
     assert length.complete == complete
     if complete:
@@ -215,8 +227,17 @@ def test_discard_attempts_keeps_inputs_and_the_current_attempt(tmp_path):
     job = "0" * 32
     folder = storage.job_dir(job)
     folder.mkdir(parents=True)
-    names = ["target", "source-0", "result-1.mp4", ".result-1.mp4.ab12.tmp.mp4", "preview-1.png",
-             ".preview-2.png.cd34.tmp", "result-2.mp4", "preview-2.png", "result-10.png"]
+    names = [
+        "target",
+        "source-0",
+        "result-1.mp4",
+        ".result-1.mp4.ab12.tmp.mp4",
+        "preview-1.png",
+        ".preview-2.png.cd34.tmp",
+        "result-2.mp4",
+        "preview-2.png",
+        "result-10.png",
+    ]
     for name in names:
         (folder / name).write_bytes(b"x")
     (folder / "parts-1").mkdir()

@@ -49,8 +49,18 @@ def videos(faces_dir: Path) -> Path:
 def _info(width: int = 32, height: int = 24, fps: Fraction = Fraction(30000, 1001)) -> VideoInfo:
     """A made-up input description for writing synthetic frames."""
     return VideoInfo(
-        path="synthetic", width=width, height=height, fps=fps, time_base=1 / fps, frame_count=None,
-        duration=None, rotation=0, codec="h264", pixel_aspect=Fraction(1), has_audio=False, audio_codec=None,
+        path="synthetic",
+        width=width,
+        height=height,
+        fps=fps,
+        time_base=1 / fps,
+        frame_count=None,
+        duration=None,
+        rotation=0,
+        codec="h264",
+        pixel_aspect=Fraction(1),
+        has_audio=False,
+        audio_codec=None,
     )
 
 
@@ -414,15 +424,27 @@ def test_writer_errors(tmp_path):
 # ------------------------------------------------------------------ round trips (real clips)
 
 
-def _swap_like_copy(videos: Path, name: str, target: Path, *, start: float, end: float, scale: float = 0.5,
-                    audio: bool = True, **writer_options) -> list[np.ndarray]:
+def _swap_like_copy(
+    videos: Path,
+    name: str,
+    target: Path,
+    *,
+    start: float,
+    end: float,
+    scale: float = 0.5,
+    audio: bool = True,
+    **writer_options,
+) -> list[np.ndarray]:
     """Read a trim of a real clip and write it back, as the video swap does; return the frames written."""
     written = []
     reader = VideoReader(videos / name, start=start, end=end, scale=scale)
     audio_from = reader.info.path if audio else None
-    with reader, VideoWriter(
-        target, info=reader.info, audio_from=audio_from, audio_start=start, audio_end=end, **writer_options
-    ) as writer:
+    with (
+        reader,
+        VideoWriter(
+            target, info=reader.info, audio_from=audio_from, audio_start=start, audio_end=end, **writer_options
+        ) as writer,
+    ):
         for frame in reader:
             writer.write(frame.pixels, frame.time)
             written.append(frame.pixels)
@@ -482,9 +504,9 @@ def test_audio_stays_in_sync(videos, tmp_path, name):
     copy, copy_start = samples(tmp_path / name)
     first_frame = math.ceil(1.3 * 25) / 25  # the first frame at or after 1.3 s
     at = round((first_frame + copy_start - source_start) * rate) + 4800
-    window = copy[4800:4800 + 9600]
+    window = copy[4800 : 4800 + 9600]
     lags = range(-240, 241)
-    errors = [np.abs(source[at + lag: at + lag + window.size] - window).mean() for lag in lags]
+    errors = [np.abs(source[at + lag : at + lag + window.size] - window).mean() for lag in lags]
     assert abs(lags[int(np.argmin(errors))]) <= 96  # 2 ms
     assert min(errors) < 0.01
 
@@ -531,11 +553,10 @@ def test_rgb_to_i420_matches_swscale(height, colorspace):
     BT.601 below), to a level, and chroma that decodes back to the picture
     as closely as swscale's (the two subsample chroma with different
     filters, so single samples differ at sharp colour edges)."""
+    import cv2
     from skimage import data
 
     from faceweave.video.io.sinks import rgb_to_i420
-
-    import cv2
 
     rgb = cv2.resize(data.astronaut(), (height * 4 // 3, height), interpolation=cv2.INTER_AREA)
     rgb[:40, :40] = (255, 0, 0)  # saturated colours and black and white too

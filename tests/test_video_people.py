@@ -69,13 +69,24 @@ def test_map_errors(tmp_path, faces_dir, args, fragments):
 
 @pytest.mark.slow
 def test_map_with_preview_and_a_short_run(tmp_path, faces_dir):
-    from faceweave.io import read_image
     from tests.test_cli import faceweave
+
+    from faceweave.io import read_image
 
     out, preview = tmp_path / "out.mp4", tmp_path / "preview.png"
     proc = faceweave(
-        "swap", "-t", faces_dir / "video/short_hamilton_clip.mp4", "-o", out, "--trim", "0-1",
-        "--map", f"0={faces_dir / 'single/biden2.jpg'}", "--preview", preview, "--json",
+        "swap",
+        "-t",
+        faces_dir / "video/short_hamilton_clip.mp4",
+        "-o",
+        out,
+        "--trim",
+        "0-1",
+        "--map",
+        f"0={faces_dir / 'single/biden2.jpg'}",
+        "--preview",
+        preview,
+        "--json",
     )
     assert proc.returncode == 0, proc.stderr
     assert out.is_file() and preview.is_file()

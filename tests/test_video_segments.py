@@ -41,9 +41,7 @@ def stamped_index(pixels: np.ndarray) -> int:
     """The index :func:`stamp` wrote (read from the blocks' centres, robust to compression)."""
     c = BLOCK // 4
     return sum(
-        1 << bit
-        for bit in range(BITS)
-        if pixels[c : BLOCK - c, bit * BLOCK + c : (bit + 1) * BLOCK - c].mean() > 128
+        1 << bit for bit in range(BITS) if pixels[c : BLOCK - c, bit * BLOCK + c : (bit + 1) * BLOCK - c].mean() > 128
     )
 
 
@@ -173,7 +171,7 @@ def test_split_process_join_is_frame_exact_with_audio(tmp_path, faces_dir):
     out_times, tick = video_times(joined.output)
     in_times, _ = video_times(video)
     assert len(out_times) == len(in_times) == 216
-    assert max(abs(a - b) for a, b in zip(out_times, in_times)) <= float(tick)
+    assert max(abs(a - b) for a, b in zip(out_times, in_times, strict=False)) <= float(tick)
     # the audio is the input's, whole
     (out_audio, frame), (in_audio, _) = audio_seconds(joined.output), audio_seconds(video)
     assert abs(out_audio - in_audio) <= frame
@@ -186,7 +184,7 @@ def test_split_process_join_is_frame_exact_with_audio(tmp_path, faces_dir):
         for frame in reader:
             writer.write(stamp(frame), frame.time)
     reference, _ = decoded(single)
-    diffs = [np.abs(a.astype(int) - b.astype(int)).mean() for a, b in zip(frames, reference)]
+    diffs = [np.abs(a.astype(int) - b.astype(int)).mean() for a, b in zip(frames, reference, strict=False)]
     assert len(reference) == 216 and max(diffs) < 2.0
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["out.mp4", "part0.mp4", "part1.mp4", "part2.mp4", "single.mp4"]  # no temporary files left
@@ -215,7 +213,7 @@ def test_the_29_97_clip_without_audio_joins_into_mkv(tmp_path, faces_dir):
     out_times, tick = video_times(joined.output)
     in_times, _ = video_times(video)
     assert tick == Fraction(1, 1000)  # Matroska counts milliseconds
-    assert max(abs(a - b) for a, b in zip(out_times, in_times)) <= 0.0005 + 1e-9
+    assert max(abs(a - b) for a, b in zip(out_times, in_times, strict=False)) <= 0.0005 + 1e-9
     frames, _ = decoded(joined.output)
     assert [stamped_index(f) for f in frames] == list(range(275))
 
@@ -242,7 +240,7 @@ def test_identity_processing_keeps_the_pictures(tmp_path, faces_dir):
     with VideoReader(video, end=0.6) as reader:
         originals = [f.pixels for f in reader]
     assert len(frames) == len(originals) == 15
-    assert max(np.abs(a.astype(int) - b.astype(int)).mean() for a, b in zip(frames, originals)) < 3.0
+    assert max(np.abs(a.astype(int) - b.astype(int)).mean() for a, b in zip(frames, originals, strict=False)) < 3.0
 
 
 # -- join errors --------------------------------------------------------------
@@ -335,11 +333,13 @@ class CopySwapper:
         self.log.append(("swap", id(self), options.start, options.audio))
         if self.fail_after is not None and options.start > self.fail_after:
             raise OutputError("disk full")
-        with VideoReader(target, start=options.start, end=options.end) as reader:
-            with VideoWriter(output, info=reader.info) as writer:
-                for f in reader:
-                    index = round(f.time * 30)
-                    writer.write(stamp(VideoFrame(index, index, f.time, f.pixels)), f.time)
+        with (
+            VideoReader(target, start=options.start, end=options.end) as reader,
+            VideoWriter(output, info=reader.info) as writer,
+        ):
+            for f in reader:
+                index = round(f.time * 30)
+                writer.write(stamp(VideoFrame(index, index, f.time, f.pixels)), f.time)
         return VideoSwapReport(output, reader.frames_read, 0, 0, 0, 1.0, reader.broken_at)
 
 
@@ -350,8 +350,15 @@ def test_swap_video_segmented_runs_each_worker_on_its_own_swapper(tmp_path, face
     log: list = []
     main = CopySwapper(log)
     report = swap_video_segmented(
-        main, ["me.jpg"], faces_dir / TALK, tmp_path / "out.mkv", segments=3, workers=2,
-        options=VideoOptions(start=1.0, end=4.0), make_swapper=lambda: CopySwapper(log), min_frames=8,
+        main,
+        ["me.jpg"],
+        faces_dir / TALK,
+        tmp_path / "out.mkv",
+        segments=3,
+        workers=2,
+        options=VideoOptions(start=1.0, end=4.0),
+        make_swapper=lambda: CopySwapper(log),
+        min_frames=8,
     )
     assert report.frames == 90 and report.workers == 2 and report.audio == "copied"
     assert [(s.start_frame, s.end_frame) for s in report.segments] == [(30, 60), (60, 90), (90, 120)]
@@ -373,7 +380,12 @@ def test_a_failing_segment_fails_the_run_and_leaves_nothing(tmp_path, faces_dir)
     log: list = []
     with pytest.raises(OutputError, match="disk full"):
         swap_video_segmented(
-            CopySwapper(log, fail_after=3.0), [], faces_dir / TALK, tmp_path / "out.mp4", segments=2, workers=2,
+            CopySwapper(log, fail_after=3.0),
+            [],
+            faces_dir / TALK,
+            tmp_path / "out.mp4",
+            segments=2,
+            workers=2,
             make_swapper=lambda: CopySwapper(log, fail_after=3.0),
         )
     assert list(tmp_path.iterdir()) == []
@@ -414,8 +426,15 @@ def test_real_video_swapper_in_segments(tmp_path, faces_dir, executor):
     options = SwapOptions(selection=SelectionOptions(mode="many"))
     with FaceSwapper(options) as swapper:
         report = swap_video_segmented(
-            VideoSwapper(swapper), [faces_dir / "single/biden2.jpg"], faces_dir / TALK, tmp_path / "out.mp4",
-            segments=2, workers=2, executor=executor, options=VideoOptions(start=1.0, end=2.0), min_frames=8,
+            VideoSwapper(swapper),
+            [faces_dir / "single/biden2.jpg"],
+            faces_dir / TALK,
+            tmp_path / "out.mp4",
+            segments=2,
+            workers=2,
+            executor=executor,
+            options=VideoOptions(start=1.0, end=2.0),
+            min_frames=8,
             make_swapper=partial(video_swapper_from_options, options),
         )
     assert report.frames == 30 and [r.frames for r in report.reports] == [15, 15]

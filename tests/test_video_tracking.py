@@ -15,8 +15,8 @@ def test_one_euro_filter_removes_jitter_of_a_still_value():
     truth = np.full((10, 2), 100.0)
     raw = [truth + rng.normal(0, 1.0, truth.shape) for _ in range(120)]
     out = [flt(x, t / 30.0) for t, x in enumerate(raw)]
-    jitter_raw = np.mean([np.abs(b - a).mean() for a, b in zip(raw[60:], raw[61:])])
-    jitter_out = np.mean([np.abs(b - a).mean() for a, b in zip(out[60:], out[61:])])
+    jitter_raw = np.mean([np.abs(b - a).mean() for a, b in zip(raw[60:], raw[61:], strict=False)])
+    jitter_out = np.mean([np.abs(b - a).mean() for a, b in zip(out[60:], out[61:], strict=False)])
     assert jitter_out < 0.3 * jitter_raw
     assert np.abs(out[-1] - truth).max() < 1.5
 
@@ -109,16 +109,18 @@ def test_detections_made_ahead_give_the_same_tracks(faces_dir):
 
     pixels = read_image(faces_dir / "group/fr_two_people.jpg").pixels
     frames = [np.ascontiguousarray(np.roll(pixels, 3 * i, axis=1)) for i in range(8)]
-    with FaceAnalyser() as analyser, FaceTracker(analyser, detect_every=3) as alone, FaceTracker(
-        analyser, detect_every=3
-    ) as ahead:
+    with (
+        FaceAnalyser() as analyser,
+        FaceTracker(analyser, detect_every=3) as alone,
+        FaceTracker(analyser, detect_every=3) as ahead,
+    ):
         assert [ahead.due(i) for i in range(7)] == [True, False, False, True, False, False, True]
         for i, frame in enumerate(frames):
             found = ahead.detect_ahead(frame) if ahead.due(i) else None
             a = alone.update(frame, i / 25.0)
             b = ahead.update(frame, i / 25.0, found=found)
             assert [t.id for t in a] == [t.id for t in b]
-            for x, y in zip(a, b):
+            for x, y in zip(a, b, strict=False):
                 np.testing.assert_allclose(x.face.mesh, y.face.mesh, atol=1e-3)
         kept = list(ahead.tracks)
         assert kept and all(t.follower is not None for t in kept)
@@ -145,7 +147,9 @@ def test_mesh_follower_follows_a_face_like_the_still_mesh_and_falls_back(faces_d
                 assert mesh is not None and mesh.shape == (478, 3)
                 gap = np.median(np.linalg.norm(mesh[:, :2] - still[:, :2], axis=1))
                 assert gap < 0.02 * face.size
-                box = type(box)(*(float(v) for v in (mesh[:, 0].min(), mesh[:, 1].min(), mesh[:, 0].max(), mesh[:, 1].max())))
+                box = type(box)(
+                    *(float(v) for v in (mesh[:, 0].min(), mesh[:, 1].min(), mesh[:, 0].max(), mesh[:, 1].max()))
+                )
             # no face in the box: the follower (and then the still mesh) finds none
             assert follower.landmarks(np.zeros_like(pixels), box) is None
         finally:

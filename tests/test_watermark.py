@@ -84,7 +84,13 @@ def test_payload_crc_rejects_every_single_flip():
 
 @pytest.mark.parametrize(
     "fields",
-    [{"run_id": -1}, {"run_id": 1 << 24}, {"run_id": 1, "tool_id": 1 << 16}, {"run_id": 1, "version": 256}, {"run_id": True}],
+    [
+        {"run_id": -1},
+        {"run_id": 1 << 24},
+        {"run_id": 1, "tool_id": 1 << 16},
+        {"run_id": 1, "version": 256},
+        {"run_id": True},
+    ],
 )
 def test_payload_refuses_out_of_range(fields):
     with pytest.raises(InvalidOptionError):

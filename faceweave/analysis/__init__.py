@@ -13,8 +13,8 @@ from faceweave.analysis.embedder import DlibEmbedder, embedding_distance
 from faceweave.analysis.landmarker import MediapipeFaceMesh
 from faceweave.analysis.pose import head_pose
 from faceweave.options import AnalysisOptions
-from faceweave.types import BBox, Face
 from faceweave.timing import timed
+from faceweave.types import BBox, Face
 
 __all__ = ["FaceAnalyser", "embedding_distance"]
 
@@ -89,7 +89,7 @@ class FaceAnalyser:
         self.mesher.close()
         self.embedder.close()
 
-    def __enter__(self) -> "FaceAnalyser":
+    def __enter__(self) -> FaceAnalyser:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -98,7 +98,9 @@ class MediapipeFaceDetector:
                 )
                 # the short-range model fires on animal faces at lower scores
                 short_min = max(self.min_confidence, self._SHORT_MIN_CONFIDENCE)
-                self._short = QuietGraph(lambda: fd.FaceDetection(model_selection=0, min_detection_confidence=short_min))
+                self._short = QuietGraph(
+                    lambda: fd.FaceDetection(model_selection=0, min_detection_confidence=short_min)
+                )
             except Exception as exc:  # pragma: no cover - broken install
                 raise ModelError(f"cannot load mediapipe face detector: {exc}") from exc
 

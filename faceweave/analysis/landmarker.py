@@ -10,7 +10,7 @@ import numpy as np
 
 from faceweave.analysis.native_log import QuietGraph
 from faceweave.errors import ModelError
-from faceweave.types import BBox, MESH_POINTS
+from faceweave.types import MESH_POINTS, BBox
 
 #: side of the square crop the mesh model sees (it works at 192 px inside)
 CROP_SIZE = 256
@@ -57,7 +57,9 @@ def _face_mesh(*, video: bool, min_confidence: float):
 
         return QuietGraph(
             lambda: mp.solutions.face_mesh.FaceMesh(
-                static_image_mode=not video, max_num_faces=1, refine_landmarks=True,
+                static_image_mode=not video,
+                max_num_faces=1,
+                refine_landmarks=True,
                 min_detection_confidence=min_confidence,
             ),
             settled=lambda result: bool(result.multi_face_landmarks),

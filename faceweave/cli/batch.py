@@ -4,28 +4,65 @@ patterns, writing each to a name made from a template."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from faceweave.cli import console
-from faceweave.cli.marking import AUDIT_HELP, NO_WATERMARK_HELP, SCREENING_HELP
 from faceweave.cli.common import refuse_video, swap_options
+from faceweave.cli.marking import AUDIT_HELP, NO_WATERMARK_HELP, SCREENING_HELP
 from faceweave.options import FACE_ORDERS, SELECTION_MODES
 
 
 def batch_command(
-    sources: Annotated[list[Path], typer.Option("--source", "-s", metavar="PHOTO", help="Source photo; repeat for several photos of the same person.")],
-    targets: Annotated[list[str], typer.Option("--target", "-t", metavar="GLOB", help="Glob pattern of target photos or videos (quote it); repeatable; ** is recursive.")],
-    output: Annotated[str, typer.Option("--output", "-o", metavar="TEMPLATE", help="Output path template with {name}, {index} and {source_name}, e.g. 'out/{name}_swapped.mp4'.")],
-    faces: Annotated[str, typer.Option("--faces", metavar="MODE", help=f"Which target faces: {'|'.join(SELECTION_MODES[:3])}.")] = "one",
-    reference_face: Annotated[Optional[Path], typer.Option("--reference-face", metavar="PHOTO", help="Photo of the person to replace (--faces reference).")] = None,
-    order: Annotated[Optional[str], typer.Option("--order", metavar="ORDER", help=f"Face order: {'|'.join(FACE_ORDERS)}.")] = None,
-    quality: Annotated[Optional[int], typer.Option("--quality", min=1, max=100, metavar="Q", help="Image quality (default 95) or video quality (default 65: CRF 18).")] = None,
+    sources: Annotated[
+        list[Path],
+        typer.Option(
+            "--source", "-s", metavar="PHOTO", help="Source photo; repeat for several photos of the same person."
+        ),
+    ],
+    targets: Annotated[
+        list[str],
+        typer.Option(
+            "--target",
+            "-t",
+            metavar="GLOB",
+            help="Glob pattern of target photos or videos (quote it); repeatable; ** is recursive.",
+        ),
+    ],
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="TEMPLATE",
+            help="Output path template with {name}, {index} and {source_name}, e.g. 'out/{name}_swapped.mp4'.",
+        ),
+    ],
+    faces: Annotated[
+        str, typer.Option("--faces", metavar="MODE", help=f"Which target faces: {'|'.join(SELECTION_MODES[:3])}.")
+    ] = "one",
+    reference_face: Annotated[
+        Path | None,
+        typer.Option("--reference-face", metavar="PHOTO", help="Photo of the person to replace (--faces reference)."),
+    ] = None,
+    order: Annotated[
+        str | None, typer.Option("--order", metavar="ORDER", help=f"Face order: {'|'.join(FACE_ORDERS)}.")
+    ] = None,
+    quality: Annotated[
+        int | None,
+        typer.Option(
+            "--quality",
+            min=1,
+            max=100,
+            metavar="Q",
+            help="Image quality (default 95) or video quality (default 65: CRF 18).",
+        ),
+    ] = None,
     no_audio: Annotated[bool, typer.Option("--no-audio", help="Videos: leave the audio out.")] = False,
     no_watermark: Annotated[bool, typer.Option("--no-watermark", help=NO_WATERMARK_HELP)] = False,
     screening: Annotated[str, typer.Option("--screening", metavar="POLICY", help=SCREENING_HELP)] = "off",
-    audit_log: Annotated[Optional[Path], typer.Option("--audit-log", metavar="FILE", help=AUDIT_HELP)] = None,
+    audit_log: Annotated[Path | None, typer.Option("--audit-log", metavar="FILE", help=AUDIT_HELP)] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the outcome of every target as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
@@ -47,15 +84,23 @@ def batch_command(
             screener = Screener(screening)
             return work(term, provenance, screener, log, record)
         except BaseException as exc:  # the batch as a whole failed: one line says why
-            write_audit(log, **audit, inputs=[("source", p) for p in sources], options=record, output=output, screener=screener, error=exc)
+            write_audit(
+                log,
+                **audit,
+                inputs=[("source", p) for p in sources],
+                options=record,
+                output=output,
+                screener=screener,
+                error=exc,
+            )
             raise
         finally:
             if screener is not None:
                 screener.close()
 
     def work(term: console.Terminal, provenance, screener, log, record: dict) -> int:
-        from faceweave.cli.marking import hashed_inputs, write_audit
         from faceweave.batch import expand_targets, plan_batch, run_batch
+        from faceweave.cli.marking import hashed_inputs, write_audit
         from faceweave.cli.video import DEFAULT_VIDEO_QUALITY, video_crf
         from faceweave.errors import InvalidOptionError
         from faceweave.pipeline import FaceSwapper
@@ -74,9 +119,19 @@ def batch_command(
 
         def report(outcome) -> None:
             write_audit(
-                log, command="batch", inputs=[*source_inputs, ("target", outcome.item.target)], options=record,
-                provenance=provenance, output=outcome.item.output, screener=screener,
-                error=None, outcome={"outcome": "ok" if outcome.ok else "error", "code": outcome.code, "message": None if outcome.ok else outcome.message},
+                log,
+                command="batch",
+                inputs=[*source_inputs, ("target", outcome.item.target)],
+                options=record,
+                provenance=provenance,
+                output=outcome.item.output,
+                screener=screener,
+                error=None,
+                outcome={
+                    "outcome": "ok" if outcome.ok else "error",
+                    "code": outcome.code,
+                    "message": None if outcome.ok else outcome.message,
+                },
             )
             if not json_output:
                 mark = "ok  " if outcome.ok else "FAIL"
@@ -84,16 +139,24 @@ def batch_command(
 
         with FaceSwapper(options) as swapper:
             outcomes = run_batch(
-                swapper, screened, items, reference=reference_face, image_quality=quality or 95,
-                video_options=VideoOptions(audio=not no_audio, crf=video_crf(quality or DEFAULT_VIDEO_QUALITY)), on_item=report,
-                provenance=provenance, screener=screener if screener.enabled else None,
+                swapper,
+                screened,
+                items,
+                reference=reference_face,
+                image_quality=quality or 95,
+                video_options=VideoOptions(audio=not no_audio, crf=video_crf(quality or DEFAULT_VIDEO_QUALITY)),
+                on_item=report,
+                provenance=provenance,
+                screener=screener if screener.enabled else None,
             )
         failed = [o for o in outcomes if not o.ok]
         if json_output:
-            term.json([
-                {"target": str(o.item.target), "output": str(o.item.output), "ok": o.ok, "message": o.message}
-                for o in outcomes
-            ])
+            term.json(
+                [
+                    {"target": str(o.item.target), "output": str(o.item.output), "ok": o.ok, "message": o.message}
+                    for o in outcomes
+                ]
+            )
         else:
             term.line(f"{len(outcomes) - len(failed)} of {len(outcomes)} target(s) done, {len(failed)} failed")
             for o in failed:

@@ -15,9 +15,10 @@ import logging
 import os
 import sys
 import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, TextIO
+from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape

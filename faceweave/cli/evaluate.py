@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -37,12 +37,33 @@ _ACCEPTED = (
 
 
 def evaluate_command(
-    data_dir: Annotated[Path, typer.Argument(metavar="DATA_DIR|VIDEO", help="Folder of test photos (e.g. ../shared/data/faces), or a video to measure temporal stability on (with --source).")],
-    out_dir: Annotated[Path, typer.Option("--out", metavar="DIR", help="Folder for the swapped images and the report.")],
-    pairs: Annotated[int, typer.Option("--pairs", min=1, metavar="N", help="How many source/target pairs to swap.")] = 30,
+    data_dir: Annotated[
+        Path,
+        typer.Argument(
+            metavar="DATA_DIR|VIDEO",
+            help="Folder of test photos (e.g. ../shared/data/faces), or a video to measure temporal stability "
+            "on (with --source).",
+        ),
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out", metavar="DIR", help="Folder for the swapped images and the report.")
+    ],
+    pairs: Annotated[
+        int, typer.Option("--pairs", min=1, metavar="N", help="How many source/target pairs to swap.")
+    ] = 30,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the pair sampling.")] = 0,
-    source: Annotated[Optional[Path], typer.Option("--source", "-s", metavar="PHOTO", help="Video mode: the source photo to swap in.")] = None,
-    working_size: Annotated[Optional[int], typer.Option("--working-size", metavar="PX", help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); larger is slower.")] = None,
+    source: Annotated[
+        Path | None, typer.Option("--source", "-s", metavar="PHOTO", help="Video mode: the source photo to swap in.")
+    ] = None,
+    working_size: Annotated[
+        int | None,
+        typer.Option(
+            "--working-size",
+            metavar="PX",
+            help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); "
+            "larger is slower.",
+        ),
+    ] = None,
     max_pixels: MaxPixelsOption = None,
     no_occlusion: NoOcclusionOption = False,
     no_mouth_mask: NoMouthMaskOption = False,
@@ -65,10 +86,14 @@ def evaluate_command(
 
     def body(term: console.Terminal) -> int:
         options = swap_options(
-            working_size=working_size, max_pixels=max_pixels,
-            occlusion=not no_occlusion, mouth_mask=not no_mouth_mask, hands=occlusion_hands,
+            working_size=working_size,
+            max_pixels=max_pixels,
+            occlusion=not no_occlusion,
+            mouth_mask=not no_mouth_mask,
+            hands=occlusion_hands,
             expression_check=not no_expression_check,
-            swapper=swapper, pixel_boost=pixel_boost,
+            swapper=swapper,
+            pixel_boost=pixel_boost,
             runtime=runtime_fields(
                 execution_provider, device_id, provider_fallback, tensorrt_cache, tensorrt_fp16, models_dir
             ),

@@ -18,22 +18,71 @@ MIN_OPSET = 7
 
 def export_command(
     model: Annotated[Path, typer.Argument(metavar="MODEL", help="ONNX model to export.")],
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="OUT.onnx", help="Exported model (.onnx); the report goes beside it.")],
-    shape: Annotated[list[str] | None, typer.Option("--shape", metavar="NAME=D1,D2,..", help="Static shape of an input, e.g. images=1,3,320,320 (repeat per input).")] = None,
-    batch: Annotated[int | None, typer.Option("--batch", metavar="N", help="Batch size for inputs with a dynamic batch.")] = None,
-    opset: Annotated[int | None, typer.Option("--opset", metavar="N", help="Convert to this ai.onnx opset first (atc reads 11-15).")] = None,
-    optimize: Annotated[str, typer.Option("--optimize", metavar="LEVEL", help="Graph simplification: basic (portable ONNX), extended (ONNX Runtime only) or none.")] = "basic",
-    fp16: Annotated[bool, typer.Option("--fp16", help="Convert weights and compute to float16 (inputs/outputs stay float32).")] = False,
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", metavar="OUT.onnx", help="Exported model (.onnx); the report goes beside it."),
+    ],
+    shape: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--shape",
+            metavar="NAME=D1,D2,..",
+            help="Static shape of an input, e.g. images=1,3,320,320 (repeat per input).",
+        ),
+    ] = None,
+    batch: Annotated[
+        int | None, typer.Option("--batch", metavar="N", help="Batch size for inputs with a dynamic batch.")
+    ] = None,
+    opset: Annotated[
+        int | None, typer.Option("--opset", metavar="N", help="Convert to this ai.onnx opset first (atc reads 11-15).")
+    ] = None,
+    optimize: Annotated[
+        str,
+        typer.Option(
+            "--optimize",
+            metavar="LEVEL",
+            help="Graph simplification: basic (portable ONNX), extended (ONNX Runtime only) or none.",
+        ),
+    ] = "basic",
+    fp16: Annotated[
+        bool, typer.Option("--fp16", help="Convert weights and compute to float16 (inputs/outputs stay float32).")
+    ] = False,
     int8: Annotated[bool, typer.Option("--int8", help="Quantise to INT8 (QDQ), calibrated on face crops.")] = False,
-    calibration_dir: Annotated[Path | None, typer.Option("--calibration", metavar="DIR", help="Folder of face photos for INT8 calibration and the accuracy check (default: a stock photo).")] = None,
-    per_channel: Annotated[bool, typer.Option("--per-channel", help="INT8: quantise weights per output channel.")] = False,
-    calibration_count: Annotated[int, typer.Option("--calibration-count", metavar="N", help="Face crops used for calibration.")] = 16,
-    held_back: Annotated[int, typer.Option("--held-back", metavar="N", help="Face crops held back to measure the accuracy cost.")] = 4,
-    target: Annotated[str, typer.Option("--target", metavar="TARGET", help="generic | ascend (CANN check + atc) | cambricon (MagicMind script).")] = "generic",
-    soc_version: Annotated[str, typer.Option("--soc-version", metavar="SOC", help="Ascend chip for atc --soc_version.")] = "Ascend310P3",
-    cann_mode: Annotated[str, typer.Option("--cann-mode", metavar="MODE", help="Ascend placement check: graph (CANN EP default) or kernel.")] = "graph",
+    calibration_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            metavar="DIR",
+            help="Folder of face photos for INT8 calibration and the accuracy check (default: a stock photo).",
+        ),
+    ] = None,
+    per_channel: Annotated[
+        bool, typer.Option("--per-channel", help="INT8: quantise weights per output channel.")
+    ] = False,
+    calibration_count: Annotated[
+        int, typer.Option("--calibration-count", metavar="N", help="Face crops used for calibration.")
+    ] = 16,
+    held_back: Annotated[
+        int, typer.Option("--held-back", metavar="N", help="Face crops held back to measure the accuracy cost.")
+    ] = 4,
+    target: Annotated[
+        str,
+        typer.Option(
+            "--target", metavar="TARGET", help="generic | ascend (CANN check + atc) | cambricon (MagicMind script)."
+        ),
+    ] = "generic",
+    soc_version: Annotated[
+        str, typer.Option("--soc-version", metavar="SOC", help="Ascend chip for atc --soc_version.")
+    ] = "Ascend310P3",
+    cann_mode: Annotated[
+        str,
+        typer.Option("--cann-mode", metavar="MODE", help="Ascend placement check: graph (CANN EP default) or kernel."),
+    ] = "graph",
     run_atc: Annotated[bool, typer.Option("--atc/--no-atc", help="Run atc when it is on the PATH.")] = True,
-    report: Annotated[Path | None, typer.Option("--report", metavar="FILE", help="Where to write the JSON report (default OUT.report.json).")] = None,
+    report: Annotated[
+        Path | None,
+        typer.Option("--report", metavar="FILE", help="Where to write the JSON report (default OUT.report.json)."),
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
@@ -55,10 +104,20 @@ def export_command(
             if not MIN_OPSET <= opset <= newest:
                 raise InvalidOptionError(f"--opset {opset}: use an ai.onnx opset from {MIN_OPSET} to {newest}")
         options = ExportOptions(
-            shapes=shapes, batch=batch, opset=opset, optimize=None if optimize == "none" else optimize,  # type: ignore[arg-type]
-            fp16=fp16, int8=int8, per_channel=per_channel, calibration_dir=calibration_dir,
-            calibration_count=calibration_count, held_back=held_back, target=target,  # type: ignore[arg-type]
-            soc_version=soc_version, cann_mode=cann_mode, run_atc=run_atc,  # type: ignore[arg-type]
+            shapes=shapes,
+            batch=batch,
+            opset=opset,
+            optimize=None if optimize == "none" else optimize,  # type: ignore[arg-type]
+            fp16=fp16,
+            int8=int8,
+            per_channel=per_channel,
+            calibration_dir=calibration_dir,
+            calibration_count=calibration_count,
+            held_back=held_back,
+            target=target,  # type: ignore[arg-type]
+            soc_version=soc_version,
+            cann_mode=cann_mode,
+            run_atc=run_atc,  # type: ignore[arg-type]
         )
         result = export_model(model, output, options, report_path=report)
         if json_output:
@@ -77,10 +136,17 @@ def export_command(
 def benchmark_model_command(
     model: Annotated[Path, typer.Argument(metavar="MODEL", help="ONNX model to time.")],
     batch: Annotated[str, typer.Option("--batch", metavar="B1,B2,..", help="Batch sizes to time.")] = "1,2,4,8",
-    repeat: Annotated[int, typer.Option("--repeat", metavar="N", help="Timed runs per batch size (median reported).")] = 10,
+    repeat: Annotated[
+        int, typer.Option("--repeat", metavar="N", help="Timed runs per batch size (median reported).")
+    ] = 10,
     warmup: Annotated[int, typer.Option("--warmup", metavar="N", help="Untimed runs first.")] = 2,
-    provider: Annotated[str, typer.Option("--execution-provider", metavar="EP", help=f"{' | '.join(PROVIDERS)}.")] = "cpu",
-    dim: Annotated[list[str] | None, typer.Option("--dim", metavar="NAME=N", help="Size of a named dynamic dim, e.g. height=320 (others: 128).")] = None,
+    provider: Annotated[
+        str, typer.Option("--execution-provider", metavar="EP", help=f"{' | '.join(PROVIDERS)}.")
+    ] = "cpu",
+    dim: Annotated[
+        list[str] | None,
+        typer.Option("--dim", metavar="NAME=N", help="Size of a named dynamic dim, e.g. height=320 (others: 128)."),
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
@@ -91,8 +157,9 @@ def benchmark_model_command(
 
         batches = parse_batches(batch)
         dims = dict(_parse_dim(d) for d in (dim or []))
-        result = benchmark_model(model, batches=batches, repeat=repeat, warmup=warmup,
-                                 providers=resolve_providers(provider), dims=dims)
+        result = benchmark_model(
+            model, batches=batches, repeat=repeat, warmup=warmup, providers=resolve_providers(provider), dims=dims
+        )
         if json_output:
             term.json(result.to_dict())
             return console.EXIT_OK
@@ -115,7 +182,9 @@ def resolve_providers(name: str, device_id: int = 0) -> list:
     config = ProviderConfig(name=name.strip().lower(), device_id=device_id)
     chain = ort_providers(config, available)
     if chain[0][0] not in available:
-        raise ProviderError(f"--execution-provider {name}: {chain[0][0]} is not available here; available: {', '.join(available)}")
+        raise ProviderError(
+            f"--execution-provider {name}: {chain[0][0]} is not available here; available: {', '.join(available)}"
+        )
     return chain
 
 
@@ -131,18 +200,26 @@ def _parse_dim(text: str) -> tuple[str, int]:
 
 
 def _print_report(term: console.Terminal, r) -> None:
-    mb = lambda n: f"{n / 1e6:.1f} MB"
+    def mb(n: float) -> str:
+        return f"{n / 1e6:.1f} MB"
+
     simplified = f" ({r.nodes_simplified} after simplifying)" if r.nodes_simplified not in (None, r.nodes_after) else ""
-    term.line(f"wrote {r.output} ({r.precision}, {r.nodes_before} -> {r.nodes_after} nodes{simplified}, "
-              f"{mb(r.bytes_before)} -> {mb(r.bytes_after)})")
+    term.line(
+        f"wrote {r.output} ({r.precision}, {r.nodes_before} -> {r.nodes_after} nodes{simplified}, "
+        f"{mb(r.bytes_before)} -> {mb(r.bytes_after)})"
+    )
     term.line("inputs: " + "; ".join(f"{k}={','.join(map(str, v))}" for k, v in r.input_shapes.items()))
     for a in r.accuracy:
-        term.line(f"{a.name}: cosine mean {a.cosine_mean:.5f} min {a.cosine_min:.5f}, "
-                  f"PSNR mean {a.psnr_mean:.1f} dB min {a.psnr_min:.1f} dB ({r.accuracy_inputs})")
+        term.line(
+            f"{a.name}: cosine mean {a.cosine_mean:.5f} min {a.cosine_min:.5f}, "
+            f"PSNR mean {a.psnr_mean:.1f} dB min {a.psnr_min:.1f} dB ({r.accuracy_inputs})"
+        )
     if r.ascend is not None:
         c = r.ascend
         ops = ", ".join(f"{op} x{n}" for op, n in c.by_op().items()) or "none"
-        term.line(f"ascend ({c.mode} mode, opset {c.opset}): {c.on_npu}/{c.nodes} nodes on the NPU; CPU fallbacks: {ops}")
+        term.line(
+            f"ascend ({c.mode} mode, opset {c.opset}): {c.on_npu}/{c.nodes} nodes on the NPU; CPU fallbacks: {ops}"
+        )
     if r.atc_command:
         term.line(f"atc: {r.atc_command}")
     if r.atc is not None:

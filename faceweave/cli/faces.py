@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -16,9 +16,23 @@ from faceweave.types import Face
 
 def faces_command(
     image: Annotated[Path, typer.Argument(metavar="IMAGE", help="Photo to analyse.")],
-    debug_image: Annotated[Optional[Path], typer.Option("--debug-image", metavar="FILE", help="Write the photo with boxes, mesh and key points drawn (.png .jpg ...).")] = None,
-    order: Annotated[str, typer.Option("--order", metavar="ORDER", help=f"Face order, as used by swap --face-index: {'|'.join(FACE_ORDERS)}.")] = "large-small",
-    embeddings: Annotated[bool, typer.Option("--embeddings", help="Also compute each face's 128-D identity embedding (in the JSON).")] = False,
+    debug_image: Annotated[
+        Path | None,
+        typer.Option(
+            "--debug-image",
+            metavar="FILE",
+            help="Write the photo with boxes, mesh and key points drawn (.png .jpg ...).",
+        ),
+    ] = None,
+    order: Annotated[
+        str,
+        typer.Option(
+            "--order", metavar="ORDER", help=f"Face order, as used by swap --face-index: {'|'.join(FACE_ORDERS)}."
+        ),
+    ] = "large-small",
+    embeddings: Annotated[
+        bool, typer.Option("--embeddings", help="Also compute each face's 128-D identity embedding (in the JSON).")
+    ] = False,
     max_pixels: MaxPixelsOption = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the faces as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
@@ -31,7 +45,9 @@ def faces_command(
         SelectionOptions(order=order)  # validates --order
         limit = swap_options(max_pixels=max_pixels).max_pixels  # validates --max-pixels
         refuse_video(image, role="image")
-        return _faces(term, image, debug_image, order=order, embeddings=embeddings, max_pixels=limit, json_output=json_output)
+        return _faces(
+            term, image, debug_image, order=order, embeddings=embeddings, max_pixels=limit, json_output=json_output
+        )
 
     raise typer.Exit(console.run(verbose, body))
 
@@ -61,14 +77,16 @@ def _faces(
         written = write_image(debug_image, draw_faces(picture.pixels, faces, order=ranked))
     rows = [_row(rank, faces[i], embeddings=embeddings) for rank, i in enumerate(ranked)]
     if json_output:
-        term.json({
-            "image": str(image),
-            "width": picture.width,
-            "height": picture.height,
-            "order": order,
-            "faces": rows,
-            "debug_image": str(written) if written else None,
-        })
+        term.json(
+            {
+                "image": str(image),
+                "width": picture.width,
+                "height": picture.height,
+                "order": order,
+                "faces": rows,
+                "debug_image": str(written) if written else None,
+            }
+        )
         return console.EXIT_OK
     _print_table(term, image, rows)
     if written is not None:
@@ -95,7 +113,12 @@ def _print_table(term: console.Terminal, image: Path, rows: list[dict]) -> None:
     for row in rows:
         box = ", ".join(f"{v:.0f}" for v in row["box"])
         table.add_row(
-            str(row["index"]), f"[{box}]", f"{row['size']:.0f}", f"{row['score']:.2f}",
-            f"{row['yaw']:+.1f}", f"{row['pitch']:+.1f}", f"{row['roll']:+.1f}",
+            str(row["index"]),
+            f"[{box}]",
+            f"{row['size']:.0f}",
+            f"{row['score']:.2f}",
+            f"{row['yaw']:+.1f}",
+            f"{row['pitch']:+.1f}",
+            f"{row['roll']:+.1f}",
         )
     term.out.print(table)

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from faceweave.errors import InvalidOptionError, OutputError
 
 SCREENING_HELP = "Content screening of inputs: off|log|blur|refuse (needs 'faceweave[screening]')."
-NO_WATERMARK_HELP = "Do not embed the invisible watermark (recorded in the audit log); the AI-generated label is still written."
+NO_WATERMARK_HELP = (
+    "Do not embed the invisible watermark (recorded in the audit log); the AI-generated label is still written."
+)
 AUDIT_HELP = "Append the run's audit line (JSON) here (default $XDG_STATE_HOME/faceweave/audit.jsonl)."
 #: frames of a video target that screening looks at
 SCREEN_VIDEO_FRAMES = 4
@@ -94,7 +97,9 @@ class Screener:
         if policy.action == "blur":  # the frames are not ours to change here
             policy = ScreeningPolicy(action="refuse", labels=policy.labels, threshold=policy.threshold)
         for index, pixels in enumerate(sample_video_frames(path, SCREEN_VIDEO_FRAMES)):
-            self.results.append(screen(pixels, policy, self._detector, role=f"{role} video", path=f"{path} (sample {index})"))
+            self.results.append(
+                screen(pixels, policy, self._detector, role=f"{role} video", path=f"{path} (sample {index})")
+            )
 
     def audit(self) -> dict[str, Any]:
         return {"policy": self.policy.as_dict(), "screened": [r.as_dict() for r in self.results if r.flagged]}

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from faceweave.cli import console
 
 ModelsDirOption = Annotated[
-    Optional[Path],
-    typer.Option("--models-dir", metavar="DIR", envvar="FACEWEAVE_MODELS",
-                 help="Models folder (default: $XDG_CACHE_HOME/faceweave/models or ~/.cache/faceweave/models)."),
+    Path | None,
+    typer.Option(
+        "--models-dir",
+        metavar="DIR",
+        envvar="FACEWEAVE_MODELS",
+        help="Models folder (default: $XDG_CACHE_HOME/faceweave/models or ~/.cache/faceweave/models).",
+    ),
 ]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")]
 
@@ -22,7 +26,9 @@ def _store(models_dir: Path | None):
     from faceweave.models import ModelStore
 
     if models_dir is not None and models_dir.exists() and not models_dir.is_dir():
-        raise InvalidOptionError(f"--models-dir {models_dir}: is a file; give the folder that holds (or will hold) the models")
+        raise InvalidOptionError(
+            f"--models-dir {models_dir}: is a file; give the folder that holds (or will hold) the models"
+        )
     return ModelStore(models_dir)
 
 
@@ -47,11 +53,18 @@ def list_command(
             else:
                 sha = "not pinned"
             size = path.stat().st_size if path is not None else (pin.size if pin else spec.size)
-            rows.append({
-                "name": spec.name, "kind": spec.kind,
-                "present": path is not None, "bundled": spec.bundled is not None and path == store.bundled_path(spec),
-                "path": str(path) if path else None, "size": size, "licence": spec.licence, "sha256": sha,
-            })
+            rows.append(
+                {
+                    "name": spec.name,
+                    "kind": spec.kind,
+                    "present": path is not None,
+                    "bundled": spec.bundled is not None and path == store.bundled_path(spec),
+                    "path": str(path) if path else None,
+                    "size": size,
+                    "licence": spec.licence,
+                    "sha256": sha,
+                }
+            )
         if json_output:
             term.json({"models_dir": str(store.folder), "models": rows})
             return console.EXIT_OK
@@ -70,8 +83,12 @@ def list_command(
 
 
 def download_command(
-    names: Annotated[list[str], typer.Argument(metavar="NAME...", help="Models to download (see `faceweave models list`).")],
-    offline: Annotated[bool, typer.Option("--offline", help="Never touch the network: fail for models that are not present.")] = False,
+    names: Annotated[
+        list[str], typer.Argument(metavar="NAME...", help="Models to download (see `faceweave models list`).")
+    ],
+    offline: Annotated[
+        bool, typer.Option("--offline", help="Never touch the network: fail for models that are not present.")
+    ] = False,
     models_dir: ModelsDirOption = None,
     verbose: VerboseOption = False,
 ) -> None:
@@ -97,8 +114,12 @@ def download_command(
 def import_command(
     name: Annotated[str, typer.Argument(metavar="NAME", help="The model the file is (see `faceweave models list`).")],
     path: Annotated[Path, typer.Argument(metavar="PATH", help="The .onnx file you already have.")],
-    link: Annotated[bool, typer.Option("--link", help="Leave the file where it is (record its path) instead of copying it.")] = False,
-    trust: Annotated[bool, typer.Option("--trust", help="Accept a file whose sha256 differs from the one the spec pins.")] = False,
+    link: Annotated[
+        bool, typer.Option("--link", help="Leave the file where it is (record its path) instead of copying it.")
+    ] = False,
+    trust: Annotated[
+        bool, typer.Option("--trust", help="Accept a file whose sha256 differs from the one the spec pins.")
+    ] = False,
     models_dir: ModelsDirOption = None,
     verbose: VerboseOption = False,
 ) -> None:
@@ -136,8 +157,14 @@ class _ProgressBar:
         if self.bar is None:
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-            self.bar = Progress(TextColumn(self.name), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                                console=self.term.err, transient=True)
+            self.bar = Progress(
+                TextColumn(self.name),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=self.term.err,
+                transient=True,
+            )
             self.bar.start()
             self.task = self.bar.add_task(self.name, total=total)
         self.bar.update(self.task, completed=done, total=total)
@@ -156,8 +183,11 @@ def _size(size: int | None) -> str:
 def build_models_app() -> typer.Typer:
     """The ``models`` sub-app; register with ``app.add_typer(build_models_app(), name="models")``."""
     app = typer.Typer(
-        name="models", help="List, download and import the neural models.",
-        no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+        name="models",
+        help="List, download and import the neural models.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.command("list")(list_command)

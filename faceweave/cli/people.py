@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -14,8 +14,13 @@ from faceweave.errors import InvalidOptionError
 
 def people_command(
     video: Annotated[Path, typer.Argument(metavar="VIDEO", help="The video to look through.")],
-    sheet: Annotated[Optional[Path], typer.Option("--sheet", metavar="PNG", help="Write a sheet of the people's thumbnails with their indices.")] = None,
-    every: Annotated[float, typer.Option("--every", min=0.04, metavar="SECONDS", help="Look at one frame every this many seconds.")] = 0.5,
+    sheet: Annotated[
+        Path | None,
+        typer.Option("--sheet", metavar="PNG", help="Write a sheet of the people's thumbnails with their indices."),
+    ] = None,
+    every: Annotated[
+        float, typer.Option("--every", min=0.04, metavar="SECONDS", help="Look at one frame every this many seconds.")
+    ] = 0.5,
     json_output: Annotated[bool, typer.Option("--json", help="Print the people as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
@@ -46,7 +51,9 @@ def people_command(
             return console.EXIT_OK
         for p in people:
             s = p.summary()
-            term.line(f"person {s['person']}: seen {s['appearances']} times, {s['first_seen']:.1f}-{s['last_seen']:.1f} s")
+            term.line(
+                f"person {s['person']}: seen {s['appearances']} times, {s['first_seen']:.1f}-{s['last_seen']:.1f} s"
+            )
         if sheet is not None:
             term.line(f"wrote {sheet}")
         return console.EXIT_OK

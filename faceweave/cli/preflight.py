@@ -53,7 +53,9 @@ def check_database(url: str) -> None:
     except (ArgumentError, ValueError) as exc:
         raise InvalidOptionError(f"--database {url!r} is not a database URL; {accepted}") from exc
     except ImportError as exc:
-        raise InvalidOptionError(f"--database {url!r}: its driver is not installed ({exc.name or exc}); {accepted}") from exc
+        raise InvalidOptionError(
+            f"--database {url!r}: its driver is not installed ({exc.name or exc}); {accepted}"
+        ) from exc
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -76,8 +78,12 @@ def check_port_free(host: str, port: int) -> None:
                     f"--port {port}: the port is already in use on {host}; stop the other server or choose another port"
                 ) from exc
             if exc.errno == errno.EACCES:
-                raise InvalidOptionError(f"--port {port}: not allowed to listen on it (ports below 1024 need privileges)") from exc
-            raise InvalidOptionError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and --port") from exc
+                raise InvalidOptionError(
+                    f"--port {port}: not allowed to listen on it (ports below 1024 need privileges)"
+                ) from exc
+            raise InvalidOptionError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and --port"
+            ) from exc
 
 
 def check_broker(url: str, *, timeout_s: float = BROKER_TIMEOUT_S) -> None:
@@ -95,7 +101,7 @@ def check_broker(url: str, *, timeout_s: float = BROKER_TIMEOUT_S) -> None:
     accepted = "use redis://HOST:6379/0 (or amqp://USER:PASS@HOST:5672//)"
     try:
         connection = Connection(url, connect_timeout=timeout_s)
-        connection.transport  # resolves the transport named by the scheme
+        _ = connection.transport  # resolves the transport named by the scheme
     except (KeyError, ValueError, ImportError) as exc:
         raise InvalidOptionError(f"--broker {url!r} is not a broker URL Celery knows; {accepted}") from exc
     with connection:

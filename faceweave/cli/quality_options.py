@@ -5,7 +5,7 @@ that swap (``swap``, ``evaluate``) or read photos (``faces``).  Use the
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,21 +15,40 @@ from faceweave.options import SwapOptions
 PANEL = "Quality and limits"
 
 MaxPixelsOption = Annotated[
-    Optional[int],
-    typer.Option("--max-pixels", metavar="N", help=f"Refuse images with more pixels than this (default {SwapOptions().max_pixels:_}).", rich_help_panel=PANEL),
+    int | None,
+    typer.Option(
+        "--max-pixels",
+        metavar="N",
+        help=f"Refuse images with more pixels than this (default {SwapOptions().max_pixels:_}).",
+        rich_help_panel=PANEL,
+    ),
 ]
 NoOcclusionOption = Annotated[
     bool,
-    typer.Option("--no-occlusion", help="Do not keep hair, glasses and other things that are not skin-coloured in front of the face.", rich_help_panel=PANEL),
+    typer.Option(
+        "--no-occlusion",
+        help="Do not keep hair, glasses and other things that are not skin-coloured in front of the face.",
+        rich_help_panel=PANEL,
+    ),
 ]
 NoMouthMaskOption = Annotated[
     bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.", rich_help_panel=PANEL)
 ]
 OcclusionHandsOption = Annotated[
     bool,
-    typer.Option("--occlusion-hands", help="Also keep hands in front of the face (mediapipe hand landmarks: a hand has the colour of skin, so the occlusion test alone paints over it; about 6-10 ms per face).", rich_help_panel=PANEL),
+    typer.Option(
+        "--occlusion-hands",
+        help="Also keep hands in front of the face (mediapipe hand landmarks: a hand has the colour of skin, so "
+        "the occlusion test alone paints over it; about 6-10 ms per face).",
+        rich_help_panel=PANEL,
+    ),
 ]
 NoExpressionCheckOption = Annotated[
     bool,
-    typer.Option("--no-expression-check", help="Photos: do not look at each new face again to correct how its mouth and eyes read against the target's expression (saves a composite and a mesh inference, and sometimes a swap, per face).", rich_help_panel=PANEL),
+    typer.Option(
+        "--no-expression-check",
+        help="Photos: do not look at each new face again to correct how its mouth and eyes read against the "
+        "target's expression (saves a composite and a mesh inference, and sometimes a swap, per face).",
+        rich_help_panel=PANEL,
+    ),
 ]

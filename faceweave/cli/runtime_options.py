@@ -12,7 +12,7 @@ Use the ``Annotated`` aliases as parameter types of a command, then build the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -23,34 +23,66 @@ PANEL = "Neural models (optional)"
 
 ExecutionProviderOption = Annotated[
     str,
-    typer.Option("--execution-provider", metavar="NAME",
-                 help=f"Where neural models run: {'|'.join(PROVIDERS)}.", rich_help_panel=PANEL),
+    typer.Option(
+        "--execution-provider",
+        metavar="NAME",
+        help=f"Where neural models run: {'|'.join(PROVIDERS)}.",
+        rich_help_panel=PANEL,
+    ),
 ]
 DeviceIdOption = Annotated[
-    int, typer.Option("--device-id", metavar="N", min=0, help="Accelerator index for the execution provider.", rich_help_panel=PANEL)
+    int,
+    typer.Option(
+        "--device-id", metavar="N", min=0, help="Accelerator index for the execution provider.", rich_help_panel=PANEL
+    ),
 ]
 ProviderFallbackOption = Annotated[
     bool,
-    typer.Option("--provider-fallback", help="Use the CPU (with a warning) when the execution provider is not available.",
-                 rich_help_panel=PANEL),
+    typer.Option(
+        "--provider-fallback",
+        help="Use the CPU (with a warning) when the execution provider is not available.",
+        rich_help_panel=PANEL,
+    ),
 ]
 TensorrtCacheOption = Annotated[
-    Optional[Path],
-    typer.Option("--tensorrt-cache", metavar="DIR", help="TensorRT: keep built engines in DIR (much faster next start).",
-                 rich_help_panel=PANEL),
+    Path | None,
+    typer.Option(
+        "--tensorrt-cache",
+        metavar="DIR",
+        help="TensorRT: keep built engines in DIR (much faster next start).",
+        rich_help_panel=PANEL,
+    ),
 ]
-TensorrtFp16Option = Annotated[bool, typer.Option("--tensorrt-fp16", help="TensorRT: build fp16 engines.", rich_help_panel=PANEL)]
+TensorrtFp16Option = Annotated[
+    bool, typer.Option("--tensorrt-fp16", help="TensorRT: build fp16 engines.", rich_help_panel=PANEL)
+]
 SwapperOption = Annotated[
     str,
-    typer.Option("--swapper", metavar="NAME", help="'mesh' (classical, works offline) or a neural model such as inswapper_128, hyperswap_1a_256, simswap_256 (see 'faceweave models list'; the file must be downloaded or imported first).", rich_help_panel=PANEL),
+    typer.Option(
+        "--swapper",
+        metavar="NAME",
+        help="'mesh' (classical, works offline) or a neural model such as inswapper_128, hyperswap_1a_256, "
+        "simswap_256 (see 'faceweave models list'; the file must be downloaded or imported first).",
+        rich_help_panel=PANEL,
+    ),
 ]
 PixelBoostOption = Annotated[
-    Optional[int],
-    typer.Option("--pixel-boost", metavar="PX", help="Neural swappers: run the model on tiles of a crop this large (e.g. 256 or 512 for a 128 px model).", rich_help_panel=PANEL),
+    int | None,
+    typer.Option(
+        "--pixel-boost",
+        metavar="PX",
+        help="Neural swappers: run the model on tiles of a crop this large (e.g. 256 or 512 for a 128 px model).",
+        rich_help_panel=PANEL,
+    ),
 ]
 ModelsDirOption = Annotated[
-    Optional[Path],
-    typer.Option("--models-dir", metavar="DIR", help="Model folder (default $FACEWEAVE_MODELS or ~/.cache/faceweave/models).", rich_help_panel=PANEL),
+    Path | None,
+    typer.Option(
+        "--models-dir",
+        metavar="DIR",
+        help="Model folder (default $FACEWEAVE_MODELS or ~/.cache/faceweave/models).",
+        rich_help_panel=PANEL,
+    ),
 ]
 
 

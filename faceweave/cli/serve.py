@@ -11,14 +11,42 @@ from faceweave.cli import console, preflight
 
 
 def serve_command(
-    host: Annotated[str | None, typer.Option("--host", metavar="ADDR", help="Address to listen on (default 127.0.0.1; other addresses need authentication configured).")] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            metavar="ADDR",
+            help="Address to listen on (default 127.0.0.1; other addresses need authentication configured).",
+        ),
+    ] = None,
     port: Annotated[int | None, typer.Option("--port", metavar="PORT", help="Port (default 8000).")] = None,
-    config: Annotated[Path | None, typer.Option("--config", metavar="FILE", help="Settings file, TOML or JSON (also FACEWEAVE_CONFIG).")] = None,
-    database: Annotated[str | None, typer.Option("--database", metavar="URL", help="Job store, an SQLAlchemy URL (default sqlite:///<storage>/jobs.db).")] = None,
-    storage: Annotated[Path | None, typer.Option("--storage", metavar="DIR", help="Folder for uploads, results and the audit log.")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", metavar="N", min=0, help="Embedded job workers (default 1).")] = None,
-    broker: Annotated[str | None, typer.Option("--broker", metavar="URL", help="Celery broker (redis://HOST:6379/0): distributed mode, jobs run on `faceweave worker` nodes.")] = None,
-    log_level: Annotated[str, typer.Option("--log-level", metavar="LEVEL", help="Server log level: debug, info, warning, error.")] = "info",
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", metavar="FILE", help="Settings file, TOML or JSON (also FACEWEAVE_CONFIG)."),
+    ] = None,
+    database: Annotated[
+        str | None,
+        typer.Option(
+            "--database", metavar="URL", help="Job store, an SQLAlchemy URL (default sqlite:///<storage>/jobs.db)."
+        ),
+    ] = None,
+    storage: Annotated[
+        Path | None, typer.Option("--storage", metavar="DIR", help="Folder for uploads, results and the audit log.")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", metavar="N", min=0, help="Embedded job workers (default 1).")
+    ] = None,
+    broker: Annotated[
+        str | None,
+        typer.Option(
+            "--broker",
+            metavar="URL",
+            help="Celery broker (redis://HOST:6379/0): distributed mode, jobs run on `faceweave worker` nodes.",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str, typer.Option("--log-level", metavar="LEVEL", help="Server log level: debug, info, warning, error.")
+    ] = "info",
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
     """Serve the faceweave API (/v1, /docs, /healthz, /readyz, /metrics) until Ctrl-C.
@@ -34,8 +62,14 @@ def serve_command(
 
         settings = load_settings(
             config,
-            overrides={"host": host, "port": port, "database": database, "storage": storage, "workers": workers,
-                       "broker": broker},
+            overrides={
+                "host": host,
+                "port": port,
+                "database": database,
+                "storage": storage,
+                "workers": workers,
+                "broker": broker,
+            },
         )
         preflight.check_log_level(log_level)
         preflight.check_storage(settings.storage)
@@ -43,7 +77,9 @@ def serve_command(
         preflight.check_port_free(settings.host, settings.port)
         built["app"], built["settings"] = create_app(settings), settings
         auth = "API keys/JWT" if settings.auth.required else "none (single local user)"
-        term.note(f"faceweave serving on http://{settings.host}:{settings.port} (auth: {auth}; storage: {settings.storage})")
+        term.note(
+            f"faceweave serving on http://{settings.host}:{settings.port} (auth: {auth}; storage: {settings.storage})"
+        )
         return console.EXIT_OK
 
     code = console.run(verbose, body)
@@ -61,8 +97,12 @@ def uvicorn_options(settings, *, log_level: str, access_log: bool) -> dict[str, 
     address, and the connection limits and timeouts of ``settings.limits``."""
     limits = settings.limits
     return {
-        "host": settings.host, "port": settings.port, "log_level": log_level.lower(), "access_log": access_log,
-        "limit_concurrency": limits.max_connections, "timeout_keep_alive": limits.keep_alive_s,
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": log_level.lower(),
+        "access_log": access_log,
+        "limit_concurrency": limits.max_connections,
+        "timeout_keep_alive": limits.keep_alive_s,
         "timeout_graceful_shutdown": limits.graceful_shutdown_s,
         "h11_max_incomplete_event_size": limits.max_header_bytes,
     }

@@ -18,7 +18,16 @@ from faceweave.provenance.verify import DEFAULT_FRAMES
 
 def verify_command(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="Image or video to check.")],
-    frames: Annotated[int, typer.Option("--frames", metavar="N", min=1, max=1000, help="Video: how many frames, evenly spread, are checked for the watermark.")] = DEFAULT_FRAMES,
+    frames: Annotated[
+        int,
+        typer.Option(
+            "--frames",
+            metavar="N",
+            min=1,
+            max=1000,
+            help="Video: how many frames, evenly spread, are checked for the watermark.",
+        ),
+    ] = DEFAULT_FRAMES,
     json_output: Annotated[bool, typer.Option("--json", help="Print what was found as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 from faceweave.cli import console
 from faceweave.options import SwapOptions
 
-
 #: the default video quality: CRF 18, visually lossless at about the size of
 #: a typical source (FaceFusion's 80 is CRF 10, about three times larger and
 #: slower to encode)
@@ -50,7 +49,14 @@ def swap_video(
 
     start, end = parse_trim(trim) if trim else (0.0, None)
     video_options = VideoOptions(
-        start=start, end=end, fps=fps, scale=scale, audio=audio, codec=codec, crf=video_crf(quality), preset=preset,
+        start=start,
+        end=end,
+        fps=fps,
+        scale=scale,
+        audio=audio,
+        codec=codec,
+        crf=video_crf(quality),
+        preset=preset,
         provenance=provenance,
     )
     with FaceSwapper(options) as swapper:
@@ -59,13 +65,21 @@ def swap_video(
         prepared = video.prepare_sources(sources) if people is None else []
         if preview is not None:
             index = video.preview(
-                prepared, target, preview, reference=reference_face, frame_index=preview_frame, options=video_options,
+                prepared,
+                target,
+                preview,
+                reference=reference_face,
+                frame_index=preview_frame,
+                options=video_options,
                 mapping=people,
             )
             if not json_output:
                 term.line(f"preview: frame {index} -> {preview}")
         columns = (
-            TextColumn("swapping"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[fps]} fps"),
+            TextColumn("swapping"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[fps]} fps"),
             TimeRemainingColumn(),
         )
         with Progress(*columns, console=term.err, transient=True, disable=json_output) as bar:
@@ -81,22 +95,30 @@ def swap_video(
                 bar.update(task, completed=done, total=total, fps=rate)
 
             report = video.swap_video(
-                prepared, target, output, reference=reference_face, options=video_options, progress=progress, mapping=people
+                prepared,
+                target,
+                output,
+                reference=reference_face,
+                options=video_options,
+                progress=progress,
+                mapping=people,
             )
         attach_manifest(output, video_options.provenance)
     if json_output:
-        term.json({
-            "output": str(report.output),
-            "frames": report.frames,
-            "frames_with_swap": report.frames_with_swap,
-            "faces_swapped": report.faces_swapped,
-            "scene_cuts": report.scene_cuts,
-            "fps": round(report.fps, 2),
-            "broken_at": report.broken_at,
-            "run_id": provenance.run_hex if provenance is not None else None,
-            "watermark": bool(provenance is not None and provenance.watermark),
-            "timings_ms": {k: round(v, 1) for k, v in report.timings_ms.items()},
-        })
+        term.json(
+            {
+                "output": str(report.output),
+                "frames": report.frames,
+                "frames_with_swap": report.frames_with_swap,
+                "faces_swapped": report.faces_swapped,
+                "scene_cuts": report.scene_cuts,
+                "fps": round(report.fps, 2),
+                "broken_at": report.broken_at,
+                "run_id": provenance.run_hex if provenance is not None else None,
+                "watermark": bool(provenance is not None and provenance.watermark),
+                "timings_ms": {k: round(v, 1) for k, v in report.timings_ms.items()},
+            }
+        )
         return console.EXIT_OK
     if report.broken_at is not None:
         term.note(f"warning: {target} could not be decoded past {report.broken_at:.2f} s; the output stops there")

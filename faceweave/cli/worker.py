@@ -11,16 +11,57 @@ from faceweave.cli import console, preflight
 
 
 def worker_command(
-    broker: Annotated[str | None, typer.Option("--broker", metavar="URL", help="Celery broker, e.g. redis://HOST:6379/0 (also FACEWEAVE_BROKER).")] = None,
-    database: Annotated[str | None, typer.Option("--database", metavar="URL", help="Job store shared with the API nodes, e.g. postgresql+psycopg://USER:PASS@HOST/DB.")] = None,
-    storage: Annotated[Path | None, typer.Option("--storage", metavar="DIR", help="Storage folder shared with the API nodes (a NAS mount).")] = None,
-    config: Annotated[Path | None, typer.Option("--config", metavar="FILE", help="Settings file, TOML or JSON (also FACEWEAVE_CONFIG).")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", metavar="N", min=1, max=64, help="Jobs run at once (processes, or threads with --pool threads); each has its own models.")] = 1,
-    pool: Annotated[str, typer.Option("--pool", "-P", metavar="POOL", help="prefork (default), threads or solo.")] = "prefork",
-    execution_provider: Annotated[str | None, typer.Option("--execution-provider", metavar="NAME", help="Where neural models run: cpu, cuda, cann, tensorrt, ...")] = None,
-    device_id: Annotated[int | None, typer.Option("--device-id", metavar="N", min=0, help="Accelerator index (cuda:N, NPU N).")] = None,
-    name: Annotated[str | None, typer.Option("--name", "-n", metavar="NAME", help="Worker name (default faceweave@<host>).")] = None,
-    log_level: Annotated[str, typer.Option("--log-level", metavar="LEVEL", help="debug, info, warning, error.")] = "info",
+    broker: Annotated[
+        str | None,
+        typer.Option(
+            "--broker", metavar="URL", help="Celery broker, e.g. redis://HOST:6379/0 (also FACEWEAVE_BROKER)."
+        ),
+    ] = None,
+    database: Annotated[
+        str | None,
+        typer.Option(
+            "--database",
+            metavar="URL",
+            help="Job store shared with the API nodes, e.g. postgresql+psycopg://USER:PASS@HOST/DB.",
+        ),
+    ] = None,
+    storage: Annotated[
+        Path | None,
+        typer.Option("--storage", metavar="DIR", help="Storage folder shared with the API nodes (a NAS mount)."),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", metavar="FILE", help="Settings file, TOML or JSON (also FACEWEAVE_CONFIG)."),
+    ] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            "--concurrency",
+            "-c",
+            metavar="N",
+            min=1,
+            max=64,
+            help="Jobs run at once (processes, or threads with --pool threads); each has its own models.",
+        ),
+    ] = 1,
+    pool: Annotated[
+        str, typer.Option("--pool", "-P", metavar="POOL", help="prefork (default), threads or solo.")
+    ] = "prefork",
+    execution_provider: Annotated[
+        str | None,
+        typer.Option(
+            "--execution-provider", metavar="NAME", help="Where neural models run: cpu, cuda, cann, tensorrt, ..."
+        ),
+    ] = None,
+    device_id: Annotated[
+        int | None, typer.Option("--device-id", metavar="N", min=0, help="Accelerator index (cuda:N, NPU N).")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", "-n", metavar="NAME", help="Worker name (default faceweave@<host>).")
+    ] = None,
+    log_level: Annotated[
+        str, typer.Option("--log-level", metavar="LEVEL", help="debug, info, warning, error.")
+    ] = "info",
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
     """Take jobs from the broker until stopped (SIGTERM or Ctrl-C finish the running jobs first).
@@ -36,10 +77,16 @@ def worker_command(
         from faceweave.service.distributed.worker_main import POOLS
         from faceweave.service.settings import load_settings
 
-        settings = load_settings(config, overrides={
-            "broker": broker, "database": database, "storage": storage,
-            "runtime.execution_provider": execution_provider, "runtime.device_id": device_id,
-        })
+        settings = load_settings(
+            config,
+            overrides={
+                "broker": broker,
+                "database": database,
+                "storage": storage,
+                "runtime.execution_provider": execution_provider,
+                "runtime.device_id": device_id,
+            },
+        )
         if not settings.broker:
             raise InvalidOptionError("a worker needs a broker: --broker redis://HOST:6379/0 (or FACEWEAVE_BROKER)")
         if pool not in POOLS:

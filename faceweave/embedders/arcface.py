@@ -59,7 +59,8 @@ class ArcFaceEmbedder:
         fixed = [None if _dynamic(d) else int(d) for d in shape]
         if len(shape) != 4 or fixed[1:] not in ([3, self.size, self.size], [3, None, None]):
             raise ModelSignatureError(
-                f"{self.name}: input {info.name!r} should have shape [N, 3, {self.size}, {self.size}]; the model has {shape}"
+                f"{self.name}: input {info.name!r} should have shape [N, 3, {self.size}, {self.size}]; the "
+                f"model has {shape}"
             )
         self._input = info.name
         self._output = model.outputs[0].name
@@ -78,7 +79,9 @@ class ArcFaceEmbedder:
         batch = arcface_input(np.stack([self.align(px, pts) for px, pts in items]))
         step = self.max_batch if self._dynamic else 1
         parts = [
-            np.asarray(self.model.run({self._input: batch[i : i + step]})[self._output], np.float32).reshape(-1, self.dim)
+            np.asarray(self.model.run({self._input: batch[i : i + step]})[self._output], np.float32).reshape(
+                -1, self.dim
+            )
             for i in range(0, len(batch), step)
         ]
         return np.concatenate(parts)
@@ -114,7 +117,10 @@ class EmbeddingConverter:
         """``(N, 512)`` raw embeddings -> ``(N, 512)`` converted (not normalised)."""
         x = np.asarray(embeddings, np.float32).reshape(-1, 512)
         step = len(x) if self._dynamic else 1
-        parts = [np.asarray(self.model.run({"input": x[i : i + step]})[self._output], np.float32) for i in range(0, len(x), step)]
+        parts = [
+            np.asarray(self.model.run({"input": x[i : i + step]})[self._output], np.float32)
+            for i in range(0, len(x), step)
+        ]
         return np.concatenate(parts).reshape(len(x), -1)
 
     def close(self) -> None:

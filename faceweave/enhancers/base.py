@@ -19,7 +19,6 @@ from faceweave.errors import InvalidOptionError, ModelSignatureError
 from faceweave.runtime.model import RunnableModel, TensorLike
 from faceweave.types import Face
 
-
 # -- the model an enhancer runs ------------------------------------------------
 #: the model protocols are shared by every model-using component
 TensorInfo = TensorLike
@@ -59,7 +58,7 @@ def check_image_input(info: TensorInfo, *, model_name: str, size: tuple[int, int
     want = ["N", 3, "H" if size is None else size[0], "W" if size is None else size[1]]
     bad = len(shape) != 4 or (not is_dynamic(shape[1]) and int(shape[1]) != 3)
     if not bad and size is not None:
-        bad = any(not is_dynamic(d) and int(d) != s for d, s in zip(shape[2:], size))
+        bad = any(not is_dynamic(d) and int(d) != s for d, s in zip(shape[2:], size, strict=False))
     if bad:
         raise ModelSignatureError(f"{model_name}: input {info.name!r} expected shape {want}, got {shape}")
 
@@ -120,31 +119,44 @@ def _face(name: str, template: str = "ffhq_512", size: int = 512, weight: bool =
     return FaceEnhancerSpec(name=name, template=template, size=size, weight_input=weight)
 
 
-FACE_ENHANCERS: Mapping[str, FaceEnhancerSpec] = MappingProxyType({
-    s.name: s
-    for s in (
-        _face("gfpgan_1.2"), _face("gfpgan_1.3"), _face("gfpgan_1.4"),
-        _face("codeformer", weight=True),
-        _face("gpen_bfr_256", template="arcface_128", size=256), _face("gpen_bfr_512"),
-        _face("gpen_bfr_1024", size=1024), _face("gpen_bfr_2048", size=2048),
-        _face("restoreformer_plus_plus"),
-    )
-})
+FACE_ENHANCERS: Mapping[str, FaceEnhancerSpec] = MappingProxyType(
+    {
+        s.name: s
+        for s in (
+            _face("gfpgan_1.2"),
+            _face("gfpgan_1.3"),
+            _face("gfpgan_1.4"),
+            _face("codeformer", weight=True),
+            _face("gpen_bfr_256", template="arcface_128", size=256),
+            _face("gpen_bfr_512"),
+            _face("gpen_bfr_1024", size=1024),
+            _face("gpen_bfr_2048", size=2048),
+            _face("restoreformer_plus_plus"),
+        )
+    }
+)
 
-FRAME_ENHANCERS: Mapping[str, FrameEnhancerSpec] = MappingProxyType({
-    s.name: s
-    for s in (
-        FrameEnhancerSpec("real_esrgan_x2", scale=2), FrameEnhancerSpec("real_esrgan_x2_fp16", scale=2),
-        FrameEnhancerSpec("real_esrgan_x4", scale=4), FrameEnhancerSpec("real_esrgan_x4_fp16", scale=4),
-        FrameEnhancerSpec("real_esrgan_x8", scale=8), FrameEnhancerSpec("real_esrgan_x8_fp16", scale=8),
-    )
-})
+FRAME_ENHANCERS: Mapping[str, FrameEnhancerSpec] = MappingProxyType(
+    {
+        s.name: s
+        for s in (
+            FrameEnhancerSpec("real_esrgan_x2", scale=2),
+            FrameEnhancerSpec("real_esrgan_x2_fp16", scale=2),
+            FrameEnhancerSpec("real_esrgan_x4", scale=4),
+            FrameEnhancerSpec("real_esrgan_x4_fp16", scale=4),
+            FrameEnhancerSpec("real_esrgan_x8", scale=8),
+            FrameEnhancerSpec("real_esrgan_x8_fp16", scale=8),
+        )
+    }
+)
 
 
 def _face_factories() -> dict[str, Callable[..., FaceEnhancer]]:
     from faceweave.enhancers.face import CodeFormerEnhancer, RestorationEnhancer
 
-    return {name: CodeFormerEnhancer if spec.weight_input else RestorationEnhancer for name, spec in FACE_ENHANCERS.items()}
+    return {
+        name: CodeFormerEnhancer if spec.weight_input else RestorationEnhancer for name, spec in FACE_ENHANCERS.items()
+    }
 
 
 def available_face_enhancers() -> list[str]:
@@ -163,7 +175,9 @@ def face_enhancer_spec(name: str) -> FaceEnhancerSpec:
 
 def frame_enhancer_spec(name: str) -> FrameEnhancerSpec:
     if name not in FRAME_ENHANCERS:
-        raise InvalidOptionError(f"unknown frame enhancer {name!r}; available: {', '.join(available_frame_enhancers())}")
+        raise InvalidOptionError(
+            f"unknown frame enhancer {name!r}; available: {', '.join(available_frame_enhancers())}"
+        )
     return FRAME_ENHANCERS[name]
 
 

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from faceweave.blend import paste_back
-from faceweave.geometry.templates import estimate_alignment, warp_crop
 from faceweave.enhancers.base import (
     FaceEnhancerSpec,
     FaceLike,
@@ -27,6 +26,7 @@ from faceweave.enhancers.base import (
     tensor_dtype,
 )
 from faceweave.errors import InputError, InvalidOptionError, ModelSignatureError
+from faceweave.geometry.templates import estimate_alignment, warp_crop
 from faceweave.masks import box_mask
 from faceweave.types import Face
 
@@ -124,7 +124,7 @@ class RestorationEnhancer:
         restored = self.restore(np.stack([warp_crop(frame, m, size) for m in matrices]))
         mask = self.mask * np.float32(blend)
         out = frame
-        for crop, matrix in zip(restored, matrices):
+        for crop, matrix in zip(restored, matrices, strict=False):
             out = paste_back(out, crop, mask, matrix)
         return out
 

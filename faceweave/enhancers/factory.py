@@ -15,12 +15,16 @@ from faceweave.enhancers.base import (
 from faceweave.options import EnhancerOptions
 
 
-def load_enhancers(options: EnhancerOptions, *, pool: Any, provider: Any = None) -> tuple[FaceEnhancer | None, FrameEnhancer | None]:
+def load_enhancers(
+    options: EnhancerOptions, *, pool: Any, provider: Any = None
+) -> tuple[FaceEnhancer | None, FrameEnhancer | None]:
     """``(face_enhancer, frame_enhancer)``; ``None`` for each one not asked for."""
     face = frame = None
     if options.face is not None:
         extra = {"weight": options.face_weight} if face_enhancer_spec(options.face).weight_input else {}
         face = create_face_enhancer(options.face, pool.get(options.face, provider), **extra)
     if options.frame is not None:
-        frame = create_frame_enhancer(options.frame, pool.get(options.frame, provider), restore_size=options.frame_restore_size)
+        frame = create_frame_enhancer(
+            options.frame, pool.get(options.frame, provider), restore_size=options.frame_restore_size
+        )
     return face, frame

@@ -62,11 +62,17 @@ class TiledFrameEnhancer:
         if not is_dynamic(h) and not is_dynamic(w):
             self.fixed = (int(h), int(w))
             if int(h) != int(w):
-                raise ModelSignatureError(f"{spec.name}: input {info.name!r} expected square tiles, got {list(info.shape)}")
+                raise ModelSignatureError(
+                    f"{spec.name}: input {info.name!r} expected square tiles, got {list(info.shape)}"
+                )
             if tile_size is not None and tile_size != int(h):
-                raise InvalidOptionError(f"{spec.name}: the model takes {h}x{w} tiles; tile_size {tile_size} cannot be used")
+                raise InvalidOptionError(
+                    f"{spec.name}: the model takes {h}x{w} tiles; tile_size {tile_size} cannot be used"
+                )
         elif is_dynamic(h) != is_dynamic(w):
-            raise ModelSignatureError(f"{spec.name}: input {info.name!r} has one fixed spatial side: {list(info.shape)}")
+            raise ModelSignatureError(
+                f"{spec.name}: input {info.name!r} has one fixed spatial side: {list(info.shape)}"
+            )
         self.tile_size = int(self.fixed[0]) if self.fixed else int(tile_size or spec.tile_size)
         self.tile_overlap = int(spec.tile_overlap if tile_overlap is None else tile_overlap)
         self.tile_pad = int(spec.tile_pad if tile_pad is None else tile_pad)
@@ -132,7 +138,11 @@ class TiledFrameEnhancer:
         blend = check_blend(blend)
         h, w = frame.shape[:2]
         if blend == 0.0:
-            return frame.copy() if self.restore_size else cv2.resize(frame, (w * self.scale, h * self.scale), interpolation=cv2.INTER_LINEAR)
+            return (
+                frame.copy()
+                if self.restore_size
+                else cv2.resize(frame, (w * self.scale, h * self.scale), interpolation=cv2.INTER_LINEAR)
+            )
         up = self.upscale(frame)
         if self.restore_size:
             up, base = cv2.resize(up, (w, h), interpolation=cv2.INTER_AREA), frame

@@ -48,8 +48,12 @@ class TileGrid:
     def scaled(self, factor: int) -> TileGrid:
         """The same grid on an image ``factor`` times larger."""
         return TileGrid(
-            self.height * factor, self.width * factor, self.tile_h * factor, self.tile_w * factor,
-            tuple(y * factor for y in self.ys), tuple(x * factor for x in self.xs),
+            self.height * factor,
+            self.width * factor,
+            self.tile_h * factor,
+            self.tile_w * factor,
+            tuple(y * factor for y in self.ys),
+            tuple(x * factor for x in self.xs),
         )
 
     def __len__(self) -> int:
@@ -59,7 +63,14 @@ class TileGrid:
 def make_grid(height: int, width: int, *, tile: int, overlap: int) -> TileGrid:
     """Square tiles of side ``tile`` (smaller along a side shorter than it)."""
     th, tw = min(tile, height), min(tile, width)
-    return TileGrid(height, width, th, tw, tile_starts(height, th, min(overlap, th - 1)), tile_starts(width, tw, min(overlap, tw - 1)))
+    return TileGrid(
+        height,
+        width,
+        th,
+        tw,
+        tile_starts(height, th, min(overlap, th - 1)),
+        tile_starts(width, tw, min(overlap, tw - 1)),
+    )
 
 
 def axis_weights(starts: tuple[int, ...], tile: int) -> list[np.ndarray]:
@@ -94,7 +105,7 @@ def merge_tiles(tiles: Iterable[np.ndarray], grid: TileGrid) -> np.ndarray:
     acc = None
     total = np.zeros((grid.height, grid.width), np.float32)
     count = 0
-    for index, ((y0, x0, y1, x1), tile) in enumerate(zip(grid.boxes(), tiles)):
+    for index, ((y0, x0, y1, x1), tile) in enumerate(zip(grid.boxes(), tiles, strict=False)):
         tile = np.asarray(tile, np.float32)
         if tile.shape[:2] != (grid.tile_h, grid.tile_w):
             raise ValueError(f"tile {index}: expected shape ({grid.tile_h}, {grid.tile_w}, C), got {tile.shape}")

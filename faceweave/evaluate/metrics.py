@@ -12,7 +12,7 @@ A metric that cannot be measured (an empty mask, no reference photos) returns
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import cv2
 import numpy as np

@@ -11,9 +11,9 @@ from __future__ import annotations
 import csv
 import random
 from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterable, Sequence
 
 from faceweave.errors import InputError, UnreadableFileError
 
@@ -129,9 +129,7 @@ def build_pairs(photos: Sequence[Photo], *, count: int = 30, seed: int = 0) -> t
     targets = independent_photos(ordered)
     candidates = [(s, t) for s in sources for t in targets if t.identity != s.identity]
     if not candidates:
-        raise InputError(
-            "no swap pair possible: need a person with two independent photos and another person with one"
-        )
+        raise InputError("no swap pair possible: need a person with two independent photos and another person with one")
     rng = random.Random(seed)
     rng.shuffle(candidates)
     rank = {(s.file, t.file): i for i, (s, t) in enumerate(candidates)}

@@ -150,9 +150,7 @@ def _up_axis(face: Face) -> np.ndarray:
     return up / n if n > 1e-6 else np.array([0.0, -1.0])
 
 
-def ring_mask(
-    face: Face, shape: tuple[int, ...], *, gap: float = 0.03, width: float = 0.15
-) -> np.ndarray:
+def ring_mask(face: Face, shape: tuple[int, ...], *, gap: float = 0.03, width: float = 0.15) -> np.ndarray:
     """``(H, W)`` bool ring just outside the face oval, below the top of the
     eyebrows (temples, sides of the cheeks, jaw, neck): the oval grown by
     ``(gap + width) * face.size`` minus the oval grown by ``gap * face.size``,
@@ -198,7 +196,9 @@ def skin_ring_mask(
     return out
 
 
-def changed_mask(result: np.ndarray, target: np.ndarray, *, threshold: float = 6.0, blur_sigma: float = 1.0) -> np.ndarray:
+def changed_mask(
+    result: np.ndarray, target: np.ndarray, *, threshold: float = 6.0, blur_sigma: float = 1.0
+) -> np.ndarray:
     """``(H, W)`` bool mask of pixels the swap changed: the per-pixel maximum
     over channels of ``|result - target|`` (both ``(H, W, 3)`` uint8), Gaussian
     blurred with ``blur_sigma``, above ``threshold`` grey levels."""

@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from statistics import mean, median
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -117,7 +118,13 @@ class Check:
         return f">= {self.low:g}" if self.low is not None else f"<= {self.high:g}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "key": self.key, "value": _rounded(self.value), "goal": self.goal, "passed": self.passed}
+        return {
+            "name": self.name,
+            "key": self.key,
+            "value": _rounded(self.value),
+            "goal": self.goal,
+            "passed": self.passed,
+        }
 
 
 #: the check list: (label, summary key, low, high)
@@ -184,7 +191,10 @@ def image_metrics(
     result_inner = R.inner_skin_mask(result_face, shape)
     ring = R.skin_ring_mask(target_face, target, max_distance=settings.skin_distance)
     border = R.seam_border(
-        result, target, threshold=settings.seam_threshold, width=settings.seam_border_width,
+        result,
+        target,
+        threshold=settings.seam_threshold,
+        width=settings.seam_border_width,
         within=R.box_mask(shape, target_face.bbox, scale=settings.seam_box_scale),
     )
     expression = M.expression_differences(result_face.mesh, target_face.mesh)
@@ -194,12 +204,18 @@ def image_metrics(
         "mouth_open_error": expression.mouth_open,
         "mouth_width_error": expression.mouth_width,
         "eye_open_error": expression.eye_open,
-        "psnr_outside": M.psnr(result, target, R.outside_box_mask(shape, target_face.bbox, scale=settings.psnr_box_scale)),
+        "psnr_outside": M.psnr(
+            result, target, R.outside_box_mask(shape, target_face.bbox, scale=settings.psnr_box_scale)
+        ),
         "tone_error": M.tone_error(result, target, result_inner=result_inner, target_inner=target_inner, ring=ring),
         "seam_ratio": M.seam_ratio(result, target, border),
         "blotch_fraction": M.blotch_excess(
-            result, target, result_mask=result_inner, target_mask=target_inner,
-            sigma=max(settings.blotch_sigma * target_face.size, 1.0), threshold=settings.blotch_delta_e,
+            result,
+            target,
+            result_mask=result_inner,
+            target_mask=target_inner,
+            sigma=max(settings.blotch_sigma * target_face.size, 1.0),
+            threshold=settings.blotch_delta_e,
         ),
         "sharpness_ratio": M.sharpness_ratio(result, target, result_mask=result_inner, target_mask=target_inner),
     }
@@ -238,7 +254,9 @@ def identity_metrics(
         "id_dist_source": None if src is None else M.embedding_distance(embedding, src),
         "id_dist_target": None if tgt is None else M.embedding_distance(embedding, tgt),
         "nearest_identity": nearest,
-        "retrieval": None if nearest is None or pair.source.identity not in centroids else nearest == pair.source.identity,
+        "retrieval": None
+        if nearest is None or pair.source.identity not in centroids
+        else nearest == pair.source.identity,
     }
 
 
@@ -305,27 +323,34 @@ def format_summary(report: EvaluationReport) -> str:
     s = report.summary
     lines = [
         f"faceweave evaluate: {s['pairs']} pairs from {report.data_dir} (seed {report.options.get('seed')})",
-        f"faces found:     {s['pairs_found']}/{s['pairs']} pairs" + (
-            "" if s["all_faces_found"]
+        f"faces found:     {s['pairs_found']}/{s['pairs']} pairs"
+        + (
+            ""
+            if s["all_faces_found"]
             else f"  (pairs without: {s['pairs_not_found']}; photos without: {s['photos_without_face']})"
         ),
         f"target swapped:  {s['pairs_swapped']}/{s['pairs']}",
-        f"identity:        retrieval {_fmt(s['retrieval_rate'])}  id_dist_source median {_fmt(s['id_dist_source_median'])}"
+        f"identity:        retrieval {_fmt(s['retrieval_rate'])}  id_dist_source median "
+        f"{_fmt(s['id_dist_source_median'])}"
         f" mean {_fmt(s['id_dist_source_mean'])}  <0.6 {_fmt(s['id_dist_source_below_0_6'])}"
         f"  id_dist_target mean {_fmt(s['id_dist_target_mean'])}",
         f"blend:           tone mean {_fmt(s['tone_error_mean'], 2)} dE  seam median {_fmt(s['seam_ratio_median'])}"
         f"  blotch mean {_fmt(s['blotch_fraction_mean'], 4)}  sharpness median {_fmt(s['sharpness_ratio_median'])}",
         f"fidelity:        pose median {_fmt(s['pose_error_median'], 2)} max {_fmt(s['pose_error_max'], 2)} deg"
         f"  expression median {_fmt(s['expression_error_median'], 4)} max {_fmt(s['expression_error_max'], 4)}"
-        f" (medians: mouth open {_fmt(s['mouth_open_error_median'], 4)}, width {_fmt(s['mouth_width_error_median'], 4)},"
+        f" (medians: mouth open {_fmt(s['mouth_open_error_median'], 4)}, width "
+        f"{_fmt(s['mouth_width_error_median'], 4)},"
         f" eyes {_fmt(s['eye_open_error_median'], 4)})",
-        f"untouched:       psnr_outside min {_fmt(s['psnr_outside_min'], 1)} median {_fmt(s['psnr_outside_median'], 1)} dB",
+        f"untouched:       psnr_outside min {_fmt(s['psnr_outside_min'], 1)} median "
+        f"{_fmt(s['psnr_outside_median'], 1)} dB",
         f"runtime:         median {_fmt(s['runtime_ms_median'], 0)} ms per swap",
         "checks:",
     ]
     for c in report.checks:
         lines.append(f"  {'PASS' if c.passed else 'FAIL'}  {c.name:<24} {_fmt(c.value, 4):>8}  {c.goal}")
-    lines.append(f"{sum(c.passed for c in report.checks)}/{len(report.checks)} checks passed; report in {report.out_dir}")
+    lines.append(
+        f"{sum(c.passed for c in report.checks)}/{len(report.checks)} checks passed; report in {report.out_dir}"
+    )
     return "\n".join(lines)
 
 
@@ -424,8 +449,12 @@ def evaluate_folder(
         "swap_options": swap_options.model_dump(mode="json") if hasattr(swap_options, "model_dump") else None,
     }
     report = EvaluationReport(
-        data_dir=str(data_dir), out_dir=str(out_dir), options=options, pairs=tuple(results),
-        summary=summary, checks=run_checks(summary),
+        data_dir=str(data_dir),
+        out_dir=str(out_dir),
+        options=options,
+        pairs=tuple(results),
+        summary=summary,
+        checks=run_checks(summary),
     )
     _write_bytes(out_dir / "report.json", (json.dumps(report.as_dict(), indent=2, allow_nan=False) + "\n").encode())
     _write_bytes(out_dir / "summary.txt", (format_summary(report) + "\n").encode())
@@ -456,8 +485,11 @@ def _run_pair(
     """Swap and score one pair; a failure is recorded, not raised, unless it
     is a bug (anything but a :class:`FaceweaveError` from the swapper)."""
     base = dict(
-        index=pair.index, source=pair.source.file, source_identity=pair.source.identity,
-        target=pair.target.file, target_identity=pair.target.identity,
+        index=pair.index,
+        source=pair.source.file,
+        source_identity=pair.source.identity,
+        target=pair.target.file,
+        target_identity=pair.target.identity,
     )
     size, scale = settings.thumbnail_size, settings.thumbnail_scale
     source_img, target_img = load(pair.source, "source image"), load(pair.target, "target image")
@@ -466,8 +498,12 @@ def _run_pair(
     target_tile = face_thumbnail(target_img.pixels, target_face.bbox if target_face else None, scale=scale, size=size)
 
     def failed(
-        error: str, *, swapped: bool = False, runtime_ms: float | None = None,
-        tile: np.ndarray | None = None, image: np.ndarray | None = None,
+        error: str,
+        *,
+        swapped: bool = False,
+        runtime_ms: float | None = None,
+        tile: np.ndarray | None = None,
+        image: np.ndarray | None = None,
     ) -> _PairOutcome:
         result = PairResult(**base, found=False, swapped=swapped, error=error, runtime_ms=runtime_ms)
         result_tile = tile if tile is not None else blank_tile(size, "no result")
@@ -487,13 +523,22 @@ def _run_pair(
     result_tile = face_thumbnail(result_px, target_face.bbox, scale=scale, size=size)
     swapped = any(s.bbox.iou(target_face.bbox) >= settings.match_iou for s in swap.swapped)
     if result_px.shape != target_img.pixels.shape:
-        return failed(f"result shape {result_px.shape} differs from the target's {target_img.pixels.shape}",
-                      swapped=swapped, runtime_ms=runtime, tile=result_tile)
+        return failed(
+            f"result shape {result_px.shape} differs from the target's {target_img.pixels.shape}",
+            swapped=swapped,
+            runtime_ms=runtime,
+            tile=result_tile,
+        )
     found = swapper.analyser.analyse(result_px, embeddings=True)
     matches = sorted(((f.bbox.iou(target_face.bbox), -i) for i, f in enumerate(found)), reverse=True)
     if not matches or matches[0][0] < settings.match_iou:
-        return failed("no face found in the result where the target face was",
-                      swapped=swapped, runtime_ms=runtime, tile=result_tile, image=result_px)
+        return failed(
+            "no face found in the result where the target face was",
+            swapped=swapped,
+            runtime_ms=runtime,
+            tile=result_tile,
+            image=result_px,
+        )
     result_face = found[-matches[0][1]]
     figures = image_metrics(target_img.pixels, target_face, result_px, result_face, settings=settings)
     figures.update(identity_metrics(result_face.embedding, pair, photos, embeddings))

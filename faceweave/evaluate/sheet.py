@@ -3,8 +3,8 @@ cropped around the face, with the pair's figures on a label strip."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import cv2
 import numpy as np
@@ -38,8 +38,12 @@ def face_thumbnail(pixels: np.ndarray, bbox: BBox | None, *, scale: float = 2.2,
     matrix = np.array([[s, 0.0, size / 2.0 - s * cx], [0.0, s, size / 2.0 - s * cy]], np.float32)
     interp = cv2.INTER_AREA if s < 1.0 else cv2.INTER_LINEAR
     return cv2.warpAffine(
-        np.ascontiguousarray(pixels), matrix, (size, size), flags=interp,
-        borderMode=cv2.BORDER_CONSTANT, borderValue=BACKGROUND,
+        np.ascontiguousarray(pixels),
+        matrix,
+        (size, size),
+        flags=interp,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=BACKGROUND,
     )
 
 

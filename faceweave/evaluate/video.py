@@ -150,11 +150,16 @@ def format_video_summary(e: VideoEvaluation, video: Path | str) -> str:
         return "n/a" if v is None else f"{v:.{digits}f}"
 
     verdict = "n/a" if e.jitter_ratio is None else ("PASS" if e.jitter_ratio <= JITTER_RATIO_TARGET else "FAIL")
-    return "\n".join([
-        f"faceweave evaluate (video): {video}",
-        f"frames:            {e.swapped.frames} (face in {e.original.frames_with_face} original, {e.swapped.frames_with_face} swapped)",
-        f"landmark jitter:   original {f(e.original.jitter)}  swapped {f(e.swapped.jitter)}  ratio {f(e.jitter_ratio, 2)}",
-        f"frame change:      original {f(e.original.change, 2)}  swapped {f(e.swapped.change, 2)}  ratio {f(e.change_ratio, 2)}",
-        f"swap speed:        {e.swap_fps:.1f} fps",
-        f"  {verdict}  jitter ratio <= {JITTER_RATIO_TARGET}",
-    ])
+    return "\n".join(
+        [
+            f"faceweave evaluate (video): {video}",
+            f"frames:            {e.swapped.frames} (face in {e.original.frames_with_face} original, "
+            f"{e.swapped.frames_with_face} swapped)",
+            f"landmark jitter:   original {f(e.original.jitter)}  swapped {f(e.swapped.jitter)}  ratio "
+            f"{f(e.jitter_ratio, 2)}",
+            f"frame change:      original {f(e.original.change, 2)}  swapped {f(e.swapped.change, 2)}  ratio "
+            f"{f(e.change_ratio, 2)}",
+            f"swap speed:        {e.swap_fps:.1f} fps",
+            f"  {verdict}  jitter ratio <= {JITTER_RATIO_TARGET}",
+        ]
+    )

@@ -66,21 +66,29 @@ def psnr(reference: np.ndarray, candidate: np.ndarray, *, cap: float = PSNR_CAP_
     return min(cap, 10.0 * math.log10(peak * peak / mse))
 
 
-def compare_outputs(reference: Sequence[Sequence[np.ndarray]], candidate: Sequence[Sequence[np.ndarray]],
-                    names: Sequence[str]) -> tuple[OutputAccuracy, ...]:
+def compare_outputs(
+    reference: Sequence[Sequence[np.ndarray]], candidate: Sequence[Sequence[np.ndarray]], names: Sequence[str]
+) -> tuple[OutputAccuracy, ...]:
     """Per-output statistics from ``reference[run][output]`` and ``candidate[run][output]`` arrays."""
     if len(reference) != len(candidate) or not reference:
         raise ExportError("need the same, non-zero number of runs to compare")
     rows = []
     for k, name in enumerate(names):
-        cos = [cosine(r[k], c[k]) for r, c in zip(reference, candidate)]
-        db = [psnr(r[k], c[k]) for r, c in zip(reference, candidate)]
-        rows.append(OutputAccuracy(name, len(cos), float(np.mean(cos)), float(min(cos)), float(np.mean(db)), float(min(db))))
+        cos = [cosine(r[k], c[k]) for r, c in zip(reference, candidate, strict=False)]
+        db = [psnr(r[k], c[k]) for r, c in zip(reference, candidate, strict=False)]
+        rows.append(
+            OutputAccuracy(name, len(cos), float(np.mean(cos)), float(min(cos)), float(np.mean(db)), float(min(db)))
+        )
     return tuple(rows)
 
 
-def measure(original, exported, feeds: Sequence[Mapping[str, np.ndarray]], *,
-            providers: Sequence[str] = ("CPUExecutionProvider",)) -> tuple[OutputAccuracy, ...]:
+def measure(
+    original,
+    exported,
+    feeds: Sequence[Mapping[str, np.ndarray]],
+    *,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+) -> tuple[OutputAccuracy, ...]:
     """Run ``original`` and ``exported`` (``onnx.ModelProto`` values with the
     same inputs and outputs) on each feed dict and compare their outputs."""
     names = [o.name for o in graph_outputs(original)]

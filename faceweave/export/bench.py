@@ -110,7 +110,11 @@ def benchmark_model(
         except ExportError as exc:
             raise ExportError(f"batch {batch}: {exc}") from exc
         ms = float(np.median(times)) * 1000.0
-        rows.append(BenchRow(batch=batch, ms_per_run=ms, items_per_s=batch * 1000.0 / ms if ms > 0 else float("inf"), runs=repeat))
+        rows.append(
+            BenchRow(
+                batch=batch, ms_per_run=ms, items_per_s=batch * 1000.0 / ms if ms > 0 else float("inf"), runs=repeat
+            )
+        )
         shapes_used = shapes
     return BenchReport(str(path), tuple(sess.get_providers()), shapes_used, tuple(rows), tuple(notes))
 
@@ -123,7 +127,14 @@ def _usable_batches(inputs: Sequence[TensorSpec], batches: Sequence[int]) -> tup
         raise ExportError(f"inputs have different fixed batch sizes: {sorted(fixed)}")
     only = fixed.pop()
     skipped = [b for b in batches if b != only]
-    notes = [f"the model's batch is fixed to {only}; skipped batch {', '.join(map(str, skipped))} (re-export with --batch N)"] if skipped else []
+    notes = (
+        [
+            f"the model's batch is fixed to {only}; skipped batch {', '.join(map(str, skipped))} (re-export "
+            "with --batch N)"
+        ]
+        if skipped
+        else []
+    )
     return [only], notes
 
 

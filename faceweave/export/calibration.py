@@ -28,8 +28,14 @@ PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff")
 FACE_MARGIN = 1.6
 #: (scale, shift x, shift y as a fraction of the crop, mirror) cycled over to stretch small sets
 JITTERS: tuple[tuple[float, float, float, bool], ...] = (
-    (1.0, 0.0, 0.0, False), (1.0, 0.0, 0.0, True), (0.85, 0.05, 0.0, False), (1.2, -0.05, 0.05, True),
-    (0.9, 0.0, -0.06, False), (1.1, 0.06, 0.04, True), (1.0, -0.04, -0.04, False), (0.8, 0.0, 0.03, True),
+    (1.0, 0.0, 0.0, False),
+    (1.0, 0.0, 0.0, True),
+    (0.85, 0.05, 0.0, False),
+    (1.2, -0.05, 0.05, True),
+    (0.9, 0.0, -0.06, False),
+    (1.1, 0.06, 0.04, True),
+    (1.0, -0.04, -0.04, False),
+    (0.8, 0.0, 0.03, True),
 )
 HELD_BACK_EVERY = 4
 
@@ -86,8 +92,15 @@ def image_layout(shape: Sequence[int], *, dtype: np.dtype | type = np.float32) -
     return None
 
 
-def crop_face(face: Face, size: tuple[int, int], *, scale: float = 1.0, shift: tuple[float, float] = (0.0, 0.0),
-              mirror: bool = False, margin: float = FACE_MARGIN) -> np.ndarray:
+def crop_face(
+    face: Face,
+    size: tuple[int, int],
+    *,
+    scale: float = 1.0,
+    shift: tuple[float, float] = (0.0, 0.0),
+    mirror: bool = False,
+    margin: float = FACE_MARGIN,
+) -> np.ndarray:
     """``(h, w, 3)`` uint8 crop centred on the face box, the box's larger side
     ``min(h, w) / margin * scale`` pixels, moved by ``shift`` (fractions of
     the crop) and mirrored on request.  Pure."""
@@ -99,8 +112,13 @@ def crop_face(face: Face, size: tuple[int, int], *, scale: float = 1.0, shift: t
     s = min(h, w) / (side * margin) * scale
     cx, cy = (x1 + x2) / 2.0, (y1 + y2) / 2.0
     m = np.array([[s, 0.0, w / 2.0 - cx * s + shift[0] * w], [0.0, s, h / 2.0 - cy * s + shift[1] * h]], np.float64)
-    crop = cv2.warpAffine(np.ascontiguousarray(face.pixels), m, (w, h), flags=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR,
-                          borderMode=cv2.BORDER_REFLECT101)
+    crop = cv2.warpAffine(
+        np.ascontiguousarray(face.pixels),
+        m,
+        (w, h),
+        flags=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_REFLECT101,
+    )
     return np.ascontiguousarray(crop[:, ::-1]) if mirror else crop
 
 
@@ -138,7 +156,9 @@ def astronaut_face() -> Face:
     try:
         from skimage.data import astronaut
     except ImportError as exc:
-        raise ExportError("no calibration faces: give --calibration DIR with face photos (scikit-image is not installed)") from exc
+        raise ExportError(
+            "no calibration faces: give --calibration DIR with face photos (scikit-image is not installed)"
+        ) from exc
     pixels = np.ascontiguousarray(astronaut())
     with FaceAnalyser() as analyser:
         found = analyser.analyse(pixels, small_faces=False)
@@ -187,11 +207,14 @@ def collect_crops(folder: Path | None, size: tuple[int, int], *, calibration: in
     shared = kept == held
     cal = make_crops(kept, size, calibration)
     hb = make_crops(held, size, held_back, first_jitter=len(JITTERS) // 2 if shared else 0)
-    return CropSet(cal, hb, tuple(f.source for f in kept) + tuple(f.source for f in held if f not in kept), tuple(notes))
+    return CropSet(
+        cal, hb, tuple(f.source for f in kept) + tuple(f.source for f in held if f not in kept), tuple(notes)
+    )
 
 
-def to_feeds(crops: np.ndarray, inputs: Sequence[TensorSpec], shapes: dict[str, tuple[int, ...]],
-             *, seed: int = 0) -> list[dict[str, np.ndarray]]:
+def to_feeds(
+    crops: np.ndarray, inputs: Sequence[TensorSpec], shapes: dict[str, tuple[int, ...]], *, seed: int = 0
+) -> list[dict[str, np.ndarray]]:
     """One feed dict per model run: the first image input takes the crops in
     batches of its first dimension (the last batch filled by cycling), other
     inputs take seeded standard-normal values.  ``crops`` is ``(N, H, W, 3)``

@@ -110,9 +110,15 @@ if __name__ == "__main__":
 '''
 
 
-def magicmind_script(onnx_path: str | Path, *, script_path: str | Path, input_shapes: Mapping[str, Sequence[int]],
-                     precision: str = "force_float16", archs: Sequence[str] = DEFAULT_ARCHS,
-                     calibration_file: str | None = None) -> str:
+def magicmind_script(
+    onnx_path: str | Path,
+    *,
+    script_path: str | Path,
+    input_shapes: Mapping[str, Sequence[int]],
+    precision: str = "force_float16",
+    archs: Sequence[str] = DEFAULT_ARCHS,
+    calibration_file: str | None = None,
+) -> str:
     """The text of the build script (paths are taken relative to the script's folder).  Pure."""
     if precision not in PRECISION_MODES:
         raise InvalidOptionError(f"MagicMind precision {precision!r}: use one of {', '.join(PRECISION_MODES)}")
@@ -129,4 +135,3 @@ def magicmind_script(onnx_path: str | Path, *, script_path: str | Path, input_sh
         calibration=calibration_file,
         model_name=onnx_path.stem,
     )
-

@@ -71,11 +71,18 @@ class ExportOptions:
         if self.calibration_count <= 0 or self.held_back <= 0:
             raise InvalidOptionError("calibration and held-back counts must be positive")
         if self.target == "ascend":  # validate before any work
-            ascend.atc_command("m.onnx", "m", soc_version=self.soc_version, input_shapes={}, precision_mode=self.atc_precision)
+            ascend.atc_command(
+                "m.onnx", "m", soc_version=self.soc_version, input_shapes={}, precision_mode=self.atc_precision
+            )
 
 
-def export_model(source: str | Path, output: str | Path, options: ExportOptions = ExportOptions(), *,
-                 report_path: str | Path | None = None) -> ExportReport:
+def export_model(  # noqa: C901 - to be split into steps (issue 14)
+    source: str | Path,
+    output: str | Path,
+    options: ExportOptions = ExportOptions(),
+    *,
+    report_path: str | Path | None = None,
+) -> ExportReport:
     """Export the ONNX model ``source`` to ``output`` as ``options`` say; return (and write) the report.
 
     Raises :class:`ModelFormatError` for a file that is not ONNX,
@@ -128,8 +135,11 @@ def export_model(source: str | Path, output: str | Path, options: ExportOptions 
         notes.append("cambricon: the ONNX stays float; MagicMind quantises it to INT8 from the saved calibration crops")
 
     held = crops.held_back if crops is not None else None
-    feeds = (calibration.to_feeds(held, inputs, shapes, seed=1) if held is not None
-             else [_random_feed(inputs, shapes, seed) for seed in range(2)])
+    feeds = (
+        calibration.to_feeds(held, inputs, shapes, seed=1)
+        if held is not None
+        else [_random_feed(inputs, shapes, seed) for seed in range(2)]
+    )
     measured = accuracy.measure(reference, current, feeds, providers=options.providers)
 
     check = None
@@ -138,7 +148,10 @@ def export_model(source: str | Path, output: str | Path, options: ExportOptions 
         steps.append(f"ascend-check-{options.cann_mode}")
         lo, hi = ascend.ATC_OPSETS
         if not lo <= onnx_opset(current) <= hi:
-            notes.append(f"atc reads ai.onnx opset {lo}-{hi}; this model is opset {onnx_opset(current)} (re-export with --opset {hi})")
+            notes.append(
+                f"atc reads ai.onnx opset {lo}-{hi}; this model is opset {onnx_opset(current)} (re-export with "
+                f"--opset {hi})"
+            )
         if int8_here:
             notes.append("atc may not accept ONNX Runtime QDQ models; Huawei's AMCT is the INT8 path for Ascend")
 
@@ -157,15 +170,27 @@ def export_model(source: str | Path, output: str | Path, options: ExportOptions 
         steps.append("magicmind-script")
 
     report = ExportReport(
-        source=str(source), output=str(output), steps=tuple(steps),
-        input_shapes=shapes, output_shapes={o.name: tuple(o.shape) for o in graph_outputs(current)},  # type: ignore[misc]
-        nodes_before=nodes_before, nodes_after=len(current.graph.node),
+        source=str(source),
+        output=str(output),
+        steps=tuple(steps),
+        input_shapes=shapes,
+        output_shapes={o.name: tuple(o.shape) for o in graph_outputs(current)},  # type: ignore[misc]
+        nodes_before=nodes_before,
+        nodes_after=len(current.graph.node),
         nodes_simplified=simplified,
-        precision=_precision_name(options, int8_here), bytes_before=source.stat().st_size,
-        bytes_after=output.stat().st_size, accuracy=measured,
-        accuracy_inputs=f"{len(feeds)} run(s) on held-back face crops" if held is not None else f"{len(feeds)} run(s) on random inputs",
-        calibration=_calibration_info(crops), ascend=check, atc_command=atc_line, atc=atc_run,
-        files=tuple(files + [str(report_target)]), notes=tuple(notes + list(crops.notes if crops else ())),
+        precision=_precision_name(options, int8_here),
+        bytes_before=source.stat().st_size,
+        bytes_after=output.stat().st_size,
+        accuracy=measured,
+        accuracy_inputs=f"{len(feeds)} run(s) on held-back face crops"
+        if held is not None
+        else f"{len(feeds)} run(s) on random inputs",
+        calibration=_calibration_info(crops),
+        ascend=check,
+        atc_command=atc_line,
+        atc=atc_run,
+        files=tuple(files + [str(report_target)]),
+        notes=tuple(notes + list(crops.notes if crops else ())),
     )
     report.write(report_target)
     return report
@@ -173,14 +198,20 @@ def export_model(source: str | Path, output: str | Path, options: ExportOptions 
 
 def _crops(options: ExportOptions, inputs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]]):
     layouts = [calibration.image_layout(shapes[s.name], dtype=s.dtype) for s in inputs]
-    layout = next((l for l in layouts if l is not None), None)
+    layout = next((found for found in layouts if found is not None), None)
     if layout is None:
         return None
-    return calibration.collect_crops(options.calibration_dir, (layout.height, layout.width),
-                                     calibration=options.calibration_count, held_back=options.held_back)
+    return calibration.collect_crops(
+        options.calibration_dir,
+        (layout.height, layout.width),
+        calibration=options.calibration_count,
+        held_back=options.held_back,
+    )
 
 
-def _random_feed(inputs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]], seed: int) -> dict[str, np.ndarray]:
+def _random_feed(
+    inputs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]], seed: int
+) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {s.name: rng.random(shapes[s.name]).astype(s.dtype) for s in inputs}
 
@@ -201,17 +232,30 @@ def _precision_name(options: ExportOptions, int8_here: bool) -> str:
 def _calibration_info(crops) -> dict | None:
     if crops is None:
         return None
-    return {"calibration_crops": len(crops.calibration), "held_back_crops": len(crops.held_back),
-            "sources": list(crops.sources)}
+    return {
+        "calibration_crops": len(crops.calibration),
+        "held_back_crops": len(crops.held_back),
+        "sources": list(crops.sources),
+    }
 
 
 def _ascend_files(output: Path, shapes, options: ExportOptions):
     om = output.with_suffix(".om")
     stem = output.with_name(f".{output.stem}.atc-tmp")
-    args = ascend.atc_command(output, stem if options.run_atc and ascend.atc_available() else output.with_suffix(""),
-                              soc_version=options.soc_version, input_shapes=shapes, precision_mode=options.atc_precision)
-    shown = ascend.atc_command(output, output.with_suffix(""), soc_version=options.soc_version,
-                               input_shapes=shapes, precision_mode=options.atc_precision)
+    args = ascend.atc_command(
+        output,
+        stem if options.run_atc and ascend.atc_available() else output.with_suffix(""),
+        soc_version=options.soc_version,
+        input_shapes=shapes,
+        precision_mode=options.atc_precision,
+    )
+    shown = ascend.atc_command(
+        output,
+        output.with_suffix(""),
+        soc_version=options.soc_version,
+        input_shapes=shapes,
+        precision_mode=options.atc_precision,
+    )
     line = ascend.command_line(shown)
     script = output.with_name(output.stem + ".atc.sh")
     _write_text(script, "#!/bin/sh\n# Build the Ascend offline model (written by faceweave export)\n" + line + "\n")
@@ -223,7 +267,7 @@ def _cambricon_files(output: Path, shapes, options: ExportOptions, crops) -> lis
     files = []
     calib_name = None
     if options.int8:
-        layout = next((l for l in map(calibration.image_layout, shapes.values()) if l is not None), None)
+        layout = next((found for found in map(calibration.image_layout, shapes.values()) if found is not None), None)
         if crops is None or layout is None:
             raise InvalidOptionError("--int8 for cambricon needs an image input to calibrate")
         array = calibration.pixels_to_input(crops.calibration, layout)
@@ -233,8 +277,14 @@ def _cambricon_files(output: Path, shapes, options: ExportOptions, crops) -> lis
         calib_name = calib_path.name
     mode = "qint8_mixed_float16" if options.int8 else ("force_float16" if options.fp16 else "force_float32")
     script = output.with_name(output.stem + ".magicmind.py")
-    text = cambricon.magicmind_script(output, script_path=script, input_shapes=shapes, precision=mode,
-                                      archs=options.cambricon_archs, calibration_file=calib_name)
+    text = cambricon.magicmind_script(
+        output,
+        script_path=script,
+        input_shapes=shapes,
+        precision=mode,
+        archs=options.cambricon_archs,
+        calibration_file=calib_name,
+    )
     _write_text(script, text)
     return [str(script)] + files
 

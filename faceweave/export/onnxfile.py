@@ -23,7 +23,16 @@ from faceweave.errors import (
 from faceweave.io.atomic import atomic_output
 
 #: ONNX TensorProto element type -> numpy dtype, for the input types we feed
-_NUMPY_TYPES = {1: np.float32, 10: np.float16, 11: np.float64, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: np.bool_}
+_NUMPY_TYPES = {
+    1: np.float32,
+    10: np.float16,
+    11: np.float64,
+    2: np.uint8,
+    3: np.int8,
+    6: np.int32,
+    7: np.int64,
+    9: np.bool_,
+}
 
 Dim = int | str | None
 
@@ -44,7 +53,9 @@ class TensorSpec:
     def dtype(self) -> np.dtype:
         """numpy dtype of the tensor; raises :class:`ExportError` for types not fed here."""
         if self.elem_type not in _NUMPY_TYPES:
-            raise ExportError(f"input '{self.name}' has ONNX element type {self.elem_type}, which faceweave cannot feed")
+            raise ExportError(
+                f"input '{self.name}' has ONNX element type {self.elem_type}, which faceweave cannot feed"
+            )
         return np.dtype(_NUMPY_TYPES[self.elem_type])
 
     @property
@@ -85,9 +96,13 @@ def model_from_bytes(data: bytes, *, what: str = "model"):
     try:
         model = onnx.load_from_string(data)
     except (DecodeError, ValueError, RuntimeError, TypeError) as exc:
-        raise ModelFormatError(f"{what} is not an ONNX model (cannot parse it: {_one_line(exc) or 'protobuf decode error'})") from exc
+        raise ModelFormatError(
+            f"{what} is not an ONNX model (cannot parse it: {_one_line(exc) or 'protobuf decode error'})"
+        ) from exc
     if not model.HasField("graph") or len(model.graph.node) == 0 or not model.opset_import:
-        raise ModelFormatError(f"{what} is not an ONNX model (no graph, nodes or opset found; truncated or another format?)")
+        raise ModelFormatError(
+            f"{what} is not an ONNX model (no graph, nodes or opset found; truncated or another format?)"
+        )
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
@@ -195,5 +210,7 @@ def convert_opset(model, version: int):
     try:
         converted = version_converter.convert_version(model, version)
     except Exception as exc:
-        raise ExportError(f"cannot convert the model from opset {onnx_opset(model)} to {version}: {_one_line(exc)[:300]}") from exc
+        raise ExportError(
+            f"cannot convert the model from opset {onnx_opset(model)} to {version}: {_one_line(exc)[:300]}"
+        ) from exc
     return model_from_bytes(converted.SerializeToString(), what=f"model at opset {version}")

@@ -62,7 +62,7 @@ def sort_nodes(graph) -> None:
             raise ExportError("the fp16 graph has a cycle")
         pending = rest
     copies = [type(n)() for n in ordered]
-    for copy, node in zip(copies, ordered):
+    for copy, node in zip(copies, ordered, strict=False):
         copy.CopyFrom(node)
     del graph.node[:]
     graph.node.extend(copies)

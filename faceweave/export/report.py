@@ -17,11 +17,11 @@ from faceweave.io.atomic import atomic_output
 class ExportReport:
     """What an export did and what it cost.
 
-    ``steps`` in order (``fix-shapes``, ``simplify``, ``fp16``, ``int8``,
-    ``ascend-check``, ``atc``, ``magicmind-script``); node counts of the main
-    graph before and after (``nodes_simplified`` right after simplification,
-before Q/DQ or Cast nodes are added); ``accuracy`` per output against the fp32 model
-    with the same shapes, measured on ``accuracy_inputs``."""
+        ``steps`` in order (``fix-shapes``, ``simplify``, ``fp16``, ``int8``,
+        ``ascend-check``, ``atc``, ``magicmind-script``); node counts of the main
+        graph before and after (``nodes_simplified`` right after simplification,
+    before Q/DQ or Cast nodes are added); ``accuracy`` per output against the fp32 model
+        with the same shapes, measured on ``accuracy_inputs``."""
 
     source: str
     output: str

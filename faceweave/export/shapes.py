@@ -104,8 +104,10 @@ def fix_shapes(model, shapes: Mapping[str, Sequence[int]], *, providers: Sequenc
         results = run(sess, zeros_for(specs, shapes))
     except ExportError as exc:
         shown = "; ".join(f"{name}={list(shape)}" for name, shape in shapes.items())
-        raise ExportError(f"the model cannot take shape {shown}: {str(exc).removeprefix('the model fails to run: ')}") from exc
-    for value, result in zip(fixed.graph.output, results):
+        raise ExportError(
+            f"the model cannot take shape {shown}: {str(exc).removeprefix('the model fails to run: ')}"
+        ) from exc
+    for value, result in zip(fixed.graph.output, results, strict=False):
         _set_shape(value, result.shape)
     return model_from_bytes(fixed.SerializeToString(), what="model with fixed shapes")
 
@@ -129,7 +131,7 @@ def _check_fits(spec: TensorSpec, wanted: Shape) -> None:
         raise ExportError(
             f"input {spec.shown()} has rank {len(spec.shape)}; shape {list(wanted)} has rank {len(wanted)}"
         )
-    for i, (have, want) in enumerate(zip(spec.shape, wanted)):
+    for i, (have, want) in enumerate(zip(spec.shape, wanted, strict=False)):
         if isinstance(have, int) and have != want:
             raise ExportError(
                 f"input {spec.shown()} has dim {i} fixed to {have}; shape {list(wanted)} sets it to {want}"

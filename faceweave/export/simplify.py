@@ -44,7 +44,9 @@ def simplify(model, *, level: Level = "basic") -> SimplifyResult:
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_ENABLE_BASIC if level == "basic" else ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        if level == "basic"
+        else ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     )
     with tempfile.TemporaryDirectory(prefix="faceweave-simplify-") as folder:
         target = Path(folder) / "optimized.onnx"

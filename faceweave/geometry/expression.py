@@ -120,8 +120,13 @@ def apply_correction(mesh: np.ndarray, correction: ExpressionCorrection) -> np.n
 
 
 def next_correction(
-    current: ExpressionCorrection, want: ExpressionRatios, seen: ExpressionRatios, *,
-    tolerance: float, gain: float, eyes: bool = True,
+    current: ExpressionCorrection,
+    want: ExpressionRatios,
+    seen: ExpressionRatios,
+    *,
+    tolerance: float,
+    gain: float,
+    eyes: bool = True,
 ) -> ExpressionCorrection | None:
     """The correction to try next when a face made with ``current`` reads
     as ``seen`` and should read as ``want``; ``None`` when every ratio is

@@ -28,7 +28,7 @@ def _blocks() -> tuple[tuple[np.ndarray, tuple[int, int]], ...]:
     points whose distance is each block's width."""
     irises = (topo.RIGHT_IRIS, topo.LEFT_IRIS)
     return ((topo.lips_block(), (topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT)),) + tuple(
-        (np.concatenate([loop, iris]), corners) for (loop, corners, _), iris in zip(topo.eyes(), irises)
+        (np.concatenate([loop, iris]), corners) for (loop, corners, _), iris in zip(topo.eyes(), irises, strict=False)
     )
 
 
@@ -145,7 +145,7 @@ def _eye_shape(new: np.ndarray, fitted: np.ndarray, eye: int, amount: float) -> 
     across_t = (new[loop, :2] - c_t) @ n_t
     across = across_t.copy()
     arcs, middles, corner_places = _eye_layout(eye)
-    for k, arc in zip(middles, arcs):
+    for k, arc in zip(middles, arcs, strict=False):
         if abs(float(across_s[k])) > 0.02 * w_s and across_s[k] * across_t[k] > 0:
             across[arc] = across_s[arc] * (across_t[k] / across_s[k])
     across[corner_places] = 0.0
@@ -164,7 +164,11 @@ def _free_points() -> np.ndarray:
 
 
 def transfer_shape(
-    target: np.ndarray, source: np.ndarray, *, amount: float = 1.0, surround: float = SURROUND,
+    target: np.ndarray,
+    source: np.ndarray,
+    *,
+    amount: float = 1.0,
+    surround: float = SURROUND,
     correction: ExpressionCorrection | None = None,
 ) -> np.ndarray:
     """A new ``(478, 3)`` mesh with the source's face shape in the target's pose.

@@ -43,7 +43,9 @@ def tps_grid(
     g32, p32 = g.astype(np.float32), p.astype(np.float32)
     r2 = np.maximum((g32 * g32).sum(1)[:, None] + (p32 * p32).sum(1)[None, :] - 2.0 * (g32 @ p32.T), 0.0)
     kg = r2 * np.log(np.maximum(r2, np.float32(1e-30)))  # r^2 log r^2, 0 at r = 0
-    field = kg @ coef[:n].astype(np.float32) + np.hstack([np.ones((len(g), 1)), g]).astype(np.float32) @ coef[n:].astype(np.float32)
+    field = kg @ coef[:n].astype(np.float32) + np.hstack([np.ones((len(g), 1)), g]).astype(np.float32) @ coef[
+        n:
+    ].astype(np.float32)
     return np.ascontiguousarray(field.reshape(gh, gw, 2), dtype=np.float32)
 
 
@@ -56,8 +58,11 @@ def grid_to_pixels(grid: np.ndarray, size: tuple[int, int], step: int) -> np.nda
     # output pixel x samples the grid at x / step
     m = np.array([[1.0 / step, 0.0, 0.0], [0.0, 1.0 / step, 0.0]], np.float64)
     return cv2.warpAffine(
-        np.ascontiguousarray(grid, np.float32), m, (w, h),
-        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE,
+        np.ascontiguousarray(grid, np.float32),
+        m,
+        (w, h),
+        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+        borderMode=cv2.BORDER_REPLICATE,
     )
 
 
@@ -86,7 +91,9 @@ def falloff_at(
     return (t * t * (3.0 - 2.0 * t)).astype(np.float32)
 
 
-def radial_falloff(size: tuple[int, int], center: tuple[float, float], radii: tuple[float, float], *, inner: float) -> np.ndarray:
+def radial_falloff(
+    size: tuple[int, int], center: tuple[float, float], radii: tuple[float, float], *, inner: float
+) -> np.ndarray:
     """``(H, W)`` float32 weight: 1 inside the ellipse scaled by ``inner``,
     falling smoothly to 0 on the ellipse itself and 0 outside."""
     w, h = size
@@ -103,7 +110,9 @@ def triangle_facing(points3d: np.ndarray, triangles: np.ndarray) -> np.ndarray:
     return (n[:, 2] / (np.linalg.norm(n, axis=1) + 1e-9)).astype(np.float32)
 
 
-def rasterize_triangles(points2d: np.ndarray, triangles: np.ndarray, depth: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+def rasterize_triangles(
+    points2d: np.ndarray, triangles: np.ndarray, depth: np.ndarray, size: tuple[int, int]
+) -> np.ndarray:
     """``(H, W)`` int32 map of the index of the triangle covering each pixel
     (-1 for none); triangles with larger ``depth`` (farther) are drawn first so
     nearer ones win."""
@@ -113,7 +122,7 @@ def rasterize_triangles(points2d: np.ndarray, triangles: np.ndarray, depth: np.n
     order = np.argsort(-np.asarray(depth))
     fill = cv2.fillConvexPoly
     # one C call per triangle: the loop body is kept to the call itself
-    for poly, t in zip(pts[triangles[order]], order.tolist()):
+    for poly, t in zip(pts[triangles[order]], order.tolist(), strict=False):
         fill(ids, poly, t, cv2.LINE_8, 4)
     return ids
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 #: attempts at finding an unused temporary name before giving up
 _NAME_ATTEMPTS = 100

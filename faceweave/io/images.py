@@ -13,10 +13,11 @@ import io
 import os
 import struct
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
-from typing import BinaryIO, Iterator, Literal
+from typing import BinaryIO, Literal
 
 import numpy as np
 from PIL import Image as PILImage
@@ -121,9 +122,7 @@ def probe_kind(path: str | os.PathLike[str]) -> Kind:
 # ------------------------------------------------------------------ reading
 
 
-def read_image(
-    source: str | os.PathLike[str] | bytes, *, max_pixels: int = 40_000_000, role: str = "image"
-) -> Image:
+def read_image(source: str | os.PathLike[str] | bytes, *, max_pixels: int = 40_000_000, role: str = "image") -> Image:
     """Decode an image file (or its bytes) into RGB ``(H, W, 3)`` uint8 and alpha.
 
     The format comes from the content (JPEG, PNG, WEBP, BMP, TIFF, GIF); EXIF

@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 from faceweave.errors import ChecksumError, ModelError, ModelNotFoundError
 from faceweave.models.catalog import builtin_specs, find_spec
@@ -126,15 +126,13 @@ class ModelStore:
         if path is None:
             how = f"`faceweave models download {name}` or " if spec.urls else ""
             raise ModelNotFoundError(
-                f"model {name} is not present in {self.folder}; get it with {how}"
-                f"`faceweave models import {name} PATH`"
+                f"model {name} is not present in {self.folder}; get it with {how}`faceweave models import {name} PATH`"
             )
         expected = self.expected_sha256(spec)
         size = self.expected_size(spec)
         if size is not None and expected is not None and path.stat().st_size != size:
             raise ChecksumError(
-                f"model {name} at {path} has {path.stat().st_size} bytes, expected {size}; "
-                f"download or import it again"
+                f"model {name} at {path} has {path.stat().st_size} bytes, expected {size}; download or import it again"
             )
         return path
 
@@ -178,8 +176,12 @@ class ModelStore:
         pins = {}
         for name, entry in raw.items():
             try:
-                pins[name] = Pin(sha256=str(entry["sha256"]), size=int(entry["size"]),
-                                 source=str(entry.get("source", "import")), path=entry.get("path"))
+                pins[name] = Pin(
+                    sha256=str(entry["sha256"]),
+                    size=int(entry["size"]),
+                    source=str(entry.get("source", "import")),
+                    path=entry.get("path"),
+                )
             except (KeyError, TypeError, ValueError) as exc:
                 raise ModelError(f"cannot read {self.pins_path}: bad entry for {name!r}") from exc
         return pins

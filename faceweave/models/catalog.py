@@ -20,7 +20,7 @@ What is pinned and what is not:
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from faceweave.errors import ModelNotFoundError
 from faceweave.models.spec import ModelSpec, TensorSpec
@@ -70,80 +70,207 @@ def _swapper(
     file_size: int | None = None,
 ) -> ModelSpec:
     return ModelSpec(
-        name=name, kind="swapper", file_name=f"{name}.onnx", licence=licence, vendor=vendor,
-        inputs=(_image("target", size), source), outputs=(_image(output, size),),
-        urls=facefusion_urls(tag, f"{name}.onnx"), template=template, crop_size=size,
-        mean=mean, std=std, notes=notes, sha256=sha256, size=file_size,
+        name=name,
+        kind="swapper",
+        file_name=f"{name}.onnx",
+        licence=licence,
+        vendor=vendor,
+        inputs=(_image("target", size), source),
+        outputs=(_image(output, size),),
+        urls=facefusion_urls(tag, f"{name}.onnx"),
+        template=template,
+        crop_size=size,
+        mean=mean,
+        std=std,
+        notes=notes,
+        sha256=sha256,
+        size=file_size,
     )
 
 
 def _swappers() -> list[ModelSpec]:
     inswapper_note = (
-        "InsightFace's original inswapper_128.onnx has sha256 e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af"
+        "InsightFace's original inswapper_128.onnx has sha256 "
+        "e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af"
         " (554,253,681 bytes); FaceFusion's copy is not confirmed to be byte-identical, so it is not pinned."
         " The source input takes the ArcFace embedding projected through the graph's last initializer (emap)."
     )
     ghost_note = "source: ArcFace embedding converted by arcface_converter_ghost (or crossface_ghost)"
     simswap_note = "source: ArcFace embedding converted by arcface_converter_simswap (or crossface_simswap)"
     specs = [
-        _swapper("inswapper_128", tag="models-3.0.0", licence=NON_COMMERCIAL, vendor="InsightFace",
-                 template="arcface_128", size=128, mean=_ZERO, std=_ONE, source=_embedding("source"),
-                 output="output", notes=inswapper_note),
-        _swapper("inswapper_128_fp16", tag="models-3.0.0", licence=NON_COMMERCIAL, vendor="InsightFace",
-                 template="arcface_128", size=128, mean=_ZERO, std=_ONE, source=_embedding("source"),
-                 output="output", notes="float16 weights, float32 inputs/outputs"),
-        _swapper("simswap_256", tag="models-3.0.0", licence=NON_COMMERCIAL, vendor="neuralchen",
-                 template="arcface_112_v1", size=256, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
-                 source=_embedding("source"), notes=simswap_note),
-        _swapper("simswap_unofficial_512", tag="models-3.0.0", licence=NON_COMMERCIAL, vendor="neuralchen",
-                 template="arcface_112_v1", size=512, mean=_ZERO, std=_ONE, source=_embedding("source"),
-                 notes=simswap_note),
-        _swapper("blendswap_256", tag="models-3.0.0", licence=NON_COMMERCIAL, vendor="mapooon",
-                 template="ffhq_512", size=256, mean=_ZERO, std=_ONE, source=_image("source", 112),
-                 notes="source: the source face aligned to arcface_112_v2 at 112 px, RGB in [0, 1]"),
-        _swapper("uniface_256", tag="models-3.0.0", licence="Unknown", vendor="xc-csc101",
-                 template="ffhq_512", size=256, mean=_HALF, std=_HALF, source=_image("source", 256),
-                 notes="source: the source face aligned to ffhq_512 at 256 px, RGB in [0, 1]"),
+        _swapper(
+            "inswapper_128",
+            tag="models-3.0.0",
+            licence=NON_COMMERCIAL,
+            vendor="InsightFace",
+            template="arcface_128",
+            size=128,
+            mean=_ZERO,
+            std=_ONE,
+            source=_embedding("source"),
+            output="output",
+            notes=inswapper_note,
+        ),
+        _swapper(
+            "inswapper_128_fp16",
+            tag="models-3.0.0",
+            licence=NON_COMMERCIAL,
+            vendor="InsightFace",
+            template="arcface_128",
+            size=128,
+            mean=_ZERO,
+            std=_ONE,
+            source=_embedding("source"),
+            output="output",
+            notes="float16 weights, float32 inputs/outputs",
+        ),
+        _swapper(
+            "simswap_256",
+            tag="models-3.0.0",
+            licence=NON_COMMERCIAL,
+            vendor="neuralchen",
+            template="arcface_112_v1",
+            size=256,
+            mean=(0.485, 0.456, 0.406),
+            std=(0.229, 0.224, 0.225),
+            source=_embedding("source"),
+            notes=simswap_note,
+        ),
+        _swapper(
+            "simswap_unofficial_512",
+            tag="models-3.0.0",
+            licence=NON_COMMERCIAL,
+            vendor="neuralchen",
+            template="arcface_112_v1",
+            size=512,
+            mean=_ZERO,
+            std=_ONE,
+            source=_embedding("source"),
+            notes=simswap_note,
+        ),
+        _swapper(
+            "blendswap_256",
+            tag="models-3.0.0",
+            licence=NON_COMMERCIAL,
+            vendor="mapooon",
+            template="ffhq_512",
+            size=256,
+            mean=_ZERO,
+            std=_ONE,
+            source=_image("source", 112),
+            notes="source: the source face aligned to arcface_112_v2 at 112 px, RGB in [0, 1]",
+        ),
+        _swapper(
+            "uniface_256",
+            tag="models-3.0.0",
+            licence="Unknown",
+            vendor="xc-csc101",
+            template="ffhq_512",
+            size=256,
+            mean=_HALF,
+            std=_HALF,
+            source=_image("source", 256),
+            notes="source: the source face aligned to ffhq_512 at 256 px, RGB in [0, 1]",
+        ),
     ]
     for variant in ("1a", "1b", "1c"):
-        specs.append(_swapper(
-            f"hyperswap_{variant}_256", tag="models-3.3.0", licence="ResearchRAIL", vendor="FaceFusion",
-            template="arcface_128", size=256, mean=_HALF, std=_HALF, source=_embedding("source"),
-            notes="source: the normalised ArcFace (w600k_r50) embedding",
-        ))
+        specs.append(
+            _swapper(
+                f"hyperswap_{variant}_256",
+                tag="models-3.3.0",
+                licence="ResearchRAIL",
+                vendor="FaceFusion",
+                template="arcface_128",
+                size=256,
+                mean=_HALF,
+                std=_HALF,
+                source=_embedding("source"),
+                notes="source: the normalised ArcFace (w600k_r50) embedding",
+            )
+        )
     for version in (1, 2, 3):
-        specs.append(_swapper(
-            f"ghost_{version}_256", tag="models-3.0.0", licence="Apache-2.0", vendor="ai-forever",
-            template="arcface_112_v1", size=256, mean=_HALF, std=_HALF, source=_embedding("source"),
-            notes=ghost_note,
-        ))
+        specs.append(
+            _swapper(
+                f"ghost_{version}_256",
+                tag="models-3.0.0",
+                licence="Apache-2.0",
+                vendor="ai-forever",
+                template="arcface_112_v1",
+                size=256,
+                mean=_HALF,
+                std=_HALF,
+                source=_embedding("source"),
+                notes=ghost_note,
+            )
+        )
     return specs
 
 
 def _embedders() -> list[ModelSpec]:
-    def arcface(name: str, tag: str, template: str, input_name: str | None, notes: str, *,
-                licence: str = NON_COMMERCIAL, vendor: str = "InsightFace") -> ModelSpec:
+    def arcface(
+        name: str,
+        tag: str,
+        template: str,
+        input_name: str | None,
+        notes: str,
+        *,
+        licence: str = NON_COMMERCIAL,
+        vendor: str = "InsightFace",
+    ) -> ModelSpec:
         return ModelSpec(
-            name=name, kind="embedder", file_name=f"{name}.onnx", licence=licence, vendor=vendor,
-            inputs=(_image(input_name, 112),), outputs=(_embedding(None),), urls=facefusion_urls(tag, f"{name}.onnx"),
-            template=template, crop_size=112, mean=_HALF, std=_HALF, notes=notes,
+            name=name,
+            kind="embedder",
+            file_name=f"{name}.onnx",
+            licence=licence,
+            vendor=vendor,
+            inputs=(_image(input_name, 112),),
+            outputs=(_embedding(None),),
+            urls=facefusion_urls(tag, f"{name}.onnx"),
+            template=template,
+            crop_size=112,
+            mean=_HALF,
+            std=_HALF,
+            notes=notes,
         )
 
     def converter(name: str, tag: str, vendor: str) -> ModelSpec:
         return ModelSpec(
-            name=name, kind="embedder", file_name=f"{name}.onnx", licence="Unknown",
-            vendor=vendor, inputs=(_embedding("input"),), outputs=(_embedding(None),),
+            name=name,
+            kind="embedder",
+            file_name=f"{name}.onnx",
+            licence="Unknown",
+            vendor=vendor,
+            inputs=(_embedding("input"),),
+            outputs=(_embedding(None),),
             urls=facefusion_urls(tag, f"{name}.onnx"),
             notes="embedding converter: maps a w600k_r50 ArcFace embedding to the swapper's own embedding space",
         )
 
     return [
-        arcface("arcface_w600k_r50", "models-3.0.0", "arcface_112_v2", None,
-                "the ArcFace used by inswapper and hyperswap; embeddings of RGB crops scaled to [-1, 1]"),
-        arcface("arcface_simswap", "models", "arcface_112_v1", None, "FaceFusion 2.x asset: SimSwap's own ArcFace",
-                vendor="neuralchen"),
-        arcface("arcface_ghost", "models", "arcface_112_v1", None, "FaceFusion 2.x asset: Ghost's own ArcFace",
-                licence="Apache-2.0", vendor="ai-forever"),
+        arcface(
+            "arcface_w600k_r50",
+            "models-3.0.0",
+            "arcface_112_v2",
+            None,
+            "the ArcFace used by inswapper and hyperswap; embeddings of RGB crops scaled to [-1, 1]",
+        ),
+        arcface(
+            "arcface_simswap",
+            "models",
+            "arcface_112_v1",
+            None,
+            "FaceFusion 2.x asset: SimSwap's own ArcFace",
+            vendor="neuralchen",
+        ),
+        arcface(
+            "arcface_ghost",
+            "models",
+            "arcface_112_v1",
+            None,
+            "FaceFusion 2.x asset: Ghost's own ArcFace",
+            licence="Apache-2.0",
+            vendor="ai-forever",
+        ),
         converter("arcface_converter_simswap", "models-3.0.0", "FaceFusion"),
         converter("arcface_converter_ghost", "models-3.0.0", "FaceFusion"),
         converter("crossface_simswap", "models-3.4.0", "FaceFusion"),
@@ -152,25 +279,43 @@ def _embedders() -> list[ModelSpec]:
 
 
 def _enhancers() -> list[ModelSpec]:
-    def face(name: str, licence: str, vendor: str, *, size: int = 512, template: str = "ffhq_512",
-             weight: bool = False) -> ModelSpec:
+    def face(
+        name: str, licence: str, vendor: str, *, size: int = 512, template: str = "ffhq_512", weight: bool = False
+    ) -> ModelSpec:
         inputs = (_image("input", size),)
         if weight:
             inputs += (TensorSpec("weight", (1,), "float64"),)
         return ModelSpec(
-            name=name, kind="face_enhancer", file_name=f"{name}.onnx", licence=licence, vendor=vendor,
-            inputs=inputs, outputs=(_image(None, size),), urls=facefusion_urls("models-3.0.0", f"{name}.onnx"),
-            template=template, crop_size=size, mean=_HALF, std=_HALF,
+            name=name,
+            kind="face_enhancer",
+            file_name=f"{name}.onnx",
+            licence=licence,
+            vendor=vendor,
+            inputs=inputs,
+            outputs=(_image(None, size),),
+            urls=facefusion_urls("models-3.0.0", f"{name}.onnx"),
+            template=template,
+            crop_size=size,
+            mean=_HALF,
+            std=_HALF,
             notes="fidelity weight input (float64, [1])" if weight else "",
         )
 
     def frame(name: str, scale: int) -> ModelSpec:
         return ModelSpec(
-            name=name, kind="frame_enhancer", file_name=f"{name}.onnx", licence="BSD-3-Clause", vendor="xinntao",
-            inputs=(_image("input", None),), outputs=(TensorSpec(None, (None, 3, None, None), "float32"),),
-            urls=facefusion_urls("models-3.0.0", f"{name}.onnx"), mean=_ZERO, std=_ONE,
+            name=name,
+            kind="frame_enhancer",
+            file_name=f"{name}.onnx",
+            licence="BSD-3-Clause",
+            vendor="xinntao",
+            inputs=(_image("input", None),),
+            outputs=(TensorSpec(None, (None, 3, None, None), "float32"),),
+            urls=facefusion_urls("models-3.0.0", f"{name}.onnx"),
+            mean=_ZERO,
+            std=_ONE,
             warmup_dims=(("height", 256), ("width", 256)),
-            notes=f"x{scale} upscale of RGB tiles in [0, 1]; FaceFusion tiles at 256 px with 16 px padding, 8 px overlap",
+            notes=f"x{scale} upscale of RGB tiles in [0, 1]; FaceFusion tiles at 256 px with 16 px padding, 8 "
+            "px overlap",
         )
 
     return [
@@ -186,12 +331,20 @@ def _enhancers() -> list[ModelSpec]:
 def _classifiers() -> list[ModelSpec]:
     return [
         ModelSpec(
-            name="nudenet_320n", kind="content_classifier", file_name="320n.onnx", licence="MIT",
-            vendor="notAI-tech", bundled=("nudenet", "320n.onnx"),
-            sha256="c15d8273adad2d0a92f014cc69ab2d6c311a06777a55545f2c4eb46f51911f0f", size=12_150_158,
+            name="nudenet_320n",
+            kind="content_classifier",
+            file_name="320n.onnx",
+            licence="MIT",
+            vendor="notAI-tech",
+            bundled=("nudenet", "320n.onnx"),
+            sha256="c15d8273adad2d0a92f014cc69ab2d6c311a06777a55545f2c4eb46f51911f0f",
+            size=12_150_158,
             inputs=(TensorSpec("images", ("batch", 3, "height", "width"), "float32"),),
             outputs=(TensorSpec("output0", ("batch", 22, None), "float32"),),
-            crop_size=320, mean=_ZERO, std=_ONE, warmup_dims=(("height", 320), ("width", 320)),
+            crop_size=320,
+            mean=_ZERO,
+            std=_ONE,
+            warmup_dims=(("height", 320), ("width", 320)),
             notes="YOLOv8n detector shipped inside the nudenet wheel (3.4.2 hashed); 18 classes + 4 box values",
         ),
     ]

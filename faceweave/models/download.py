@@ -14,8 +14,8 @@ import os
 import re
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from faceweave.errors import ChecksumError, DownloadError, ModelNotFoundError
 from faceweave.models.cache import ModelStore, Pin, sha256_file
@@ -74,7 +74,9 @@ def download_model(
             f"use `faceweave models import {spec.name} PATH`"
         )
     if not spec.urls:
-        raise ModelNotFoundError(f"model {spec.name} has no download URL; use `faceweave models import {spec.name} PATH`")
+        raise ModelNotFoundError(
+            f"model {spec.name} has no download URL; use `faceweave models import {spec.name} PATH`"
+        )
     store.folder.mkdir(parents=True, exist_ok=True)
     target = store.path_for(spec)
     expected_sha = spec.sha256
@@ -85,8 +87,15 @@ def download_model(
             # nothing proves two mirrors serve the same bytes: do not splice them
             part_path(target).unlink(missing_ok=True)
         try:
-            digest = _fetch_with_retries(url, target, sha256=expected_sha, size=expected_size,
-                                         progress=progress, retries=retries, timeout=timeout)
+            digest = _fetch_with_retries(
+                url,
+                target,
+                sha256=expected_sha,
+                size=expected_size,
+                progress=progress,
+                retries=retries,
+                timeout=timeout,
+            )
         except DownloadError as exc:
             failures.append(exc)
             continue
@@ -183,9 +192,7 @@ def fetch_file(
         raise ChecksumError(f"{url}: got {done} bytes, expected {expected}; the file was deleted")
     if (expected is not None and done < expected) or (cut and expected is None):
         of = f" of {expected}" if expected is not None else ""
-        raise _CutShort(
-            f"{url}: the transfer stopped at {done}{of} bytes; {part} is kept, run again to resume"
-        )
+        raise _CutShort(f"{url}: the transfer stopped at {done}{of} bytes; {part} is kept, run again to resume")
     return _finish(part, target, url, sha256)
 
 
@@ -201,7 +208,9 @@ def _total(response, offset: int) -> int | None:
     return None
 
 
-def _copy(response, part: Path, *, append: bool, done: int, total: int | None, progress: ProgressFn | None) -> tuple[int, bool]:
+def _copy(
+    response, part: Path, *, append: bool, done: int, total: int | None, progress: ProgressFn | None
+) -> tuple[int, bool]:
     """Copy the body into ``part``; returns (bytes in part, whether it was cut)."""
     cut = False
     with open(part, "ab" if append else "wb") as handle:

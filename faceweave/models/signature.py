@@ -6,9 +6,9 @@ large model is checked in well under a second.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from faceweave.errors import ModelFormatError, ModelNotFoundError, ModelSignatureError
 from faceweave.models.spec import Dim, TensorSpec, is_dynamic

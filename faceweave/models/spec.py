@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Union
 
 from faceweave.errors import InvalidOptionError
 
@@ -20,7 +19,7 @@ KINDS = ("swapper", "embedder", "face_enhancer", "frame_enhancer", "content_clas
 
 #: one dimension of a tensor shape: an ``int`` is fixed, a ``str`` is a named
 #: dynamic dimension (``"batch"``, ``"height"``), ``None`` is dynamic and unnamed
-Dim = Union[int, str, None]
+Dim = int | str | None
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 

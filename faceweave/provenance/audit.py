@@ -15,9 +15,10 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from faceweave.errors import FaceweaveError, InvalidOptionError, OutputError
 from faceweave.provenance.stamp import utc_now

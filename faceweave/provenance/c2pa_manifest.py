@@ -20,7 +20,13 @@ from faceweave.io.atomic import atomic_output
 from faceweave.provenance.label import TRAINED_ALGORITHMIC_MEDIA, Label
 
 #: output extension -> MIME type c2pa signs
-MIME_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp", ".mp4": "video/mp4"}
+MIME_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".webp": "image/webp",
+    ".mp4": "video/mp4",
+}
 _KEY, _CHAIN = "signer.key.pem", "signer.chain.pem"
 
 
@@ -39,7 +45,14 @@ def manifest_for(label: Label, title: str) -> dict:
         "assertions": [
             {
                 "label": "c2pa.actions",
-                "data": {"actions": [{"action": "c2pa.created", "digitalSourceType": label.digital_source_type or TRAINED_ALGORITHMIC_MEDIA}]},
+                "data": {
+                    "actions": [
+                        {
+                            "action": "c2pa.created",
+                            "digitalSourceType": label.digital_source_type or TRAINED_ALGORITHMIC_MEDIA,
+                        }
+                    ]
+                },
             }
         ],
     }
@@ -116,19 +129,40 @@ def make_credentials(*, days: int = 3650) -> tuple[bytes, bytes]:
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     def name(cn: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn), x509.NameAttribute(NameOID.ORGANIZATION_NAME, "faceweave (local)")])
+        return x509.Name(
+            [
+                x509.NameAttribute(NameOID.COMMON_NAME, cn),
+                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "faceweave (local)"),
+            ]
+        )
 
     def usage(*, sign: bool) -> x509.KeyUsage:
         return x509.KeyUsage(
-            digital_signature=not sign, content_commitment=False, key_encipherment=False, data_encipherment=False,
-            key_agreement=False, key_cert_sign=sign, crl_sign=sign, encipher_only=False, decipher_only=False,
+            digital_signature=not sign,
+            content_commitment=False,
+            key_encipherment=False,
+            data_encipherment=False,
+            key_agreement=False,
+            key_cert_sign=sign,
+            crl_sign=sign,
+            encipher_only=False,
+            decipher_only=False,
         )
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key, ee_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    common = lambda b: b.serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=days))  # noqa: E731
+
+    def common(b: x509.CertificateBuilder) -> x509.CertificateBuilder:
+        return (
+            b.serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=days))
+        )
+
     ca = (
-        common(x509.CertificateBuilder()).subject_name(name("faceweave local CA")).issuer_name(name("faceweave local CA"))
+        common(x509.CertificateBuilder())
+        .subject_name(name("faceweave local CA"))
+        .issuer_name(name("faceweave local CA"))
         .public_key(ca_key.public_key())
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(usage(sign=True), critical=True)
@@ -136,7 +170,9 @@ def make_credentials(*, days: int = 3650) -> tuple[bytes, bytes]:
         .sign(ca_key, hashes.SHA256())
     )
     ee = (
-        common(x509.CertificateBuilder()).subject_name(name("faceweave signer")).issuer_name(ca.subject)
+        common(x509.CertificateBuilder())
+        .subject_name(name("faceweave signer"))
+        .issuer_name(ca.subject)
         .public_key(ee_key.public_key())
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(usage(sign=False), critical=True)

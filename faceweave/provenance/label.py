@@ -96,7 +96,10 @@ def _qname(key: str) -> str:
 
 def _escape(value: str) -> str:
     return (
-        value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+        value.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
         .replace("\n", "&#10;")
     )
 
@@ -181,7 +184,10 @@ def from_tags(tags: dict[str, str] | None) -> Label | None:
             kind = match["kind"]
             source_type = TRAINED_ALGORITHMIC_MEDIA if kind == "trainedAlgorithmicMedia" else kind
             return Label(
-                tool=match["tool"], version=match["version"], created=match["created"], run_id=match["run_id"],
+                tool=match["tool"],
+                version=match["version"],
+                created=match["created"],
+                run_id=match["run_id"],
                 digital_source_type=source_type,
             )
     return None

@@ -54,7 +54,11 @@ class Payload:
     version: int = PAYLOAD_VERSION
 
     def __post_init__(self) -> None:
-        for name, value, bits in (("tool_id", self.tool_id, 16), ("version", self.version, 8), ("run_id", self.run_id, _RUN_ID_BITS)):
+        for name, value, bits in (
+            ("tool_id", self.tool_id, 16),
+            ("version", self.version, 8),
+            ("run_id", self.run_id, _RUN_ID_BITS),
+        ):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not 0 <= int(value) < (1 << bits):
                 raise InvalidOptionError(f"payload {name} must be an integer in [0, {(1 << bits) - 1}], got {value!r}")
 

@@ -48,7 +48,9 @@ class WatermarkFinding:
         p = self.payload
         return {
             "found": self.found,
-            "payload": None if p is None else {"tool_id": f"0x{int(p.tool_id):04X}", "version": int(p.version), "run_id": f"{int(p.run_id):06x}"},
+            "payload": None
+            if p is None
+            else {"tool_id": f"0x{int(p.tool_id):04X}", "version": int(p.version), "run_id": f"{int(p.run_id):06x}"},
             "confidence": round(float(self.confidence), 4),
             "frames_checked": self.frames_checked,
             "frames_agreeing": self.frames_agreeing,

@@ -94,14 +94,18 @@ class FrameMarker:
 
     def __init__(self, tile: np.ndarray, *, width: int, height: int, strength: float) -> None:
         if min(width, height) < MIN_SIDE:
-            raise TooSmallToMarkError(f"image is {width}x{height}: a watermark needs at least {MIN_SIDE} pixels on each side")
+            raise TooSmallToMarkError(
+                f"image is {width}x{height}: a watermark needs at least {MIN_SIDE} pixels on each side"
+            )
         self.width, self.height = int(width), int(height)
         self._pattern = pat.tiled(tile * np.float32(strength), self.height, self.width)
 
     def mark(self, frame: np.ndarray) -> np.ndarray:
         pixels = _check_pixels(frame, "frame")
         if pixels.shape[:2] != (self.height, self.width):
-            raise InputError(f"frame is {pixels.shape[1]}x{pixels.shape[0]}, this marker is for {self.width}x{self.height}")
+            raise InputError(
+                f"frame is {pixels.shape[1]}x{pixels.shape[0]}, this marker is for {self.width}x{self.height}"
+            )
         delta = cv2.multiply(self._pattern, pat.texture_mask(pat.gray(pixels)), dtype=cv2.CV_16S)
         return _add_luma(pixels, delta)
 
@@ -210,7 +214,9 @@ def _check_pixels(pixels: np.ndarray, what: str, *, min_side: int = MIN_SIDE) ->
     if not (arr.ndim == 2 or (arr.ndim == 3 and arr.shape[2] in (3, 4))):
         raise InputError(f"{what} must be (H, W), (H, W, 3) or (H, W, 4), got shape {arr.shape}")
     if min(arr.shape[:2]) < min_side:
-        raise TooSmallToMarkError(f"{what} is {arr.shape[1]}x{arr.shape[0]}: a watermark needs at least {min_side} pixels on each side")
+        raise TooSmallToMarkError(
+            f"{what} is {arr.shape[1]}x{arr.shape[0]}: a watermark needs at least {min_side} pixels on each side"
+        )
     return arr
 
 
@@ -234,7 +240,7 @@ def _peaks(surface: np.ndarray, *, count: int) -> list[tuple[float, tuple[float,
     order = np.argsort(-surface[ys, xs])[:count]
     out = []
     size = surface.shape[0]
-    for y, x in zip(ys[order], xs[order]):
+    for y, x in zip(ys[order], xs[order], strict=False):
         dy = _vertex(surface[(y - 1) % size, x], surface[y, x], surface[(y + 1) % size, x])
         dx = _vertex(surface[y, (x - 1) % size], surface[y, x], surface[y, (x + 1) % size])
         out.append(((float(surface[y, x]) - mean) / std, (float(y) + dy, float(x) + dx)))

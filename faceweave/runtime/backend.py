@@ -8,9 +8,10 @@ maps input names to arrays.  ``onnxruntime`` is imported only when
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -26,9 +27,16 @@ from faceweave.runtime.providers import PROVIDERS, ProviderConfig, ort_providers
 
 #: ORT's tensor type strings -> numpy dtype names
 _ORT_DTYPES = {
-    "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
-    "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16", "tensor(int8)": "int8",
-    "tensor(uint8)": "uint8", "tensor(uint16)": "uint16", "tensor(bool)": "bool",
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(double)": "float64",
+    "tensor(int64)": "int64",
+    "tensor(int32)": "int32",
+    "tensor(int16)": "int16",
+    "tensor(int8)": "int8",
+    "tensor(uint8)": "uint8",
+    "tensor(uint16)": "uint16",
+    "tensor(bool)": "bool",
 }
 
 
@@ -69,8 +77,9 @@ class Backend(Protocol):
     def available_providers(self) -> list[str]:
         """The runtime's own provider names that are installed here."""
 
-    def load(self, model: Path | bytes, provider: ProviderConfig, *, spec: ModelSpec | None = None,
-             label: str | None = None) -> InferenceModel:
+    def load(
+        self, model: Path | bytes, provider: ProviderConfig, *, spec: ModelSpec | None = None, label: str | None = None
+    ) -> InferenceModel:
         """Load ``model`` on ``provider``; check it against ``spec`` when given."""
 
 
@@ -87,8 +96,9 @@ class OnnxBackend:
 
         return list(onnxruntime.get_available_providers())
 
-    def load(self, model: Path | bytes, provider: ProviderConfig, *, spec: ModelSpec | None = None,
-             label: str | None = None) -> OnnxModel:
+    def load(
+        self, model: Path | bytes, provider: ProviderConfig, *, spec: ModelSpec | None = None, label: str | None = None
+    ) -> OnnxModel:
         """Create the session with :func:`ort_providers`.
 
         Raises:
@@ -112,14 +122,16 @@ class OnnxBackend:
             options.intra_op_num_threads = self.threads
         source = str(model) if isinstance(model, (str, Path)) else bytes(model)
         try:
-            session = onnxruntime.InferenceSession(source, sess_options=options,
-                                                   providers=ort_providers(provider, available))
+            session = onnxruntime.InferenceSession(
+                source, sess_options=options, providers=ort_providers(provider, available)
+            )
         except Exception as exc:  # noqa: BLE001 - ORT raises its own pybind classes
             raise _load_error(exc, name, provider) from exc
         used = tuple(session.get_providers())
         if not used or used[0] != provider.ort_name:
             raise ProviderError(
-                f"{name}: ONNX Runtime did not start {provider.ort_name} (it would run on {', '.join(used) or 'nothing'}); "
+                f"{name}: ONNX Runtime did not start {provider.ort_name} (it would run on "
+                f"{', '.join(used) or 'nothing'}); "
                 f"check the {provider.name} libraries and drivers"
             )
         loaded = OnnxModel(session, label=name, providers=used)
@@ -140,7 +152,8 @@ def unavailable_message(provider: ProviderConfig, available: list[str]) -> str:
     return (
         f"execution provider {provider.name!r} ({provider.ort_name}) is not available in this onnxruntime; "
         f"available: {', '.join(available) or 'none'} (faceweave names: {', '.join(ours) or 'none'}); "
-        f"choose one of those, install the onnxruntime build for {provider.name}, or pass --provider-fallback to use the CPU"
+        f"choose one of those, install the onnxruntime build for {provider.name}, or pass --provider-fallback "
+        "to use the CPU"
     )
 
 
@@ -192,9 +205,7 @@ def check_feeds(inputs: tuple[TensorInfo, ...], feeds: Mapping[str, np.ndarray],
     with a fitting rank, fixed sizes and dtype."""
     expected = {i.name for i in inputs}
     if set(feeds) != expected:
-        raise ModelSignatureError(
-            f"{model}: feeds {sorted(feeds)} do not match the inputs {sorted(expected)}"
-        )
+        raise ModelSignatureError(f"{model}: feeds {sorted(feeds)} do not match the inputs {sorted(expected)}")
     for info in inputs:
         value = np.asarray(feeds[info.name])
         shown = "[" + ", ".join("?" if is_dynamic(d) else str(d) for d in info.shape) + "]"
@@ -233,6 +244,14 @@ def create_backend(name: str = "onnxruntime", **kwargs: Any) -> Backend:
 
 
 __all__ = [
-    "PROVIDERS", "Backend", "InferenceModel", "OnnxBackend", "OnnxModel", "TensorInfo",
-    "available_backends", "check_feeds", "create_backend", "unavailable_message",
+    "PROVIDERS",
+    "Backend",
+    "InferenceModel",
+    "OnnxBackend",
+    "OnnxModel",
+    "TensorInfo",
+    "available_backends",
+    "check_feeds",
+    "create_backend",
+    "unavailable_message",
 ]

@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any
 
 import numpy as np
 
@@ -195,15 +196,20 @@ class SessionPool:
                 loaded.close()
                 raise
         record = LoadRecord(
-            model=spec.name if spec else str(path), requested=requested.label(), provider=config.label(),
-            fell_back=config != requested, load_ms=load_ms, warmup_ms=warm_ms,
+            model=spec.name if spec else str(path),
+            requested=requested.label(),
+            provider=config.label(),
+            fell_back=config != requested,
+            load_ms=load_ms,
+            warmup_ms=warm_ms,
         )
         self.log.info("loaded %s on %s in %.0f ms, warm-up %.1f ms", record.model, record.provider, load_ms, warm_ms)
         return loaded, record
 
     def _fall_back(self, requested: ProviderConfig, why: str) -> ProviderConfig:
-        self.log.warning("execution provider %s is %s; falling back to the CPU (--provider-fallback)",
-                         requested.label(), why)
+        self.log.warning(
+            "execution provider %s is %s; falling back to the CPU (--provider-fallback)", requested.label(), why
+        )
         return ProviderConfig("cpu")
 
 

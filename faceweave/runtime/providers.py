@@ -14,9 +14,9 @@ Two different "fallbacks" must not be confused:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from faceweave.errors import ProviderError
 
@@ -36,7 +36,13 @@ PROVIDERS = tuple(ORT_PROVIDER_NAMES)
 CPU = "CPUExecutionProvider"
 
 #: values ORT's CANN provider accepts
-CANN_PRECISION_MODES = ("force_fp32", "force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "allow_mix_precision")
+CANN_PRECISION_MODES = (
+    "force_fp32",
+    "force_fp16",
+    "allow_fp32_to_fp16",
+    "must_keep_origin_dtype",
+    "allow_mix_precision",
+)
 CANN_OP_SELECT_IMPL_MODES = ("high_performance", "high_precision")
 
 #: ORT provider names -> faceweave's
@@ -80,7 +86,8 @@ class ProviderConfig:
             )
         if self.cann_op_select_impl_mode is not None and self.cann_op_select_impl_mode not in CANN_OP_SELECT_IMPL_MODES:
             raise InvalidOptionError(
-                f"CANN op_select_impl_mode {self.cann_op_select_impl_mode!r}; one of {', '.join(CANN_OP_SELECT_IMPL_MODES)}"
+                f"CANN op_select_impl_mode {self.cann_op_select_impl_mode!r}; one of "
+                f"{', '.join(CANN_OP_SELECT_IMPL_MODES)}"
             )
 
     @property

@@ -77,9 +77,7 @@ def find_model() -> Path:
         if candidate.is_file():
             return candidate
     if not folders:
-        raise ModelNotFoundError(
-            "content screening needs the 'nudenet' package: pip install 'faceweave[screening]'"
-        )
+        raise ModelNotFoundError("content screening needs the 'nudenet' package: pip install 'faceweave[screening]'")
     raise ModelNotFoundError(f"the nudenet package has no {MODEL_FILE} in {', '.join(folders)}")
 
 
@@ -128,7 +126,9 @@ def decode(output: np.ndarray, *, scale: float, width: int, height: int) -> list
     picked = cv2.dnn.NMSBoxes(boxes.tolist(), scores.tolist(), NMS_SCORE, NMS_IOU)
     return [
         ContentDetection(
-            label=LABELS[int(classes[i])], score=float(scores[i]), box=tuple(int(v) for v in boxes[i])  # type: ignore[arg-type]
+            label=LABELS[int(classes[i])],
+            score=float(scores[i]),
+            box=tuple(int(v) for v in boxes[i]),  # type: ignore[arg-type]
         )
         for i in np.asarray(picked, dtype=int).reshape(-1)
     ]
@@ -141,7 +141,9 @@ class NudeNetDetector:
     by :meth:`prepare` (or the first :meth:`detect`) and released by :meth:`close`.
     """
 
-    def __init__(self, model_path: str | Path | None = None, *, providers: tuple[str, ...] = ("CPUExecutionProvider",)) -> None:
+    def __init__(
+        self, model_path: str | Path | None = None, *, providers: tuple[str, ...] = ("CPUExecutionProvider",)
+    ) -> None:
         self.model_path = Path(model_path) if model_path is not None else None
         self.providers = tuple(providers)
         self._session = None

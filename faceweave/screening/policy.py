@@ -8,8 +8,9 @@ copy of the input, or raises :class:`~faceweave.errors.ContentRefusedError`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import cv2
 import numpy as np
@@ -19,13 +20,15 @@ from faceweave.screening.nudenet import LABELS, ContentDetection
 
 ACTIONS = ("off", "log", "blur", "refuse")
 #: the labels that count by default: exposed sexual body parts (not feet, belly, armpits or a bare chest)
-EXPOSED_LABELS = frozenset({
-    "FEMALE_BREAST_EXPOSED",
-    "FEMALE_GENITALIA_EXPOSED",
-    "MALE_GENITALIA_EXPOSED",
-    "BUTTOCKS_EXPOSED",
-    "ANUS_EXPOSED",
-})
+EXPOSED_LABELS = frozenset(
+    {
+        "FEMALE_BREAST_EXPOSED",
+        "FEMALE_GENITALIA_EXPOSED",
+        "MALE_GENITALIA_EXPOSED",
+        "BUTTOCKS_EXPOSED",
+        "ANUS_EXPOSED",
+    }
+)
 
 
 class ContentDetector(Protocol):
@@ -48,7 +51,11 @@ class ScreeningPolicy:
         unknown = sorted(set(self.labels) - set(LABELS))
         if unknown:
             raise InvalidOptionError(f"unknown screening label(s) {', '.join(unknown)}; known: {', '.join(LABELS)}")
-        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) or not 0 < self.threshold <= 1:
+        if (
+            isinstance(self.threshold, bool)
+            or not isinstance(self.threshold, (int, float))
+            or not 0 < self.threshold <= 1
+        ):
             raise InvalidOptionError(f"screening threshold must be in (0, 1]; got {self.threshold!r}")
         object.__setattr__(self, "labels", frozenset(self.labels))
 

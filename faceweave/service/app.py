@@ -57,8 +57,12 @@ class Service:
         self.config = RunConfig.from_settings(settings, self.storage)
         self.slots = SlotPool()
         self.pool = WorkerPool(
-            store=self.store, storage=self.storage, config=self.config, poll_interval_s=settings.poll_interval_s,
-            metrics=self.metrics, audit=self.audit,
+            store=self.store,
+            storage=self.storage,
+            config=self.config,
+            poll_interval_s=settings.poll_interval_s,
+            metrics=self.metrics,
+            audit=self.audit,
         )
         #: distributed mode: jobs go to the Celery broker and this node runs none
         self.dispatcher = None
@@ -183,9 +187,13 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
             await anyio.to_thread.run_sync(service.close)
 
     app = FastAPI(
-        title="faceweave", version=_version(), lifespan=lifespan,
+        title="faceweave",
+        version=_version(),
+        lifespan=lifespan,
         description="Face swap for photos and videos: synchronous swaps and persistent jobs.",
-        docs_url=None, redoc_url=None, swagger_ui_oauth2_redirect_url=None,  # install_docs serves them offline
+        docs_url=None,
+        redoc_url=None,
+        swagger_ui_oauth2_redirect_url=None,  # install_docs serves them offline
     )
     errors.install(app, hide=(str(settings.storage.expanduser().resolve()), *errors.model_folders(settings.runtime)))
     app.include_router(router)
@@ -196,7 +204,9 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(
-            CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST", "DELETE"],
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Authorization", "X-API-Key", "Content-Type", "Range", "If-Range"],
             expose_headers=["Location", "Content-Range", "Retry-After", "ETag"],
         )
@@ -212,8 +222,9 @@ class SecurityHeadersMiddleware:
 
     def __init__(self, app: Any) -> None:
         self.app = app
-        self.extra = [(name.lower().encode("latin-1"), value.encode("latin-1"))
-                      for name, value in errors.API_HEADERS.items()]
+        self.extra = [
+            (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in errors.API_HEADERS.items()
+        ]
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -98,7 +98,12 @@ class Authenticator:
         required = ["exp", s.jwt_user_claim] + (["iss"] if s.jwt_issuer else []) + (["aud"] if s.jwt_audience else [])
         try:
             claims = jwt.decode(
-                token, key, algorithms=[alg], issuer=s.jwt_issuer, audience=s.jwt_audience, leeway=s.jwt_leeway_s,
+                token,
+                key,
+                algorithms=[alg],
+                issuer=s.jwt_issuer,
+                audience=s.jwt_audience,
+                leeway=s.jwt_leeway_s,
                 options={"require": required, "verify_aud": s.jwt_audience is not None},
             )
         except jwt.ExpiredSignatureError:

@@ -50,9 +50,15 @@ def install_docs(app: FastAPI) -> None:
 
 def _answer(package: str, name: str, media_type: str, policy: str) -> FileResponse:
     path = resources.files(package).joinpath(name)
-    return FileResponse(path, media_type=media_type, headers={  # type: ignore[arg-type]
-        "Cache-Control": "no-cache", "Content-Security-Policy": policy, "Referrer-Policy": "no-referrer",
-    })
+    return FileResponse(
+        path,
+        media_type=media_type,
+        headers={  # type: ignore[arg-type]
+            "Cache-Control": "no-cache",
+            "Content-Security-Policy": policy,
+            "Referrer-Policy": "no-referrer",
+        },
+    )
 
 
 @docs_router.get("/docs")

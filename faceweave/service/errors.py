@@ -53,8 +53,16 @@ STATUS_BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
     (fe.FaceweaveError, 500),
 )
 _HTTP_CODES = {
-    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-    406: "not_acceptable", 413: "too_large", 415: "unsupported_format", 422: "invalid_option", 429: "rate_limited",
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "too_large",
+    415: "unsupported_format",
+    422: "invalid_option",
+    429: "rate_limited",
 }
 
 
@@ -69,7 +77,7 @@ ERROR_STATUSES: dict[int, str] = {
     415: "unsupported type: not an image or video (by its bytes), or not multipart/form-data",
     416: "the requested byte range is outside the file",
     422: "no face, an invalid or unknown option (such as a model this server does not have), or a target too"
-         " small to carry the watermark",
+    " small to carry the watermark",
     429: "rate limited (see Retry-After)",
     500: "internal error (the details are in the server log)",
     503: "not ready: the models are loading, or no model slot is free",
@@ -95,8 +103,7 @@ class ErrorBody(BaseModel):
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """A route's ``responses=``: :class:`ErrorBody` under each of ``statuses``
     (and 500, which any route may answer)."""
-    return {status: {"model": ErrorBody, "description": ERROR_STATUSES[status]}
-            for status in sorted({*statuses, 500})}
+    return {status: {"model": ErrorBody, "description": ERROR_STATUSES[status]} for status in sorted({*statuses, 500})}
 
 
 def status_for(exc: BaseException) -> int:
@@ -116,8 +123,9 @@ API_HEADERS = {
 
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status,
-                        headers={**API_HEADERS, **(headers or {})})
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers={**API_HEADERS, **(headers or {})}
+    )
 
 
 #: the names storage gives uploads and job files (random, meaningless to the
@@ -157,7 +165,7 @@ def validation_message(exc: ValidationError | RequestValidationError) -> str:
     return f"invalid option {name}: {first.get('msg', 'invalid')}"
 
 
-def install(app: FastAPI, *, hide: tuple[str, ...] = ()) -> None:
+def install(app: FastAPI, *, hide: tuple[str, ...] = ()) -> None:  # noqa: C901 - to be split into steps (issue 14)
     """Register the handlers on ``app``; ``hide``: strings (storage root) cut from messages."""
 
     def count(request: Request, code: str) -> None:

@@ -21,8 +21,14 @@ from faceweave.options import FaceOrder, RuntimeOptions, SelectionMode, SwapOpti
 IMAGE_FORMATS = ("png", "jpg", "webp")
 VIDEO_FORMATS = ("mp4", "webm", "gif", "mov", "mkv")
 MEDIA_TYPES = {
-    "png": "image/png", "jpg": "image/jpeg", "webp": "image/webp", "mp4": "video/mp4", "webm": "video/webm",
-    "gif": "image/gif", "mov": "video/quicktime", "mkv": "video/x-matroska",
+    "png": "image/png",
+    "jpg": "image/jpeg",
+    "webp": "image/webp",
+    "mp4": "video/mp4",
+    "webm": "video/webm",
+    "gif": "image/gif",
+    "mov": "video/quicktime",
+    "mkv": "video/x-matroska",
 }
 _LIST_FIELDS = frozenset({"face_index"})
 
@@ -49,7 +55,9 @@ class JobOptions(BaseModel):
     audio: bool = True
     codec: Literal["h264", "h265"] = "h264"
     preset: Literal["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow"] = "veryfast"
-    swapper: str = Field("mesh", max_length=64, description="'mesh' or a neural model present on the worker (faceweave models list)")
+    swapper: str = Field(
+        "mesh", max_length=64, description="'mesh' or a neural model present on the worker (faceweave models list)"
+    )
     pixel_boost: int | None = Field(None, ge=64, le=1024)
     face_enhancer: str | None = Field(None, max_length=64)
     face_enhancer_blend: float = Field(0.8, ge=0.0, le=1.0)
@@ -62,7 +70,9 @@ class JobOptions(BaseModel):
         allowed = IMAGE_FORMATS if kind == "image" else VIDEO_FORMATS
         chosen = self.format or allowed[0]
         if chosen not in allowed:
-            raise InvalidOptionError(f"option format '{chosen}' is not for a {kind} target; use one of {', '.join(allowed)}")
+            raise InvalidOptionError(
+                f"option format '{chosen}' is not for a {kind} target; use one of {', '.join(allowed)}"
+            )
         return chosen
 
     def selection_mode(self, *, has_reference: bool) -> str:
@@ -80,29 +90,44 @@ class JobOptions(BaseModel):
         return self.faces
 
     def swap_options(
-        self, *, kind: str, has_reference: bool, max_pixels: int, video_working_size: int,
+        self,
+        *,
+        kind: str,
+        has_reference: bool,
+        max_pixels: int,
+        video_working_size: int,
         runtime: RuntimeOptions | None = None,
     ) -> SwapOptions:
         """The :class:`SwapOptions` for this job; ``runtime`` (where neural
         models run, the model folder) comes from the worker's settings."""
         selection: dict[str, Any] = {"mode": self.selection_mode(has_reference=has_reference)}
         for name, value in (
-            ("order", self.order), ("indices", self.face_index), ("reference_distance", self.reference_distance),
+            ("order", self.order),
+            ("indices", self.face_index),
+            ("reference_distance", self.reference_distance),
             ("min_face_size", self.min_face_size),
         ):
             if value is not None:
                 selection[name] = value
         size = self.working_size or (video_working_size if kind == "video" else SwapOptions().working_size)
-        return SwapOptions.model_validate({
-            "working_size": size, "max_pixels": max_pixels, "selection": selection,
-            "masks": {"occlusion": self.occlusion, "mouth": self.mouth_mask, "hands": self.occlusion_hands},
-            "swapper": self.swapper, "pixel_boost": self.pixel_boost,
-            "enhance": {
-                "face": self.face_enhancer, "face_blend": self.face_enhancer_blend, "face_weight": self.face_enhancer_weight,
-                "frame": self.frame_enhancer, "frame_blend": self.frame_enhancer_blend,
-            },
-            "runtime": (runtime or RuntimeOptions()).model_dump(),
-        })
+        return SwapOptions.model_validate(
+            {
+                "working_size": size,
+                "max_pixels": max_pixels,
+                "selection": selection,
+                "masks": {"occlusion": self.occlusion, "mouth": self.mouth_mask, "hands": self.occlusion_hands},
+                "swapper": self.swapper,
+                "pixel_boost": self.pixel_boost,
+                "enhance": {
+                    "face": self.face_enhancer,
+                    "face_blend": self.face_enhancer_blend,
+                    "face_weight": self.face_enhancer_weight,
+                    "frame": self.frame_enhancer,
+                    "frame_blend": self.frame_enhancer_blend,
+                },
+                "runtime": (runtime or RuntimeOptions()).model_dump(),
+            }
+        )
 
     def video_options(self):
         """The :class:`~faceweave.video.pipeline.VideoOptions` for a video job."""
@@ -112,7 +137,13 @@ class JobOptions(BaseModel):
         start, end = parse_trim(self.trim) if self.trim else (0.0, None)
         crf = int(round(max(0.0, min(51.0, 51.0 - (self.quality or 65) * 0.51))))
         return VideoOptions(
-            start=start, end=end, fps=self.fps, scale=self.scale, audio=self.audio, codec=self.codec, crf=crf,
+            start=start,
+            end=end,
+            fps=self.fps,
+            scale=self.scale,
+            audio=self.audio,
+            codec=self.codec,
+            crf=crf,
             preset=self.preset,
         )
 
@@ -121,12 +152,16 @@ class JobOptions(BaseModel):
         from pydantic import ValidationError
 
         try:  # model names are checked against the registries when the job is submitted
-            SwapOptions.model_validate({
-                "swapper": self.swapper,
-                "enhance": {"face": self.face_enhancer, "frame": self.frame_enhancer},
-            })
+            SwapOptions.model_validate(
+                {
+                    "swapper": self.swapper,
+                    "enhance": {"face": self.face_enhancer, "frame": self.frame_enhancer},
+                }
+            )
         except ValidationError as exc:
-            raise InvalidOptionError("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())) from None
+            raise InvalidOptionError(
+                "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+            ) from None
         self.output_format(kind)
         if kind == "video":
             self.video_options()

@@ -31,7 +31,10 @@ class Metrics:
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter("faceweave_http_requests", "HTTP requests", ["method", "route", "status"], registry=r)
         self.latency = Histogram(
-            "faceweave_http_request_seconds", "HTTP request latency", ["method", "route"], buckets=_LATENCY_BUCKETS,
+            "faceweave_http_request_seconds",
+            "HTTP request latency",
+            ["method", "route"],
+            buckets=_LATENCY_BUCKETS,
             registry=r,
         )
         self.errors = Counter("faceweave_errors", "Errors answered or met by jobs, by code", ["code"], registry=r)
@@ -42,7 +45,9 @@ class Metrics:
             "faceweave_job_run_seconds", "Time a worker spent on a job", ["kind"], buckets=_JOB_BUCKETS, registry=r
         )
         self.queue_seconds = Histogram(
-            "faceweave_job_queued_seconds", "Time from submission to a worker taking the job", buckets=_JOB_BUCKETS,
+            "faceweave_job_queued_seconds",
+            "Time from submission to a worker taking the job",
+            buckets=_JOB_BUCKETS,
             registry=r,
         )
         self.frames = Counter("faceweave_frames_processed", "Video frames processed", registry=r)

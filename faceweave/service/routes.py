@@ -50,16 +50,20 @@ MAX_OFFSET = 1_000_000_000
 _UPLOAD_BODY = {
     "requestBody": {
         "required": True,
-        "content": {"multipart/form-data": {"schema": {
-            "type": "object",
-            "required": ["target"],
-            "properties": {
-                "source": {"type": "array", "items": {"type": "string", "format": "binary"}},
-                "target": {"type": "string", "format": "binary"},
-                "reference": {"type": "string", "format": "binary"},
-                "options": {"type": "string", "description": "JSON object of options (see JobOptions)"},
-            },
-        }}},
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["target"],
+                    "properties": {
+                        "source": {"type": "array", "items": {"type": "string", "format": "binary"}},
+                        "target": {"type": "string", "format": "binary"},
+                        "reference": {"type": "string", "format": "binary"},
+                        "options": {"type": "string", "description": "JSON object of options (see JobOptions)"},
+                    },
+                }
+            }
+        },
     }
 }
 
@@ -80,15 +84,25 @@ def _ranges_answer() -> dict[str, Any]:
 _SWAP_ANSWER = {
     "description": "the swapped image, or with ?format=json (or Accept: application/json) JSON with it in base64",
     "content": {
-        **{media: {"schema": {"type": "string", "format": "binary"}}
-           for media in ("image/png", "image/jpeg", "image/webp")},
-        "application/json": {"schema": {
-            "type": "object", "required": ["image", "media_type", "format", "faces_swapped"],
-            "properties": {"image": {"type": "string", "contentEncoding": "base64"}, "media_type": {"type": "string"},
-                           "format": {"type": "string"}, "faces_swapped": {"type": "integer"},
-                           "faces_found": {"type": "integer"}, "width": {"type": "integer"},
-                           "height": {"type": "integer"}},
-        }},
+        **{
+            media: {"schema": {"type": "string", "format": "binary"}}
+            for media in ("image/png", "image/jpeg", "image/webp")
+        },
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "required": ["image", "media_type", "format", "faces_swapped"],
+                "properties": {
+                    "image": {"type": "string", "contentEncoding": "base64"},
+                    "media_type": {"type": "string"},
+                    "format": {"type": "string"},
+                    "faces_swapped": {"type": "integer"},
+                    "faces_found": {"type": "integer"},
+                    "width": {"type": "integer"},
+                    "height": {"type": "integer"},
+                },
+            }
+        },
     },
 }
 
@@ -139,8 +153,11 @@ async def metrics(request: Request) -> Response:
 async def _receive(request: Request) -> UploadedForm:
     service = _service(request)
     return await receive_form(
-        request.stream(), content_type=request.headers.get("content-type"),
-        content_length=request.headers.get("content-length"), storage=service.storage, limits=service.settings.limits,
+        request.stream(),
+        content_type=request.headers.get("content-type"),
+        content_length=request.headers.get("content-length"),
+        storage=service.storage,
+        limits=service.settings.limits,
     )
 
 
@@ -174,8 +191,12 @@ def _roles(form: UploadedForm, limits, min_side: int = 0) -> dict[str, Any]:
         raise InvalidOptionError("send either 'source' photos or 'map.<INDEX>' photos, not both")
     if mapping and targets[0].kind != "video":
         raise InvalidOptionError("'map.<INDEX>' photos are for video targets")
-    return {"sources": sources, "target": targets[0], "reference": references[0] if references else None,
-            "map": mapping}
+    return {
+        "sources": sources,
+        "target": targets[0],
+        "reference": references[0] if references else None,
+        "map": mapping,
+    }
 
 
 def _mark_side(service) -> int:
@@ -189,13 +210,19 @@ def _files_record(roles: dict[str, Any], stored: dict[int, str]) -> list[dict[st
     items = [("source", f) for f in roles["sources"]] + [("target", roles["target"])]
     items += [("reference", roles["reference"])] if roles["reference"] else []
     items += [(f"map.{i}", f) for i, fs in roles["map"].items() for f in fs]
-    return [{"role": role, "path": stored.get(id(f), ""), "sha256": f.sha256, "filename": f.filename}
-            for role, f in items]
+    return [
+        {"role": role, "path": stored.get(id(f), ""), "sha256": f.sha256, "filename": f.filename} for role, f in items
+    ]
 
 
 # ------------------------------------------------------------------ sync swap
-@router.post("/v1/swap", tags=["swap"], openapi_extra=_UPLOAD_BODY, response_class=Response, responses={
-    200: _SWAP_ANSWER, **error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 503)})
+@router.post(
+    "/v1/swap",
+    tags=["swap"],
+    openapi_extra=_UPLOAD_BODY,
+    response_class=Response,
+    responses={200: _SWAP_ANSWER, **error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 503)},
+)
 async def swap(
     request: Request,
     caller: Annotated[Caller, Depends(current_caller)],
@@ -218,9 +245,14 @@ async def swap(
     wants_json = format == "json" or (format is None and "application/json" in request.headers.get("accept", ""))
     if wants_json:
         return JSONResponse({**meta, "media_type": media_type, "image": base64.b64encode(data).decode("ascii")})
-    return Response(data, media_type=media_type, headers={
-        "X-Faceweave-Faces-Swapped": str(meta["faces_swapped"]), "X-Faceweave-Run-Id": str(meta["run_id"]),
-    })
+    return Response(
+        data,
+        media_type=media_type,
+        headers={
+            "X-Faceweave-Faces-Swapped": str(meta["faces_swapped"]),
+            "X-Faceweave-Run-Id": str(meta["run_id"]),
+        },
+    )
 
 
 def _swap_now(service, caller: Caller, options: JobOptions, roles: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
@@ -234,15 +266,27 @@ def _swap_now(service, caller: Caller, options: JobOptions, roles: dict[str, Any
 
     fmt = options.output_format("image")
     swap_options = options.swap_options(
-        kind="image", has_reference=roles["reference"] is not None, max_pixels=service.config.max_pixels,
-        video_working_size=service.config.video_working_size, runtime=service.config.runtime,
+        kind="image",
+        has_reference=roles["reference"] is not None,
+        max_pixels=service.config.max_pixels,
+        video_working_size=service.config.video_working_size,
+        runtime=service.config.runtime,
     )
-    inputs = {"sources": [service.storage.relative(f.path) for f in roles["sources"]],
-              "target": service.storage.relative(roles["target"].path),
-              "reference": service.storage.relative(roles["reference"].path) if roles["reference"] else None}
+    inputs = {
+        "sources": [service.storage.relative(f.path) for f in roles["sources"]],
+        "target": service.storage.relative(roles["target"].path),
+        "reference": service.storage.relative(roles["reference"].path) if roles["reference"] else None,
+    }
     inputs["files"] = _files_record(roles, {})
-    job = JobRecord(id=new_job_id(), owner=caller.owner, kind="image", state="running",
-                    options=options.model_dump(exclude_defaults=True), inputs=inputs, created_at=0.0)
+    job = JobRecord(
+        id=new_job_id(),
+        owner=caller.owner,
+        kind="image",
+        state="running",
+        options=options.model_dump(exclude_defaults=True),
+        inputs=inputs,
+        created_at=0.0,
+    )
     provenance = _provenance(service.config)
     output = service.storage.scratch_path(f".{fmt}")
     error: BaseException | None = None
@@ -263,8 +307,13 @@ def _swap_now(service, caller: Caller, options: JobOptions, roles: dict[str, Any
 
 
 # ------------------------------------------------------------------ jobs
-@router.post("/v1/jobs", tags=["jobs"], status_code=202, openapi_extra=_UPLOAD_BODY,
-             responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES))
+@router.post(
+    "/v1/jobs",
+    tags=["jobs"],
+    status_code=202,
+    openapi_extra=_UPLOAD_BODY,
+    responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES),
+)
 async def create_job(request: Request, caller: Annotated[Caller, Depends(current_caller)]) -> JSONResponse:
     """Queue an image or video swap; answers 202 with the job and its ``Location``."""
     service = _service(request)
@@ -302,7 +351,10 @@ def _queue_job(service, caller: Caller, options: JobOptions, roles: dict[str, An
         }
         inputs["files"] = _files_record(roles, stored)
         return service.store.create(
-            job_id=job_id, owner=caller.owner, kind=kind, options=options.model_dump(exclude_defaults=True),
+            job_id=job_id,
+            owner=caller.owner,
+            kind=kind,
+            options=options.model_dump(exclude_defaults=True),
             inputs=inputs,
         )
     except BaseException:
@@ -319,8 +371,10 @@ def _owned(service, job_id: str, caller: Caller) -> JobRecord:
 
 @router.get("/v1/jobs", tags=["jobs"], responses=error_responses(*AUTH_STATUSES, 422))
 async def list_jobs(
-    request: Request, caller: Annotated[Caller, Depends(current_caller)],
-    limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    request: Request,
+    caller: Annotated[Caller, Depends(current_caller)],
+    limit: int = Query(50, ge=1, le=500),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
 ) -> dict[str, Any]:
     jobs = await run_in_threadpool(_service(request).store.list, owner=caller.owner, limit=limit, offset=offset)
     return {"jobs": [job_view(j) for j in jobs]}
@@ -331,8 +385,12 @@ async def get_job(job_id: str, request: Request, caller: Annotated[Caller, Depen
     return job_view(await run_in_threadpool(_owned, _service(request), job_id, caller))
 
 
-@router.get("/v1/jobs/{job_id}/preview", tags=["jobs"], response_class=Response, responses={
-    200: _file_answer("the first swapped frame"), **error_responses(*AUTH_STATUSES, 404, 409, 422)})
+@router.get(
+    "/v1/jobs/{job_id}/preview",
+    tags=["jobs"],
+    response_class=Response,
+    responses={200: _file_answer("the first swapped frame"), **error_responses(*AUTH_STATUSES, 404, 409, 422)},
+)
 async def get_preview(job_id: str, request: Request, caller: Annotated[Caller, Depends(current_caller)]) -> Response:
     service = _service(request)
     job = await run_in_threadpool(_owned, service, job_id, caller)
@@ -345,13 +403,24 @@ async def get_preview(job_id: str, request: Request, caller: Annotated[Caller, D
 def _file(path, stem: str) -> RangedFile:
     """``path`` as a download named ``<stem>.<ext>``: ranges, ``If-Range`` and ``HEAD`` work."""
     ext = path.suffix.lstrip(".")
-    return RangedFile(path, stat_result=path.stat(), media_type=MEDIA_TYPES.get(ext, "application/octet-stream"),
-                      filename=f"{stem}.{ext}")
+    return RangedFile(
+        path,
+        stat_result=path.stat(),
+        media_type=MEDIA_TYPES.get(ext, "application/octet-stream"),
+        filename=f"{stem}.{ext}",
+    )
 
 
-@router.get("/v1/jobs/{job_id}/result", tags=["jobs"], response_class=Response, responses={
-    200: _file_answer("the result file"), 206: _ranges_answer(),
-    **error_responses(*AUTH_STATUSES, 404, 409, 416, 422)})
+@router.get(
+    "/v1/jobs/{job_id}/result",
+    tags=["jobs"],
+    response_class=Response,
+    responses={
+        200: _file_answer("the result file"),
+        206: _ranges_answer(),
+        **error_responses(*AUTH_STATUSES, 404, 409, 416, 422),
+    },
+)
 async def get_result(job_id: str, request: Request, caller: Annotated[Caller, Depends(current_caller)]) -> Response:
     """The result file (also ``HEAD``); honours ``Range: bytes=...`` (206: one range,
     or several as ``multipart/byteranges``; 416 outside the file) and ``If-Range``."""
@@ -369,7 +438,9 @@ router.add_api_route("/v1/jobs/{job_id}/result", get_result, methods=["HEAD"], i
 
 
 @router.delete("/v1/jobs/{job_id}", tags=["jobs"], responses=error_responses(*AUTH_STATUSES, 404, 422))
-async def delete_job(job_id: str, request: Request, caller: Annotated[Caller, Depends(current_caller)]) -> dict[str, Any]:
+async def delete_job(
+    job_id: str, request: Request, caller: Annotated[Caller, Depends(current_caller)]
+) -> dict[str, Any]:
     """Cancel a queued or running job (its files are deleted), or delete a finished one."""
     return await run_in_threadpool(_delete, _service(request), job_id, caller)
 
@@ -399,11 +470,20 @@ def job_view(job: JobRecord) -> dict[str, Any]:
     """A job as the API shows it (no storage paths, no worker internals)."""
     base = f"/v1/jobs/{job.id}"
     return {
-        "id": job.id, "kind": job.kind, "state": job.state, "progress": round(job.progress or 0.0, 2),
-        "frames_done": job.frames_done, "frames_total": job.frames_total, "eta_s": job.eta_s,
+        "id": job.id,
+        "kind": job.kind,
+        "state": job.state,
+        "progress": round(job.progress or 0.0, 2),
+        "frames_done": job.frames_done,
+        "frames_total": job.frames_total,
+        "eta_s": job.eta_s,
         "error": {"code": job.error_code, "message": job.error_message} if job.error_code else None,
-        "options": job.options, "result": job.result, "attempts": job.attempts,
-        "created_at": _iso(job.created_at), "started_at": _iso(job.started_at), "finished_at": _iso(job.finished_at),
+        "options": job.options,
+        "result": job.result,
+        "attempts": job.attempts,
+        "created_at": _iso(job.created_at),
+        "started_at": _iso(job.started_at),
+        "finished_at": _iso(job.finished_at),
         "expires_at": _iso(job.expires_at),
         "links": {
             "self": base,

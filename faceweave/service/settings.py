@@ -20,6 +20,7 @@ Authentication (``auth.mode``):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ipaddress
 import json
@@ -84,7 +85,8 @@ class AuthSettings(_Settings):
     jwt_leeway_s: float = Field(30.0, ge=0.0, le=600.0)
     jwt_user_claim: str = "sub"
     jwt_subject_owners: dict[str, str] = Field(
-        default_factory=dict, description="token subject -> API-key user: such a token owns that user's jobs"
+        default_factory=dict,
+        description="token subject -> API-key user: such a token owns that user's jobs"
         " (key:<user>) instead of its own (jwt:<subject>)",
     )
 
@@ -128,7 +130,9 @@ class LimitSettings(_Settings):
     max_video_frames: int = Field(36_000, ge=1)
     max_files: int = Field(16, ge=2)
     max_fields: int = Field(
-        64, ge=1, description="text fields of one upload (the API's options are 25 names); with max_files also"
+        64,
+        ge=1,
+        description="text fields of one upload (the API's options are 25 names); with max_files also"
         " the most parts, refused with 413 as soon as the count is crossed",
     )
     max_field_bytes: int = Field(64 * 1024, ge=256)
@@ -141,7 +145,9 @@ class LimitSettings(_Settings):
     rate_per_second: float = Field(20.0, ge=0.0, description="per caller; 0 turns the limit off")
     rate_burst: int = Field(40, ge=1)
     auth_failures: int = Field(
-        10, ge=0, description="failed authentications allowed per client address and per credential within"
+        10,
+        ge=0,
+        description="failed authentications allowed per client address and per credential within"
         " auth_failure_window_s; more answer 429 until the oldest ages out (0 turns the limit off)",
     )
     auth_failure_window_s: float = Field(60.0, gt=0, description="the window of auth_failures, in seconds")
@@ -178,9 +184,14 @@ class ServiceSettings(_Settings):
         None, description="Celery broker URL (redis://...): distributed mode; this node queues jobs there and runs none"
     )
     segment_frames: int = Field(
-        0, ge=0, description="distributed mode: a video job with more frames is split into segments of about this many (0: never)"
+        0,
+        ge=0,
+        description="distributed mode: a video job with more frames is split into segments of about this many "
+        "(0: never)",
     )
-    segments: int = Field(8, ge=1, le=256, description="distributed mode: the most segments one video job is split into")
+    segments: int = Field(
+        8, ge=1, le=256, description="distributed mode: the most segments one video job is split into"
+    )
     watermark: bool = True
     audit_log: Path | None = Field(None, description="default <storage>/audit.jsonl")
     cors_origins: tuple[str, ...] = ()
@@ -201,7 +212,7 @@ class ServiceSettings(_Settings):
             return f"sqlite:///{(self.storage / 'jobs.db').resolve()}"
         for plain in ("postgresql://", "postgres://"):
             if self.database.startswith(plain):
-                return "postgresql+psycopg://" + self.database[len(plain):]
+                return "postgresql+psycopg://" + self.database[len(plain) :]
         return self.database
 
     @property
@@ -272,7 +283,11 @@ def load_settings(
         where = ".".join(str(p) for p in loc) or "settings"
         if first.get("type") == "extra_forbidden":
             known = _known_names(loc[:-1])
-            hint = f"; known settings{' in ' + '.'.join(map(str, loc[:-1])) if loc[:-1] else ''}: {', '.join(known)}" if known else ""
+            hint = (
+                f"; known settings{' in ' + '.'.join(map(str, loc[:-1])) if loc[:-1] else ''}: {', '.join(known)}"
+                if known
+                else ""
+            )
             raise InvalidOptionError(f"unknown setting {where}{hint}") from exc
         message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
         raise InvalidOptionError(f"invalid setting {where}: {message}") from exc
@@ -314,15 +329,13 @@ def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG":
             continue
-        parts = [p.lower() for p in name[len(ENV_PREFIX):].split("__")]
+        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
         if parts[0] not in ServiceSettings.model_fields:
             continue  # e.g. FACEWEAVE_MODELS belongs to the model cache, not to the service
         value: Any = raw
         if raw.strip().startswith(("[", "{")):
-            try:
+            with contextlib.suppress(ValueError):  # not JSON after all: the text as it is
                 value = json.loads(raw)
-            except ValueError:
-                pass
         _merge(out, _nested(parts, value))
     return out
 

@@ -130,12 +130,26 @@ class JobStore:
 
     # -- creating and reading ------------------------------------------------
     def create(
-        self, *, owner: str, kind: str, options: dict[str, Any], inputs: dict[str, Any], job_id: str | None = None,
+        self,
+        *,
+        owner: str,
+        kind: str,
+        options: dict[str, Any],
+        inputs: dict[str, Any],
+        job_id: str | None = None,
         now: float | None = None,
     ) -> JobRecord:
         values = dict(
-            id=job_id or new_job_id(), owner=owner, kind=kind, state="queued", options=options, inputs=inputs,
-            created_at=time.time() if now is None else now, progress=0.0, frames_done=0, attempts=0,
+            id=job_id or new_job_id(),
+            owner=owner,
+            kind=kind,
+            state="queued",
+            options=options,
+            inputs=inputs,
+            created_at=time.time() if now is None else now,
+            progress=0.0,
+            frames_done=0,
+            attempts=0,
         )
         with self.engine.begin() as conn:
             conn.execute(JobRow.__table__.insert().values(**values))
@@ -173,9 +187,11 @@ class JobStore:
         now = time.time() if now is None else now
         for _ in range(8):  # another worker may take a candidate first: try the next
             with self.engine.connect() as conn:
-                candidates = conn.execute(
-                    select(JobRow.id).where(JobRow.state == "queued").order_by(JobRow.created_at).limit(4)
-                ).scalars().all()
+                candidates = (
+                    conn.execute(select(JobRow.id).where(JobRow.state == "queued").order_by(JobRow.created_at).limit(4))
+                    .scalars()
+                    .all()
+                )
             if not candidates:
                 return None
             for job_id in candidates:
@@ -184,8 +200,11 @@ class JobStore:
                         update(JobRow)
                         .where(JobRow.id == job_id, JobRow.state == "queued")
                         .values(
-                            state="running", worker_id=worker_id, attempts=JobRow.attempts + 1,
-                            started_at=func.coalesce(JobRow.started_at, now), lease_expires=now + lease_s,
+                            state="running",
+                            worker_id=worker_id,
+                            attempts=JobRow.attempts + 1,
+                            started_at=func.coalesce(JobRow.started_at, now),
+                            lease_expires=now + lease_s,
                             heartbeat_at=now,
                         )
                     ).rowcount
@@ -205,15 +224,27 @@ class JobStore:
             raise InvalidOptionError(f"heartbeat got unknown fields {sorted(unknown)}")
         now = time.time() if now is None else now
         with self.engine.begin() as conn:
-            return conn.execute(
-                update(JobRow)
-                .where(*_held(job_id, worker_id, attempt))
-                .values(lease_expires=now + lease_s, heartbeat_at=now, **progress)
-            ).rowcount == 1
+            return (
+                conn.execute(
+                    update(JobRow)
+                    .where(*_held(job_id, worker_id, attempt))
+                    .values(lease_expires=now + lease_s, heartbeat_at=now, **progress)
+                ).rowcount
+                == 1
+            )
 
     def finish(
-        self, job_id: str, *, worker_id: str, attempt: int, state: str, ttl_s: float, now: float | None = None,
-        output_path: str | None = None, error_code: str | None = None, error_message: str | None = None,
+        self,
+        job_id: str,
+        *,
+        worker_id: str,
+        attempt: int,
+        state: str,
+        ttl_s: float,
+        now: float | None = None,
+        output_path: str | None = None,
+        error_code: str | None = None,
+        error_message: str | None = None,
         result: dict[str, Any] | None = None,
     ) -> bool:
         """Record the outcome, once: ``True`` only for the worker and attempt
@@ -222,8 +253,15 @@ class JobStore:
             raise InvalidOptionError(f"a job finishes as succeeded or failed, not {state!r}")
         now = time.time() if now is None else now
         values: dict[str, Any] = dict(
-            state=state, finished_at=now, expires_at=now + ttl_s, lease_expires=None, output_path=output_path,
-            error_code=error_code, error_message=error_message, result=result, eta_s=None,
+            state=state,
+            finished_at=now,
+            expires_at=now + ttl_s,
+            lease_expires=None,
+            output_path=output_path,
+            error_code=error_code,
+            error_message=error_message,
+            result=result,
+            eta_s=None,
         )
         if state == "succeeded":
             values["progress"] = 100.0
@@ -234,24 +272,45 @@ class JobStore:
         """Give a held job back to the queue without counting the attempt
         (the worker is stopping, not failing)."""
         with self.engine.begin() as conn:
-            return conn.execute(
-                update(JobRow)
-                .where(*_held(job_id, worker_id, attempt))
-                .values(state="queued", worker_id=None, lease_expires=None, attempts=JobRow.attempts - 1,
-                        progress=0.0, frames_done=0, eta_s=None, preview_path=None)
-            ).rowcount == 1
+            return (
+                conn.execute(
+                    update(JobRow)
+                    .where(*_held(job_id, worker_id, attempt))
+                    .values(
+                        state="queued",
+                        worker_id=None,
+                        lease_expires=None,
+                        attempts=JobRow.attempts - 1,
+                        progress=0.0,
+                        frames_done=0,
+                        eta_s=None,
+                        preview_path=None,
+                    )
+                ).rowcount
+                == 1
+            )
 
     # -- the API's side ------------------------------------------------------
     def cancel(self, job_id: str, *, owner: str, ttl_s: float, now: float | None = None) -> bool:
         """Cancel the owner's queued or running job; ``False`` when it is not active."""
         now = time.time() if now is None else now
         with self.engine.begin() as conn:
-            return conn.execute(
-                update(JobRow)
-                .where(JobRow.id == job_id, JobRow.owner == owner, JobRow.state.in_(ACTIVE))
-                .values(state="cancelled", finished_at=now, expires_at=now + ttl_s, lease_expires=None, eta_s=None,
-                        error_code="cancelled", error_message="cancelled by the caller")
-            ).rowcount == 1
+            return (
+                conn.execute(
+                    update(JobRow)
+                    .where(JobRow.id == job_id, JobRow.owner == owner, JobRow.state.in_(ACTIVE))
+                    .values(
+                        state="cancelled",
+                        finished_at=now,
+                        expires_at=now + ttl_s,
+                        lease_expires=None,
+                        eta_s=None,
+                        error_code="cancelled",
+                        error_message="cancelled by the caller",
+                    )
+                ).rowcount
+                == 1
+            )
 
     def delete(self, job_id: str, *, owner: str | None = None) -> bool:
         """Remove a job that is not active (its files are the caller's business)."""
@@ -269,23 +328,42 @@ class JobStore:
         now = time.time() if now is None else now
         with self.engine.connect() as conn:
             stale = conn.execute(
-                select(JobRow.id, JobRow.attempts, JobRow.worker_id)
-                .where(JobRow.state == "running", JobRow.lease_expires < now)
+                select(JobRow.id, JobRow.attempts, JobRow.worker_id).where(
+                    JobRow.state == "running", JobRow.lease_expires < now
+                )
             ).all()
         requeued, failed = [], []
         for job_id, attempts, worker in stale:
             give_up = attempts >= max_attempts
             values: dict[str, Any] = (
-                dict(state="failed", finished_at=now, error_code="worker_lost", lease_expires=None,
-                     error_message=f"the worker running this job stopped answering {attempts} time(s)")
-                if give_up else dict(state="queued", worker_id=None, lease_expires=None, progress=0.0, frames_done=0,
-                                     eta_s=None, preview_path=None)  # the next attempt discards the dead one's files
+                dict(
+                    state="failed",
+                    finished_at=now,
+                    error_code="worker_lost",
+                    lease_expires=None,
+                    error_message=f"the worker running this job stopped answering {attempts} time(s)",
+                )
+                if give_up
+                else dict(
+                    state="queued",
+                    worker_id=None,
+                    lease_expires=None,
+                    progress=0.0,
+                    frames_done=0,
+                    eta_s=None,
+                    preview_path=None,
+                )  # the next attempt discards the dead one's files
             )
             with self.engine.begin() as conn:
                 changed = conn.execute(
                     update(JobRow)
-                    .where(JobRow.id == job_id, JobRow.state == "running", JobRow.attempts == attempts,
-                           JobRow.worker_id == worker, JobRow.lease_expires < now)
+                    .where(
+                        JobRow.id == job_id,
+                        JobRow.state == "running",
+                        JobRow.attempts == attempts,
+                        JobRow.worker_id == worker,
+                        JobRow.lease_expires < now,
+                    )
                     .values(**values)
                 ).rowcount
             if changed:

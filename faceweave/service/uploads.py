@@ -96,10 +96,14 @@ class _Receiver:
 
     def callbacks(self) -> dict:
         return {
-            "on_part_begin": self.part_begin, "on_header_field": self.header_field,
-            "on_header_value": self.header_value_, "on_header_end": self.header_end,
-            "on_headers_finished": self.headers_finished, "on_part_data": self.part_data,
-            "on_part_end": self.part_end, "on_end": self.end,
+            "on_part_begin": self.part_begin,
+            "on_header_field": self.header_field,
+            "on_header_value": self.header_value_,
+            "on_header_end": self.header_end,
+            "on_headers_finished": self.headers_finished,
+            "on_part_data": self.part_data,
+            "on_part_end": self.part_end,
+            "on_end": self.end,
         }
 
     def part_begin(self) -> None:
@@ -183,7 +187,11 @@ class _Receiver:
 
 
 async def receive_form(
-    chunks: AsyncIterator[bytes], *, content_type: str | None, content_length: str | None, storage: Storage,
+    chunks: AsyncIterator[bytes],
+    *,
+    content_type: str | None,
+    content_length: str | None,
+    storage: Storage,
     limits: LimitSettings,
 ) -> UploadedForm:
     """Parse a ``multipart/form-data`` body from ``chunks`` (e.g. ``request.stream()``).
@@ -272,9 +280,7 @@ async def _timed(chunks: AsyncIterator[bytes], limits: LimitSettings) -> AsyncIt
             return
         except TimeoutError:
             if left <= limits.upload_idle_s:
-                raise RequestTimeoutError(
-                    f"the upload did not arrive within {limits.upload_timeout_s:g} s"
-                ) from None
+                raise RequestTimeoutError(f"the upload did not arrive within {limits.upload_timeout_s:g} s") from None
             raise RequestTimeoutError(f"the upload stalled: no data for {limits.upload_idle_s:g} s") from None
         except ClientDisconnect:
             raise ClientDisconnectedError("the client closed the connection mid-upload") from None
@@ -302,11 +308,14 @@ def inspect_upload(item: UploadedFile, limits: LimitSettings) -> UploadedFile:
     elif kind == "video":
         frame = _check_video(item.path, label, limits)
     else:
-        raise UnsupportedFormatError(
-            f"{label} is neither an image (JPEG, PNG, WEBP, BMP, TIFF, GIF) nor a video"
-        )
+        raise UnsupportedFormatError(f"{label} is neither an image (JPEG, PNG, WEBP, BMP, TIFF, GIF) nor a video")
     return UploadedFile(
-        field=item.field, path=item.path, size=item.size, sha256=item.sha256, filename=item.filename, kind=kind,
+        field=item.field,
+        path=item.path,
+        size=item.size,
+        sha256=item.sha256,
+        filename=item.filename,
+        kind=kind,
         frame=frame,
     )
 

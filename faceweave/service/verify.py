@@ -17,10 +17,23 @@ from faceweave.service.uploads import inspect_upload, receive_form
 
 verify_router = APIRouter()
 
-_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
-    "type": "object", "required": ["file"],
-    "properties": {"file": {"type": "string", "format": "binary"}, "frames": {"type": "integer", "minimum": 1, "maximum": 100}},
-}}}}}
+_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "frames": {"type": "integer", "minimum": 1, "maximum": 100},
+                    },
+                }
+            }
+        },
+    }
+}
 
 
 def install_verify(app: FastAPI) -> None:
@@ -38,8 +51,9 @@ def _frames(fields: dict[str, list[str]]) -> int:
     return frames
 
 
-@verify_router.post("/v1/verify", tags=["verify"], openapi_extra=_BODY,
-                    responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES))
+@verify_router.post(
+    "/v1/verify", tags=["verify"], openapi_extra=_BODY, responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES)
+)
 async def verify(request: Request, caller: Caller = Depends(current_caller)) -> dict[str, Any]:
     """Read the label and detect the watermark of one uploaded image or video.
     ``marked`` is true when either is found; a video is checked on ``frames``
@@ -49,8 +63,11 @@ async def verify(request: Request, caller: Caller = Depends(current_caller)) -> 
     service = request.app.state.service
     limits = service.settings.limits
     form = await receive_form(
-        request.stream(), content_type=request.headers.get("content-type"),
-        content_length=request.headers.get("content-length"), storage=service.storage, limits=limits,
+        request.stream(),
+        content_type=request.headers.get("content-type"),
+        content_length=request.headers.get("content-length"),
+        storage=service.storage,
+        limits=limits,
     )
     try:
         extra = sorted(set(form.files) - {"file"}) + sorted(set(form.fields) - {"frames"})

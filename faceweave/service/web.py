@@ -85,10 +85,16 @@ def static_file(name: str) -> tuple[bytes, str]:
 
 def _static_response(name: str) -> Response:
     data, media_type = static_file(name)
-    return Response(data, media_type=media_type, headers={
-        "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff",
-        "Content-Security-Policy": CONTENT_SECURITY_POLICY, "Referrer-Policy": "no-referrer",
-    })
+    return Response(
+        data,
+        media_type=media_type,
+        headers={
+            "Cache-Control": "no-cache",
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+            "Referrer-Policy": "no-referrer",
+        },
+    )
 
 
 @web_router.get("/", include_in_schema=False)
@@ -135,19 +141,41 @@ def _form_options(fields: dict[str, list[str]]) -> dict[str, Any]:
     return {"order": order, "min_face_size": int(text), "start": start}
 
 
-@web_router.post("/v1/faces", tags=["swap"], openapi_extra={"requestBody": {"required": True, "content": {
-    "multipart/form-data": {"schema": {"type": "object", "required": ["target"], "properties": {
-        "target": {"type": "string", "format": "binary"}, "order": {"type": "string"},
-        "min_face_size": {"type": "integer"}, "trim": {"type": "string"},
-    }}}}}}, responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 503))
+@web_router.post(
+    "/v1/faces",
+    tags=["swap"],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["target"],
+                        "properties": {
+                            "target": {"type": "string", "format": "binary"},
+                            "order": {"type": "string"},
+                            "min_face_size": {"type": "integer"},
+                            "trim": {"type": "string"},
+                        },
+                    }
+                }
+            },
+        }
+    },
+    responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 503),
+)
 async def list_faces(request: Request, caller: Caller = Depends(current_caller)) -> dict[str, Any]:
     """The faces in a target photo (or a video's first frame with faces), in ``face_index`` order."""
     service = request.app.state.service
     service.check_ready()
     limits = service.settings.limits
     form = await receive_form(
-        request.stream(), content_type=request.headers.get("content-type"),
-        content_length=request.headers.get("content-length"), storage=service.storage, limits=limits,
+        request.stream(),
+        content_type=request.headers.get("content-type"),
+        content_length=request.headers.get("content-length"),
+        storage=service.storage,
+        limits=limits,
     )
     try:
         extra = sorted(set(form.files) - {"target"})
@@ -172,15 +200,23 @@ def _analyse(service, target: UploadedFile, options: dict[str, Any]) -> dict[str
 
             picture = read_image(target.path, max_pixels=service.config.max_pixels, role="target image")
             faces = models.analyser.analyse(picture.pixels)
-            return {"kind": "image", "width": picture.width, "height": picture.height, **rows_of,
-                    "frame_time": None, "frame": None, "faces": face_rows(faces, **rows_of)}
+            return {
+                "kind": "image",
+                "width": picture.width,
+                "height": picture.height,
+                **rows_of,
+                "frame_time": None,
+                "frame": None,
+                "faces": face_rows(faces, **rows_of),
+            }
         if target.kind != "video":
             raise UnsupportedFormatError(f"file 'target' must be a photo or a video, not a {target.kind}")
         return _first_video_faces(models.analyser, target, options, rows_of, service.config.max_pixels)
 
 
-def _first_video_faces(analyser, target: UploadedFile, options: dict[str, Any], rows_of: dict[str, Any],
-                       max_pixels: int) -> dict[str, Any]:
+def _first_video_faces(
+    analyser, target: UploadedFile, options: dict[str, Any], rows_of: dict[str, Any], max_pixels: int
+) -> dict[str, Any]:
     from faceweave.video.io import VideoReader, probe_video
 
     start = options["start"]
@@ -188,8 +224,9 @@ def _first_video_faces(analyser, target: UploadedFile, options: dict[str, Any], 
     if duration is not None and start >= duration:
         raise InvalidOptionError(f"trim starts at {start:g} s, after the end of the video ({duration:.2f} s)")
     first = None
-    with VideoReader(target.path, start=start, end=start + VIDEO_SCAN_S, fps=VIDEO_SCAN_FPS,
-                     max_pixels=max_pixels) as reader:
+    with VideoReader(
+        target.path, start=start, end=start + VIDEO_SCAN_S, fps=VIDEO_SCAN_FPS, max_pixels=max_pixels
+    ) as reader:
         for frame in reader:
             if first is None:
                 first = frame
@@ -203,8 +240,15 @@ def _first_video_faces(analyser, target: UploadedFile, options: dict[str, Any], 
 
 def _video_answer(frame, faces: list[dict[str, Any]], rows_of: dict[str, Any]) -> dict[str, Any]:
     height, width = frame.pixels.shape[:2]
-    return {"kind": "video", "width": width, "height": height, **rows_of, "frame_time": round(frame.time, 3),
-            "frame": jpeg_data_url(frame.pixels), "faces": faces}
+    return {
+        "kind": "video",
+        "width": width,
+        "height": height,
+        **rows_of,
+        "frame_time": round(frame.time, 3),
+        "frame": jpeg_data_url(frame.pixels),
+        "faces": faces,
+    }
 
 
 def jpeg_data_url(pixels, *, max_side: int = FRAME_MAX_SIDE, quality: int = 85) -> str:
@@ -215,8 +259,9 @@ def jpeg_data_url(pixels, *, max_side: int = FRAME_MAX_SIDE, quality: int = 85) 
     height, width = pixels.shape[:2]
     factor = min(1.0, max_side / max(height, width))
     if factor < 1.0:
-        pixels = cv2.resize(pixels, (max(1, round(width * factor)), max(1, round(height * factor))),
-                            interpolation=cv2.INTER_AREA)
+        pixels = cv2.resize(
+            pixels, (max(1, round(width * factor)), max(1, round(height * factor))), interpolation=cv2.INTER_AREA
+        )
     ok, data = cv2.imencode(".jpg", cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
     if not ok:  # pragma: no cover - cv2 encodes any uint8 RGB image
         raise InvalidOptionError("cannot encode the frame as JPEG")

@@ -54,16 +54,22 @@ class RunConfig:
         """``options`` (:class:`~faceweave.video.pipeline.VideoOptions`) with
         ``provenance`` (watermark and label every frame) and this worker's
         length limits, which hold while decoding too."""
-        return replace(options, provenance=provenance, max_seconds=self.max_video_seconds,
-                       max_frames=self.max_video_frames)
+        return replace(
+            options, provenance=provenance, max_seconds=self.max_video_seconds, max_frames=self.max_video_frames
+        )
 
     @classmethod
     def from_settings(cls, settings: Any, storage: Storage) -> RunConfig:
         return cls(
-            lease_s=settings.lease_s, ttl_s=settings.results_ttl_s, progress_interval_s=settings.progress_interval_s,
-            max_pixels=settings.limits.max_image_pixels, max_video_seconds=settings.limits.max_video_seconds,
-            max_video_frames=settings.limits.max_video_frames, video_working_size=settings.video_working_size,
-            watermark=settings.watermark, hide=(str(storage.root), *model_folders(settings.runtime)),
+            lease_s=settings.lease_s,
+            ttl_s=settings.results_ttl_s,
+            progress_interval_s=settings.progress_interval_s,
+            max_pixels=settings.limits.max_image_pixels,
+            max_video_seconds=settings.limits.max_video_seconds,
+            max_video_frames=settings.limits.max_video_frames,
+            video_working_size=settings.video_working_size,
+            watermark=settings.watermark,
+            hide=(str(storage.root), *model_folders(settings.runtime)),
             runtime=settings.runtime,
         )
 
@@ -124,7 +130,7 @@ class _Heartbeat:
             self.stop.set()
 
 
-def run_job(
+def run_job(  # noqa: C901 - to be split into steps (issue 14)
     job: JobRecord,
     models: JobModels,
     store: JobStore,
@@ -152,8 +158,11 @@ def run_job(
         with beat:
             options = JobOptions.model_validate(job.options)
             swap_options = options.swap_options(
-                kind=job.kind, has_reference=bool(job.inputs.get("reference")), max_pixels=config.max_pixels,
-                video_working_size=config.video_working_size, runtime=config.runtime,
+                kind=job.kind,
+                has_reference=bool(job.inputs.get("reference")),
+                max_pixels=config.max_pixels,
+                video_working_size=config.video_working_size,
+                runtime=config.runtime,
             )
             swapper = models.swapper(swap_options)
             output = storage.job_dir(job.id) / f"result-{job.attempts}.{options.output_format(job.kind)}"
@@ -181,10 +190,17 @@ def run_job(
     if error is None:
         rel_out = storage.relative(output) if output else None
         rel_preview = storage.relative(preview) if preview else None
-        store.heartbeat(job.id, worker_id=worker_id, attempt=job.attempts, lease_s=config.lease_s, preview_path=rel_preview)
+        store.heartbeat(
+            job.id, worker_id=worker_id, attempt=job.attempts, lease_s=config.lease_s, preview_path=rel_preview
+        )
         held = store.finish(
-            job.id, worker_id=worker_id, attempt=job.attempts, state="succeeded", ttl_s=config.ttl_s,
-            output_path=rel_out, result=result,
+            job.id,
+            worker_id=worker_id,
+            attempt=job.attempts,
+            state="succeeded",
+            ttl_s=config.ttl_s,
+            output_path=rel_out,
+            result=result,
         )
         outcome = JobOutcome(state="succeeded", seconds=seconds, output=rel_out, result=result)
     else:
@@ -193,8 +209,13 @@ def run_job(
             log.error("job %s failed", job.id, exc_info=error)
         _discard(output, preview)
         held = store.finish(
-            job.id, worker_id=worker_id, attempt=job.attempts, state="failed", ttl_s=config.ttl_s,
-            error_code=problem["code"], error_message=problem["message"],
+            job.id,
+            worker_id=worker_id,
+            attempt=job.attempts,
+            state="failed",
+            ttl_s=config.ttl_s,
+            error_code=problem["code"],
+            error_message=problem["message"],
         )
         outcome = JobOutcome(state="failed", seconds=seconds, error_code=problem["code"])
     if not held:  # cancelled or requeued meanwhile: the outcome is not ours to keep
@@ -217,21 +238,35 @@ def run_job(
 def _image_job(job, swapper, storage: Storage, options: JobOptions, output: Path, provenance) -> dict[str, Any]:
     inputs = job.inputs
     result = swapper.swap(  # marked by the library with the job's provenance
-        [storage.resolve(p) for p in inputs["sources"]], storage.resolve(inputs["target"]),
-        reference=storage.resolve(inputs["reference"]) if inputs.get("reference") else None, provenance=provenance,
+        [storage.resolve(p) for p in inputs["sources"]],
+        storage.resolve(inputs["target"]),
+        reference=storage.resolve(inputs["reference"]) if inputs.get("reference") else None,
+        provenance=provenance,
     )
     result.save(output, quality=options.quality or 95)  # with its label
     return {
-        "width": int(result.image.shape[1]), "height": int(result.image.shape[0]),
-        "faces_found": len(result.faces), "faces_swapped": len(result.swapped),
-        "swapped": [{"face": s.target_index, "box": s.bbox.as_list(), "source_index": s.source_index} for s in result.swapped],
+        "width": int(result.image.shape[1]),
+        "height": int(result.image.shape[0]),
+        "faces_found": len(result.faces),
+        "faces_swapped": len(result.swapped),
+        "swapped": [
+            {"face": s.target_index, "box": s.bbox.as_list(), "source_index": s.source_index} for s in result.swapped
+        ],
         "run_id": provenance.run_hex if provenance else None,
     }
 
 
 def _video_job(
-    job, swapper, storage: Storage, options: JobOptions, output: Path, preview: Path, provenance, beat: _Heartbeat,
-    stop: threading.Event, config: RunConfig,
+    job,
+    swapper,
+    storage: Storage,
+    options: JobOptions,
+    output: Path,
+    preview: Path,
+    provenance,
+    beat: _Heartbeat,
+    stop: threading.Event,
+    config: RunConfig,
 ) -> dict[str, Any]:
     from faceweave.video.pipeline import VideoSwapper
 
@@ -262,12 +297,22 @@ def _video_job(
         beat.update(**values)
 
     report = video.swap_video(
-        prepared, target, output, reference=reference, options=video_options, progress=progress, stop=stop,
+        prepared,
+        target,
+        output,
+        reference=reference,
+        options=video_options,
+        progress=progress,
+        stop=stop,
         mapping=people,
     )
     return {
-        "frames": report.frames, "frames_with_swap": report.frames_with_swap, "faces_swapped": report.faces_swapped,
-        "scene_cuts": report.scene_cuts, "fps": round(report.fps, 2), "broken_at": report.broken_at,
+        "frames": report.frames,
+        "frames_with_swap": report.frames_with_swap,
+        "faces_swapped": report.faces_swapped,
+        "scene_cuts": report.scene_cuts,
+        "fps": round(report.fps, 2),
+        "broken_at": report.broken_at,
         "run_id": provenance.run_hex if provenance else None,
         "warning": None if report.frames_with_swap else "no face to swap was found; the video is unchanged",
     }
@@ -308,14 +353,26 @@ def _settle_stopped(job: JobRecord, store: JobStore, storage: Storage, worker_id
 
 
 def _remove_inputs(job: JobRecord, storage: Storage) -> None:
-    for rel in [*job.inputs.get("sources", []), job.inputs.get("target"), job.inputs.get("reference"),
-                *(p for paths in (job.inputs.get("map") or {}).values() for p in paths)]:
+    for rel in [
+        *job.inputs.get("sources", []),
+        job.inputs.get("target"),
+        job.inputs.get("reference"),
+        *(p for paths in (job.inputs.get("map") or {}).values() for p in paths),
+    ]:
         if rel:
             storage.resolve(rel).unlink(missing_ok=True)
 
 
-def write_audit(audit, job: JobRecord, *, outcome: JobOutcome | None, error: BaseException | None, provenance,
-                hide: tuple[str, ...] = (), state: str | None = None) -> None:
+def write_audit(
+    audit,
+    job: JobRecord,
+    *,
+    outcome: JobOutcome | None,
+    error: BaseException | None,
+    provenance,
+    hide: tuple[str, ...] = (),
+    state: str | None = None,
+) -> None:
     """One audit line for a job: owner, inputs' hashes, options, outcome."""
     from faceweave.provenance.audit import AuditEntry, AuditInput
     from faceweave.provenance.stamp import audit_watermark
@@ -325,11 +382,16 @@ def write_audit(audit, job: JobRecord, *, outcome: JobOutcome | None, error: Bas
     final = state or (outcome.state if outcome else "unknown")
     problem = job_error(error, hide) if error is not None else None
     entry = AuditEntry(
-        command=f"service.job.{job.kind}", inputs=inputs, options={"job_id": job.id, **job.options},
+        command=f"service.job.{job.kind}",
+        inputs=inputs,
+        options={"job_id": job.id, **job.options},
         outcome="ok" if final == "succeeded" else final if final == "cancelled" else "error",
-        watermark=audit_watermark(provenance), output=outcome.output if outcome else None,
-        code=problem["code"] if problem else None, message=problem["message"] if problem else None,
-        user=job.owner, run_id=provenance.run_hex if provenance else None,
+        watermark=audit_watermark(provenance),
+        output=outcome.output if outcome else None,
+        code=problem["code"] if problem else None,
+        message=problem["message"] if problem else None,
+        user=job.owner,
+        run_id=provenance.run_hex if provenance else None,
     )
     try:
         audit.append(entry)
@@ -341,8 +403,16 @@ class WorkerPool:
     """``len(models)`` worker threads, each with its own prepared :class:`JobModels`,
     claiming jobs from the store until :meth:`stop`."""
 
-    def __init__(self, *, store: JobStore, storage: Storage, config: RunConfig, poll_interval_s: float = 0.5,
-                 metrics: Any = None, audit: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        storage: Storage,
+        config: RunConfig,
+        poll_interval_s: float = 0.5,
+        metrics: Any = None,
+        audit: Any = None,
+    ) -> None:
         self.store, self.storage, self.config = store, storage, config
         self.poll_interval_s = poll_interval_s
         self.metrics, self.audit = metrics, audit
@@ -356,7 +426,9 @@ class WorkerPool:
 
     def start(self, models: list[JobModels]) -> None:
         for index, item in enumerate(models):
-            thread = threading.Thread(target=self._loop, args=(index, item), name=f"faceweave-worker-{index}", daemon=True)
+            thread = threading.Thread(
+                target=self._loop, args=(index, item), name=f"faceweave-worker-{index}", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
         if self.metrics is not None:
@@ -408,8 +480,17 @@ class WorkerPool:
                 self._running[job.id] = stop
                 self.busy += 1
             try:
-                run_job(job, models, self.store, self.storage, worker_id=worker_id, config=self.config, stop=stop,
-                        metrics=self.metrics, audit=self.audit)
+                run_job(
+                    job,
+                    models,
+                    self.store,
+                    self.storage,
+                    worker_id=worker_id,
+                    config=self.config,
+                    stop=stop,
+                    metrics=self.metrics,
+                    audit=self.audit,
+                )
             except Exception:
                 log.exception("worker %s crashed on job %s", worker_id, job.id)
             finally:

@@ -28,10 +28,10 @@ from faceweave.geometry.expression import ExpressionCorrection
 from faceweave.geometry.shape import eye_open_weight, transfer_shape
 from faceweave.geometry.warp import (
     ellipse_ring,
-    piecewise_affine_maps,
-    rasterize_triangles,
     falloff_at,
     grid_to_pixels,
+    piecewise_affine_maps,
+    rasterize_triangles,
     tps_grid,
     triangle_affines,
     triangle_facing,
@@ -59,7 +59,15 @@ _RESHAPE_STEP = 12
 _PIN_RING = 1.45
 #: points that pull the target crop onto the new geometry: outline, mouth, eyes, brows, nose tip
 _ANCHORS = np.concatenate(
-    [topo.face_oval(), topo.lips_inner(), topo.right_eye(), topo.left_eye(), topo.right_eyebrow(), topo.left_eyebrow(), [topo.NOSE_TIP]]
+    [
+        topo.face_oval(),
+        topo.lips_inner(),
+        topo.right_eye(),
+        topo.left_eye(),
+        topo.right_eyebrow(),
+        topo.left_eyebrow(),
+        [topo.NOSE_TIP],
+    ]
 )
 
 

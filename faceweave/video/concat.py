@@ -109,7 +109,7 @@ def join_segments(
     with ExitStack() as stack:
         inputs = [stack.enter_context(_open_part(part)) for part in parts]
         first = inputs[0].streams.video[0]
-        for part, container in zip(parts, inputs):
+        for part, container in zip(parts, inputs, strict=False):
             _check_stream(part, container.streams.video[0], first, kind)
         audio_source = _AudioSource.open(audio_from) if audio_from is not None else None
         if audio_source is not None:
@@ -205,7 +205,11 @@ def _check_stream(part: SegmentPart, stream, first, kind: str) -> None:
             f"{what} is {ctx.name}; a .{kind} output takes {', '.join(sorted(_JOIN_CODECS[kind]))} parts"
         )
     same = (ctx.name, ctx.width, ctx.height, Fraction(stream.time_base), bytes(ctx.extradata or b"")) == (
-        ref.name, ref.width, ref.height, Fraction(first.time_base), bytes(ref.extradata or b"")
+        ref.name,
+        ref.width,
+        ref.height,
+        Fraction(first.time_base),
+        bytes(ref.extradata or b""),
     )
     if not same:
         raise UnreadableFileError(
@@ -220,7 +224,7 @@ def _copy_video(parts, inputs, out, stream, audio, t0: float) -> tuple[int, floa
     ``(frames, end)``, ``end`` the seconds at the end of the last frame."""
     tb = Fraction(stream.time_base)
     frames, last_dts, stop = 0, None, 0.0
-    for part, container in zip(parts, inputs):
+    for part, container in zip(parts, inputs, strict=False):
         source = container.streams.video[0]
         shift = round(Fraction(part.segment.start_time - t0) / tb)
         origin, count = None, 0

@@ -50,8 +50,14 @@ def assign(people: list[Person], embedding: np.ndarray, *, threshold: float = SA
 
 
 def find_people(
-    path: str | os.PathLike, analyser: FaceAnalyser, *, every: float = 0.5, min_appearances: int = 1,
-    max_pixels: int | None = None, max_frames: int | None = None, max_seconds: float | None = None,
+    path: str | os.PathLike,
+    analyser: FaceAnalyser,
+    *,
+    every: float = 0.5,
+    min_appearances: int = 1,
+    max_pixels: int | None = None,
+    max_frames: int | None = None,
+    max_seconds: float | None = None,
 ) -> list[Person]:
     """The people of a video, most often seen first (``index`` renumbered in
     that order): faces are detected on a frame every ``every`` seconds.
@@ -84,7 +90,10 @@ def people_sheet(people: list[Person]) -> np.ndarray:
     from faceweave.evaluate.sheet import SheetRow, contact_sheet
 
     rows = [
-        SheetRow(tiles=(p.thumbnail,), lines=(f"person {p.index}", f"{len(p.times)} x, {min(p.times):.1f}-{max(p.times):.1f} s"))
+        SheetRow(
+            tiles=(p.thumbnail,),
+            lines=(f"person {p.index}", f"{len(p.times)} x, {min(p.times):.1f}-{max(p.times):.1f} s"),
+        )
         for p in people
         if p.thumbnail is not None
     ]

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import queue
 import threading
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 from fractions import Fraction
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -161,7 +161,7 @@ class VideoSwapper:
             return faces, [], ordered
 
     def _plan_mapped(
-        self, frame: VideoFrame, tracks: Sequence[Track], mapping: "PeopleMap", timings: dict[str, float]
+        self, frame: VideoFrame, tracks: Sequence[Track], mapping: PeopleMap, timings: dict[str, float]
     ) -> list[PlannedFace]:
         """Each tracked face that belongs to a mapped person gets that
         person's source (the track's identity is found once)."""
@@ -209,7 +209,7 @@ class VideoSwapper:
         sources: Sequence[SourceFace],
         reference: np.ndarray | None,
         timings: dict[str, float],
-        mapping: "PeopleMap | None" = None,
+        mapping: PeopleMap | None = None,
         found: list[Face] | None = None,
     ) -> list[PlannedFace]:
         """Track the faces of ``frame`` (in frame order: the tracker holds
@@ -243,7 +243,7 @@ class VideoSwapper:
         sources: Sequence[SourceFace],
         reference: np.ndarray | None,
         timings: dict[str, float],
-        mapping: "PeopleMap | None" = None,
+        mapping: PeopleMap | None = None,
     ) -> tuple[np.ndarray, int]:
         """The swapped pixels of one frame and how many faces were swapped."""
         plan = self.plan_frame(frame, tracker, sources, reference, timings, mapping)
@@ -259,7 +259,7 @@ class VideoSwapper:
         reference: ImageInput | None = None,
         frame_index: int | None = None,
         options: VideoOptions = VideoOptions(),
-        mapping: "PeopleMap | None" = None,
+        mapping: PeopleMap | None = None,
     ) -> int:
         """Write one swapped frame: ``frame_index`` or the first frame with a
         face to swap (with ``mapping``: a face of a mapped person), marked as
@@ -282,7 +282,9 @@ class VideoSwapper:
                     write_image(output, marked, **image_metadata(provenance, output))
                     return frame.index
         if frame_index is not None:
-            raise NoMatchingFaceError(f"the video has no frame {frame_index} (it has {0 if last is None else last.index + 1})")
+            raise NoMatchingFaceError(
+                f"the video has no frame {frame_index} (it has {0 if last is None else last.index + 1})"
+            )
         raise NoFaceError(f"no face to swap found in any frame of {target}", role="target", path=str(target))
 
     def people_map(
@@ -296,8 +298,11 @@ class VideoSwapper:
 
         limits = options or VideoOptions()
         people = find_people(
-            video, self.swapper.analyser, max_pixels=self.swapper.options.max_pixels,
-            max_frames=limits.max_frames, max_seconds=limits.max_seconds,
+            video,
+            self.swapper.analyser,
+            max_pixels=self.swapper.options.max_pixels,
+            max_frames=limits.max_frames,
+            max_seconds=limits.max_seconds,
         )
         for index in assignments:
             if not 0 <= index < len(people):
@@ -319,8 +324,14 @@ class VideoSwapper:
         """A reader of ``target`` with the trim, rate and scale of ``options``,
         under the swapper's pixel limit and the video's length limits."""
         return VideoReader(
-            target, start=options.start, end=options.end, fps=options.fps, scale=options.scale,
-            max_pixels=self.swapper.options.max_pixels, max_frames=options.max_frames, max_seconds=options.max_seconds,
+            target,
+            start=options.start,
+            end=options.end,
+            fps=options.fps,
+            scale=options.scale,
+            max_pixels=self.swapper.options.max_pixels,
+            max_frames=options.max_frames,
+            max_seconds=options.max_seconds,
         )
 
     def _small_faces(self) -> bool:
@@ -357,7 +368,7 @@ class VideoSwapper:
         with single_threaded_blas():
             return self._swap_video(*args, **kwargs)
 
-    def _swap_video(
+    def _swap_video(  # noqa: C901 - to be split into steps (issue 14)
         self,
         sources: Sequence[ImageInput] | Sequence[SourceFace],
         target: str | Path,
@@ -464,7 +475,7 @@ class VideoSwapper:
                             item = frames_out.get(timeout=0.1)
                         except queue.Empty:
                             if halted():
-                                raise _Stop()
+                                raise _Stop() from None
                             continue
                         if item is _END:
                             if halted():

@@ -182,20 +182,37 @@ def swap_video_segmented(
         pool_size = min(workers, len(plan))
         if executor == "thread":
             results = _run_threads(
-                video_swapper, factory, sources, target, plan, names, reference, options, pool_size,
+                video_swapper,
+                factory,
+                sources,
+                target,
+                plan,
+                names,
+                reference,
+                options,
+                pool_size,
                 stop or threading.Event(),
             )
         else:
             results = _run_processes(factory, sources, target, plan, names, reference, options, pool_size)
         joined = join_segments(
-            [part for part, _ in results], output, audio_from=target if options.audio else None,
-            start=options.start, end=options.end,
+            [part for part, _ in results],
+            output,
+            audio_from=target if options.audio else None,
+            start=options.start,
+            end=options.end,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return SegmentedReport(
-        output=output, frames=joined.frames, segments=plan, reports=tuple(r for _, r in results),
-        seconds=time.perf_counter() - began, audio=joined.audio, executor=executor, workers=pool_size,
+        output=output,
+        frames=joined.frames,
+        segments=plan,
+        reports=tuple(r for _, r in results),
+        seconds=time.perf_counter() - began,
+        audio=joined.audio,
+        executor=executor,
+        workers=pool_size,
     )
 
 
@@ -213,13 +230,17 @@ def _run_threads(video_swapper, factory, sources, target, plan, names, reference
         def run(segment: Segment, name: Path):
             swapper = idle.get()
             try:
-                return swap_segment(swapper, prepared, target, segment, name, reference=reference, options=options,
-                                    stop=stop)
+                return swap_segment(
+                    swapper, prepared, target, segment, name, reference=reference, options=options, stop=stop
+                )
             finally:
                 idle.put(swapper)
 
-        return _collect(ThreadPoolExecutor(max_workers=size, thread_name_prefix="faceweave-segment"),
-                        [(run, s, n) for s, n in zip(plan, names)], stop)
+        return _collect(
+            ThreadPoolExecutor(max_workers=size, thread_name_prefix="faceweave-segment"),
+            [(run, s, n) for s, n in zip(plan, names, strict=False)],
+            stop,
+        )
     finally:
         for swapper in extra:
             swapper.swapper.close()
@@ -229,7 +250,7 @@ def _run_processes(factory, sources, target, plan, names, reference, options, si
     """Segments on ``size`` spawned processes, each building its own models."""
     run = partial(_swap_in_process, factory, sources, target, reference=reference, options=options)
     pool = ProcessPoolExecutor(max_workers=size, mp_context=get_context("spawn"))
-    return _collect(pool, [(run, s, n) for s, n in zip(plan, names)], None)
+    return _collect(pool, [(run, s, n) for s, n in zip(plan, names, strict=False)], None)
 
 
 def _collect(pool: Executor, calls, stop: threading.Event | None):

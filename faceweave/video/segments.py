@@ -270,21 +270,23 @@ def process_segment(
         and what :class:`VideoReader`, :class:`VideoWriter` and ``frame_fn`` raise.
     """
     start, end = segment.window
-    with VideoReader(video, start=start, end=end, scale=scale) as reader:
-        with VideoWriter(output, info=reader.info, codec=codec, quality=quality, preset=preset) as writer:
-            count = 0
-            for frame in reader:
-                index = segment.start_frame + count
-                if count == 0 and abs(frame.time - segment.start_time) > float(reader.info.time_base) / 2:
-                    raise _mismatch(reader.info.path, segment, f"it starts at {frame.time:.6f} s")
-                if count >= segment.frames:
-                    raise _mismatch(reader.info.path, segment, "it has more frames")
-                frame = VideoFrame(index=index, source_index=index, time=frame.time, pixels=frame.pixels)
-                writer.write(np.asarray(frame_fn(frame)), frame.time)
-                count += 1
-            if count != segment.frames:
-                where = f" (decoding broke at {reader.broken_at:.3f} s)" if reader.broken_at is not None else ""
-                raise _mismatch(reader.info.path, segment, f"only {count} decode{where}")
+    with (
+        VideoReader(video, start=start, end=end, scale=scale) as reader,
+        VideoWriter(output, info=reader.info, codec=codec, quality=quality, preset=preset) as writer,
+    ):
+        count = 0
+        for frame in reader:
+            index = segment.start_frame + count
+            if count == 0 and abs(frame.time - segment.start_time) > float(reader.info.time_base) / 2:
+                raise _mismatch(reader.info.path, segment, f"it starts at {frame.time:.6f} s")
+            if count >= segment.frames:
+                raise _mismatch(reader.info.path, segment, "it has more frames")
+            frame = VideoFrame(index=index, source_index=index, time=frame.time, pixels=frame.pixels)
+            writer.write(np.asarray(frame_fn(frame)), frame.time)
+            count += 1
+        if count != segment.frames:
+            where = f" (decoding broke at {reader.broken_at:.3f} s)" if reader.broken_at is not None else ""
+            raise _mismatch(reader.info.path, segment, f"only {count} decode{where}")
     return SegmentPart(segment=segment, path=Path(output), frames=count)
 
 

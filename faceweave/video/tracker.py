@@ -246,7 +246,7 @@ class FaceTracker:
         self._spare = []
         self._made = 0
 
-    def __enter__(self) -> "FaceTracker":
+    def __enter__(self) -> FaceTracker:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -83,8 +83,11 @@ class Dispatcher:
                 depth = self.queue_depth() if depth == -1 else depth
                 if depth != 0:
                     continue
-            task = (TASK_JOIN, row.job_id, row.attempt) if row.index == JOIN else (
-                TASK_SEGMENT, row.job_id, row.attempt, row.index)
+            task = (
+                (TASK_JOIN, row.job_id, row.attempt)
+                if row.index == JOIN
+                else (TASK_SEGMENT, row.job_id, row.attempt, row.index)
+            )
             if self._send(*task):
                 self.segments.mark_published(row.job_id, row.attempt, row.index, now=now)
                 republished.append(f"{row.job_id}:{row.index}")
@@ -98,8 +101,13 @@ class Dispatcher:
             for job_id in queued:
                 self.publish(job_id)
             self._started = True
-        return {"segments_republished": republished, "segmented_renewed": renewed, "requeued": requeued,
-                "failed": failed, "republished": queued}
+        return {
+            "segments_republished": republished,
+            "segmented_renewed": renewed,
+            "requeued": requeued,
+            "failed": failed,
+            "republished": queued,
+        }
 
     def _renew_segmented(self, now: float) -> list[str]:
         """Renew the lease of every job whose segments are still to be done; drop
@@ -108,8 +116,13 @@ class Dispatcher:
         for job_id, attempt in self.segments.live_jobs():
             with self.store.engine.begin() as conn:
                 changed = conn.execute(
-                    update(JobRow).where(JobRow.id == job_id, JobRow.state == "running",
-                                         JobRow.worker_id == SEGMENTED, JobRow.attempts == attempt)
+                    update(JobRow)
+                    .where(
+                        JobRow.id == job_id,
+                        JobRow.state == "running",
+                        JobRow.worker_id == SEGMENTED,
+                        JobRow.attempts == attempt,
+                    )
                     .values(lease_expires=now + self.settings.lease_s)
                 ).rowcount
             if changed:

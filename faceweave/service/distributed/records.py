@@ -93,35 +93,53 @@ def open_store(url: str, *, tries: int = 5) -> tuple[JobStore, SegmentStore]:
     raise AssertionError("unreachable")
 
 
-def claim_job(store: JobStore, job_id: str, worker_id: str, *, lease_s: float, max_attempts: int,
-              now: float | None = None) -> JobRecord | None:
+def claim_job(
+    store: JobStore, job_id: str, worker_id: str, *, lease_s: float, max_attempts: int, now: float | None = None
+) -> JobRecord | None:
     """Take job ``job_id`` for ``worker_id``: ``None`` unless it was queued, or
     running on a lease that ran out with attempts left.  Counts an attempt."""
     now = time.time() if now is None else now
-    free = or_(JobRow.state == "queued",
-               and_(JobRow.state == "running", JobRow.lease_expires < now, JobRow.attempts < max_attempts))
+    free = or_(
+        JobRow.state == "queued",
+        and_(JobRow.state == "running", JobRow.lease_expires < now, JobRow.attempts < max_attempts),
+    )
     with store.engine.begin() as conn:
         done = conn.execute(
             update(JobRow)
             .where(JobRow.id == job_id, free)
-            .values(state="running", worker_id=worker_id, attempts=JobRow.attempts + 1,
-                    started_at=func.coalesce(JobRow.started_at, now), lease_expires=now + lease_s, heartbeat_at=now,
-                    progress=0.0, frames_done=0)
+            .values(
+                state="running",
+                worker_id=worker_id,
+                attempts=JobRow.attempts + 1,
+                started_at=func.coalesce(JobRow.started_at, now),
+                lease_expires=now + lease_s,
+                heartbeat_at=now,
+                progress=0.0,
+                frames_done=0,
+            )
         ).rowcount
     return store.get(job_id) if done == 1 else None
 
 
-def hand_to_segments(store: JobStore, job: JobRecord, *, worker_id: str, lease_s: float, frames_total: int,
-                     now: float | None = None) -> bool:
+def hand_to_segments(
+    store: JobStore, job: JobRecord, *, worker_id: str, lease_s: float, frames_total: int, now: float | None = None
+) -> bool:
     """Give the job ``worker_id`` holds to its segments (see the module's note)."""
     now = time.time() if now is None else now
     with store.engine.begin() as conn:
-        return conn.execute(
-            update(JobRow)
-            .where(JobRow.id == job.id, JobRow.state == "running", JobRow.worker_id == worker_id,
-                   JobRow.attempts == job.attempts)
-            .values(worker_id=SEGMENTED, lease_expires=now + lease_s, heartbeat_at=now, frames_total=frames_total)
-        ).rowcount == 1
+        return (
+            conn.execute(
+                update(JobRow)
+                .where(
+                    JobRow.id == job.id,
+                    JobRow.state == "running",
+                    JobRow.worker_id == worker_id,
+                    JobRow.attempts == job.attempts,
+                )
+                .values(worker_id=SEGMENTED, lease_expires=now + lease_s, heartbeat_at=now, frames_total=frames_total)
+            ).rowcount
+            == 1
+        )
 
 
 class SegmentStore:
@@ -138,13 +156,35 @@ class SegmentStore:
                     raise
                 time.sleep(0.2 * (attempt + 1))
 
-    def create(self, job_id: str, attempt: int, plans: list[dict[str, Any]], parts: list[str],
-               join: dict[str, Any]) -> None:
+    def create(
+        self, job_id: str, attempt: int, plans: list[dict[str, Any]], parts: list[str], join: dict[str, Any]
+    ) -> None:
         """Rows for an attempt's segments (queued) and its join (waiting)."""
-        rows = [dict(job_id=job_id, attempt=attempt, index=i, state="queued", plan=plan, part_path=part, tries=0,
-                     frames_done=0) for i, (plan, part) in enumerate(zip(plans, parts))]
-        rows.append(dict(job_id=job_id, attempt=attempt, index=JOIN, state="waiting", plan=join, part_path=None,
-                         tries=0, frames_done=0))
+        rows = [
+            dict(
+                job_id=job_id,
+                attempt=attempt,
+                index=i,
+                state="queued",
+                plan=plan,
+                part_path=part,
+                tries=0,
+                frames_done=0,
+            )
+            for i, (plan, part) in enumerate(zip(plans, parts, strict=False))
+        ]
+        rows.append(
+            dict(
+                job_id=job_id,
+                attempt=attempt,
+                index=JOIN,
+                state="waiting",
+                plan=join,
+                part_path=None,
+                tries=0,
+                frames_done=0,
+            )
+        )
         with self.engine.begin() as conn:
             conn.execute(SegmentRow.__table__.insert(), rows)
 
@@ -156,77 +196,124 @@ class SegmentStore:
     def rows(self, job_id: str, attempt: int) -> list[SegmentRecord]:
         """The attempt's segments in order, the join row last."""
         with self.engine.connect() as conn:
-            found = conn.execute(
-                select(SegmentRow).where(SegmentRow.job_id == job_id, SegmentRow.attempt == attempt)
-            ).mappings().all()
+            found = (
+                conn.execute(select(SegmentRow).where(SegmentRow.job_id == job_id, SegmentRow.attempt == attempt))
+                .mappings()
+                .all()
+            )
         records = [SegmentRecord(**dict(r)) for r in found]
         return sorted(records, key=lambda r: (r.index == JOIN, r.index))
 
-    def claim(self, job_id: str, attempt: int, index: int, worker_id: str, *, lease_s: float,
-              now: float | None = None) -> SegmentRecord | None:
+    def claim(
+        self, job_id: str, attempt: int, index: int, worker_id: str, *, lease_s: float, now: float | None = None
+    ) -> SegmentRecord | None:
         """Take a queued row, or a running one whose lease ran out; ``None`` otherwise."""
         now = time.time() if now is None else now
         free = or_(SegmentRow.state == "queued", and_(SegmentRow.state == "running", SegmentRow.lease_expires < now))
         with self.engine.begin() as conn:
             done = conn.execute(
-                update(SegmentRow).where(*_key(job_id, attempt, index), free)
-                .values(state="running", worker_id=worker_id, tries=SegmentRow.tries + 1, lease_expires=now + lease_s,
-                        frames_done=0)
+                update(SegmentRow)
+                .where(*_key(job_id, attempt, index), free)
+                .values(
+                    state="running",
+                    worker_id=worker_id,
+                    tries=SegmentRow.tries + 1,
+                    lease_expires=now + lease_s,
+                    frames_done=0,
+                )
             ).rowcount
         return self.get(job_id, attempt, index) if done == 1 else None
 
-    def heartbeat(self, job_id: str, attempt: int, index: int, worker_id: str, *, lease_s: float, frames_done: int,
-                  now: float | None = None) -> bool:
+    def heartbeat(
+        self,
+        job_id: str,
+        attempt: int,
+        index: int,
+        worker_id: str,
+        *,
+        lease_s: float,
+        frames_done: int,
+        now: float | None = None,
+    ) -> bool:
         now = time.time() if now is None else now
         with self.engine.begin() as conn:
-            return conn.execute(
-                update(SegmentRow).where(*_held(job_id, attempt, index, worker_id))
-                .values(lease_expires=now + lease_s, frames_done=frames_done)
-            ).rowcount == 1
+            return (
+                conn.execute(
+                    update(SegmentRow)
+                    .where(*_held(job_id, attempt, index, worker_id))
+                    .values(lease_expires=now + lease_s, frames_done=frames_done)
+                ).rowcount
+                == 1
+            )
 
     def finish(self, job_id: str, attempt: int, index: int, worker_id: str, *, report: dict[str, Any]) -> bool:
         """Mark the held row done; ``False`` when it is no longer this worker's."""
         frames = int(report.get("frames", 0))
         with self.engine.begin() as conn:
-            return conn.execute(
-                update(SegmentRow).where(*_held(job_id, attempt, index, worker_id))
-                .values(state="done", lease_expires=None, report=report, frames_done=frames)
-            ).rowcount == 1
+            return (
+                conn.execute(
+                    update(SegmentRow)
+                    .where(*_held(job_id, attempt, index, worker_id))
+                    .values(state="done", lease_expires=None, report=report, frames_done=frames)
+                ).rowcount
+                == 1
+            )
 
     def release(self, job_id: str, attempt: int, index: int, worker_id: str) -> bool:
         """Put a held row back in the queue (this worker is stopping)."""
         with self.engine.begin() as conn:
-            return conn.execute(
-                update(SegmentRow).where(*_held(job_id, attempt, index, worker_id))
-                .values(state="queued", worker_id=None, lease_expires=None, frames_done=0, tries=SegmentRow.tries - 1)
-            ).rowcount == 1
+            return (
+                conn.execute(
+                    update(SegmentRow)
+                    .where(*_held(job_id, attempt, index, worker_id))
+                    .values(
+                        state="queued", worker_id=None, lease_expires=None, frames_done=0, tries=SegmentRow.tries - 1
+                    )
+                ).rowcount
+                == 1
+            )
 
     def open_join(self, job_id: str, attempt: int) -> bool:
         """``True`` for exactly one caller, once every segment is done: the join row is then queued."""
         with self.engine.begin() as conn:
             pending = conn.execute(
-                select(func.count()).select_from(SegmentRow)
-                .where(SegmentRow.job_id == job_id, SegmentRow.attempt == attempt, SegmentRow.index != JOIN,
-                       SegmentRow.state != "done")
+                select(func.count())
+                .select_from(SegmentRow)
+                .where(
+                    SegmentRow.job_id == job_id,
+                    SegmentRow.attempt == attempt,
+                    SegmentRow.index != JOIN,
+                    SegmentRow.state != "done",
+                )
             ).scalar_one()
             if pending:
                 return False
-            return conn.execute(
-                update(SegmentRow).where(*_key(job_id, attempt, JOIN), SegmentRow.state == "waiting")
-                .values(state="queued")
-            ).rowcount == 1
+            return (
+                conn.execute(
+                    update(SegmentRow)
+                    .where(*_key(job_id, attempt, JOIN), SegmentRow.state == "waiting")
+                    .values(state="queued")
+                ).rowcount
+                == 1
+            )
 
     def frames_done(self, job_id: str, attempt: int) -> int:
         with self.engine.connect() as conn:
-            return int(conn.execute(
-                select(func.coalesce(func.sum(SegmentRow.frames_done), 0))
-                .where(SegmentRow.job_id == job_id, SegmentRow.attempt == attempt, SegmentRow.index != JOIN)
-            ).scalar_one())
+            return int(
+                conn.execute(
+                    select(func.coalesce(func.sum(SegmentRow.frames_done), 0)).where(
+                        SegmentRow.job_id == job_id, SegmentRow.attempt == attempt, SegmentRow.index != JOIN
+                    )
+                ).scalar_one()
+            )
 
     def mark_published(self, job_id: str, attempt: int, index: int, *, now: float | None = None) -> None:
         with self.engine.begin() as conn:
-            conn.execute(update(SegmentRow).where(*_key(job_id, attempt, index))
-                         .values(published_at=time.time() if now is None else now))
+            conn.execute(
+                update(SegmentRow)
+                .where(*_key(job_id, attempt, index))
+                .values(published_at=time.time() if now is None else now)
+            )
 
     def stalled(self, *, older_than_s: float, now: float | None = None) -> list[SegmentRecord]:
         """Rows whose task may be lost: running on a lease that ran out (set
@@ -234,23 +321,31 @@ class SegmentStore:
         now = time.time() if now is None else now
         with self.engine.begin() as conn:
             conn.execute(
-                update(SegmentRow).where(SegmentRow.state == "running", SegmentRow.lease_expires < now)
+                update(SegmentRow)
+                .where(SegmentRow.state == "running", SegmentRow.lease_expires < now)
                 .values(state="queued", worker_id=None, lease_expires=None, published_at=None, frames_done=0)
             )
-            found = conn.execute(
-                select(SegmentRow).where(
-                    SegmentRow.state == "queued",
-                    or_(SegmentRow.published_at.is_(None), SegmentRow.published_at < now - older_than_s),
+            found = (
+                conn.execute(
+                    select(SegmentRow).where(
+                        SegmentRow.state == "queued",
+                        or_(SegmentRow.published_at.is_(None), SegmentRow.published_at < now - older_than_s),
+                    )
                 )
-            ).mappings().all()
+                .mappings()
+                .all()
+            )
         return [SegmentRecord(**dict(r)) for r in found]
 
     def live_jobs(self) -> list[tuple[str, int]]:
         """``(job id, attempt)`` of every attempt with unfinished rows."""
         with self.engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(
-                select(SegmentRow.job_id, SegmentRow.attempt).where(SegmentRow.state != "done").distinct()
-            ).all()]
+            return [
+                tuple(r)
+                for r in conn.execute(
+                    select(SegmentRow.job_id, SegmentRow.attempt).where(SegmentRow.state != "done").distinct()
+                ).all()
+            ]
 
     def delete(self, job_id: str, attempt: int | None = None) -> None:
         query = delete(SegmentRow).where(SegmentRow.job_id == job_id)

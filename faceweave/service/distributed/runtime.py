@@ -79,8 +79,12 @@ class WorkerRuntime:
             for models in loaded:
                 self._models.put(models)
             self.store = store  # last: ``opened`` means everything is there
-            log.info("worker process %s ready: %d model slot(s) warmed up in %.0f ms", os.getpid(), self.slots,
-                     self.warmup_ms)
+            log.info(
+                "worker process %s ready: %d model slot(s) warmed up in %.0f ms",
+                os.getpid(),
+                self.slots,
+                self.warmup_ms,
+            )
 
     def worker_id(self) -> str:
         """This process and thread, as the job store records who holds a job."""

@@ -55,15 +55,13 @@ def job_task(rt: WorkerRuntime, job_id: str) -> str:
     """Returns what happened: skipped, segmented, or the job's outcome state."""
     with rt.borrow() as models:
         worker_id = rt.worker_id()
-        job = claim_job(rt.store, job_id, worker_id, lease_s=rt.settings.lease_s,
-                        max_attempts=rt.settings.max_attempts)
+        job = claim_job(rt.store, job_id, worker_id, lease_s=rt.settings.lease_s, max_attempts=rt.settings.max_attempts)
         if job is None:
             return "skipped"
         plan = _plan(rt, job)
         if plan:
             return _start_segments(rt, job, models, plan, worker_id)
-        return run_job(job, models, rt.store, rt.storage, worker_id=worker_id, config=rt.config,
-                       audit=rt.audit).state
+        return run_job(job, models, rt.store, rt.storage, worker_id=worker_id, config=rt.config, audit=rt.audit).state
 
 
 def _plan(rt: WorkerRuntime, job: JobRecord):
@@ -80,8 +78,13 @@ def _plan(rt: WorkerRuntime, job: JobRecord):
             return None  # frames dropped to another rate would not line up at the boundaries
         join_kind(f"result.{options.output_format('video')}")
         video = options.video_options()
-        plan = plan_segments(rt.storage.resolve(job.inputs["target"]), segments=rt.settings.segments,
-                             min_frames=rt.settings.segment_frames, start=video.start, end=video.end)
+        plan = plan_segments(
+            rt.storage.resolve(job.inputs["target"]),
+            segments=rt.settings.segments,
+            min_frames=rt.settings.segment_frames,
+            start=video.start,
+            end=video.end,
+        )
     except Exception:  # noqa: BLE001 - run_job reports it as the job's error
         return None
     return plan if len(plan) > 1 else None
@@ -103,8 +106,17 @@ def _start_segments(rt: WorkerRuntime, job: JobRecord, models, plan, worker_id: 
         parts_dir.mkdir(parents=True, exist_ok=True)
     except Exception as exc:  # noqa: BLE001 - the job's outcome
         return _fail(rt, job, exc, holder=worker_id)
-    plans = [dict(index=s.index, start_frame=s.start_frame, end_frame=s.end_frame, start_time=s.start_time,
-                  end_time=s.end_time, keyframe=s.keyframe) for s in plan]
+    plans = [
+        dict(
+            index=s.index,
+            start_frame=s.start_frame,
+            end_frame=s.end_frame,
+            start_time=s.start_time,
+            end_time=s.end_time,
+            keyframe=s.keyframe,
+        )
+        for s in plan
+    ]
     parts = [storage.relative(parts_dir / f"part_{s.index:05d}{part_suffix(kind)}") for s in plan]
     frames = sum(s.frames for s in plan)
     join = dict(segments=len(plan), frames=frames, run_id=provenance.run_id, created=provenance.created)
@@ -113,8 +125,13 @@ def _start_segments(rt: WorkerRuntime, job: JobRecord, models, plan, worker_id: 
         rt.segments.delete(job.id, attempt)  # cancelled meanwhile
         shutil.rmtree(parts_dir, ignore_errors=True)
         return "released"
-    rt.store.heartbeat(job.id, worker_id=SEGMENTED, attempt=attempt, lease_s=rt.settings.lease_s,
-                       preview_path=storage.relative(preview) if preview else None)
+    rt.store.heartbeat(
+        job.id,
+        worker_id=SEGMENTED,
+        attempt=attempt,
+        lease_s=rt.settings.lease_s,
+        preview_path=storage.relative(preview) if preview else None,
+    )
     for segment in plan:
         rt.publish(TASK_SEGMENT, job.id, attempt, segment.index)
         rt.segments.mark_published(job.id, attempt, segment.index)
@@ -127,8 +144,13 @@ def _preview(rt: WorkerRuntime, job: JobRecord, models, options: JobOptions, pro
     video = _video_swapper(rt, job, models, options)
     prepared = video.prepare_sources([rt.storage.resolve(p) for p in job.inputs["sources"]])
     try:
-        video.preview(prepared, rt.storage.resolve(job.inputs["target"]), path, reference=_reference(rt, job),
-                      options=rt.config.video_options(options.video_options(), provenance))
+        video.preview(
+            prepared,
+            rt.storage.resolve(job.inputs["target"]),
+            path,
+            reference=_reference(rt, job),
+            options=rt.config.video_options(options.video_options(), provenance),
+        )
     except NoFaceError:
         return None
     return path
@@ -148,8 +170,13 @@ def segment_task(rt: WorkerRuntime, job_id: str, attempt: int, index: int) -> st
         if row is None:
             return "skipped"
         if row.tries > rt.settings.max_attempts:
-            return _fail(rt, job, None, code="worker_lost",
-                         message=f"segment {index} of this job lost its worker {row.tries - 1} time(s)")
+            return _fail(
+                rt,
+                job,
+                None,
+                code="worker_lost",
+                message=f"segment {index} of this job lost its worker {row.tries - 1} time(s)",
+            )
         part = rt.storage.resolve(row.part_path or "")
         stop = threading.Event()
         error: Exception | None = None
@@ -160,8 +187,16 @@ def segment_task(rt: WorkerRuntime, job_id: str, attempt: int, index: int) -> st
                 video_options = rt.config.video_options(options.video_options(), _provenance(rt, join))
                 video = _video_swapper(rt, job, models, options)
                 prepared = video.prepare_sources([rt.storage.resolve(p) for p in job.inputs["sources"]])
-                _, report = swap_segment(video, prepared, rt.storage.resolve(job.inputs["target"]), Segment(**row.plan),
-                                         part, reference=_reference(rt, job), options=video_options, stop=stop)
+                _, report = swap_segment(
+                    video,
+                    prepared,
+                    rt.storage.resolve(job.inputs["target"]),
+                    Segment(**row.plan),
+                    part,
+                    reference=_reference(rt, job),
+                    options=video_options,
+                    stop=stop,
+                )
             except Exception as exc:  # noqa: BLE001 - the job's outcome, unless stopped
                 error = exc
     if stop.is_set():  # cancelled, or the job was taken back
@@ -171,8 +206,13 @@ def segment_task(rt: WorkerRuntime, job_id: str, attempt: int, index: int) -> st
     if error is not None:
         part.unlink(missing_ok=True)
         return _fail(rt, job, error)
-    done = dict(frames=report.frames, frames_with_swap=report.frames_with_swap, faces_swapped=report.faces_swapped,
-                scene_cuts=report.scene_cuts, worker=worker_id)
+    done = dict(
+        frames=report.frames,
+        frames_with_swap=report.frames_with_swap,
+        faces_swapped=report.faces_swapped,
+        scene_cuts=report.scene_cuts,
+        worker=worker_id,
+    )
     if not rt.segments.finish(job_id, attempt, index, worker_id, report=done):
         part.unlink(missing_ok=True)
         return "released"
@@ -202,11 +242,18 @@ def join_task(rt: WorkerRuntime, job_id: str, attempt: int) -> str:
     with _Beat(rt, job, row, worker_id, stop):
         try:
             video = options.video_options()
-            parts = [SegmentPart(segment=Segment(**r.plan), path=rt.storage.resolve(r.part_path or ""),
-                                 frames=int((r.report or {}).get("frames", 0))) for r in rows]
+            parts = [
+                SegmentPart(
+                    segment=Segment(**r.plan),
+                    path=rt.storage.resolve(r.part_path or ""),
+                    frames=int((r.report or {}).get("frames", 0)),
+                )
+                for r in rows
+            ]
             target = rt.storage.resolve(job.inputs["target"])
-            joined = join_segments(parts, output, audio_from=target if video.audio else None, start=video.start,
-                                   end=video.end)
+            joined = join_segments(
+                parts, output, audio_from=target if video.audio else None, start=video.start, end=video.end
+            )
         except Exception as exc:  # noqa: BLE001 - the job's outcome
             output.unlink(missing_ok=True)
             return _fail(rt, job, exc)
@@ -214,14 +261,27 @@ def join_task(rt: WorkerRuntime, job_id: str, attempt: int) -> str:
     swapped = sum(int(r.get("frames_with_swap", 0)) for r in reports)
     faces = sum(int(r.get("faces_swapped", 0)) for r in reports)
     result = dict(
-        frames=joined.frames, frames_with_swap=swapped, faces_swapped=faces,
-        scene_cuts=sum(int(r.get("scene_cuts", 0)) for r in reports), duration_s=round(joined.duration, 4),
-        audio=joined.audio, broken_at=None, run_id=f"{int(row.plan['run_id']):06x}", segments=len(rows),
+        frames=joined.frames,
+        frames_with_swap=swapped,
+        faces_swapped=faces,
+        scene_cuts=sum(int(r.get("scene_cuts", 0)) for r in reports),
+        duration_s=round(joined.duration, 4),
+        audio=joined.audio,
+        broken_at=None,
+        run_id=f"{int(row.plan['run_id']):06x}",
+        segments=len(rows),
         segment_workers=[r.get("worker") for r in reports],
         warning=None if swapped else "no face to swap was found; the video is unchanged",
     )
-    held = rt.store.finish(job_id, worker_id=SEGMENTED, attempt=attempt, state="succeeded", ttl_s=rt.config.ttl_s,
-                           output_path=rt.storage.relative(output), result=result)
+    held = rt.store.finish(
+        job_id,
+        worker_id=SEGMENTED,
+        attempt=attempt,
+        state="succeeded",
+        ttl_s=rt.config.ttl_s,
+        output_path=rt.storage.relative(output),
+        result=result,
+    )
     if not held:
         output.unlink(missing_ok=True)
         return "released"
@@ -253,13 +313,20 @@ class _Beat:
         rt, job, lease = self.rt, self.job, self.rt.settings.lease_s
         while not self._done.wait(min(rt.settings.progress_interval_s, lease / 3.0)):
             try:
-                mine = rt.segments.heartbeat(job.id, job.attempts, self.row.index, self.worker_id, lease_s=lease,
-                                             frames_done=0)
+                mine = rt.segments.heartbeat(
+                    job.id, job.attempts, self.row.index, self.worker_id, lease_s=lease, frames_done=0
+                )
                 done = rt.segments.frames_done(job.id, job.attempts)
                 total = job.frames_total or 0
                 progress = round(min(99.9, 100.0 * done / total), 2) if total else 0.0
-                held = rt.store.heartbeat(job.id, worker_id=SEGMENTED, attempt=job.attempts, lease_s=lease,
-                                          frames_done=done, progress=progress)
+                held = rt.store.heartbeat(
+                    job.id,
+                    worker_id=SEGMENTED,
+                    attempt=job.attempts,
+                    lease_s=lease,
+                    frames_done=done,
+                    progress=progress,
+                )
             except Exception:
                 log.warning("heartbeat of job %s failed", job.id, exc_info=True)
                 continue
@@ -282,8 +349,11 @@ def _video_swapper(rt: WorkerRuntime, job: JobRecord, models, options: JobOption
     from faceweave.video.pipeline import VideoSwapper
 
     swap_options = options.swap_options(
-        kind="video", has_reference=bool(job.inputs.get("reference")), max_pixels=rt.config.max_pixels,
-        video_working_size=rt.config.video_working_size, runtime=rt.config.runtime,
+        kind="video",
+        has_reference=bool(job.inputs.get("reference")),
+        max_pixels=rt.config.max_pixels,
+        video_working_size=rt.config.video_working_size,
+        runtime=rt.config.runtime,
     )
     return VideoSwapper(models.swapper(swap_options))
 
@@ -301,14 +371,28 @@ def _provenance(rt: WorkerRuntime, join: SegmentRecord | None):
     return Provenance(run_id=int(join.plan["run_id"]), created=str(join.plan["created"]), watermark=rt.config.watermark)
 
 
-def _fail(rt: WorkerRuntime, job: JobRecord, error: Exception | None, *, holder: str = SEGMENTED,
-          code: str | None = None, message: str | None = None) -> str:
+def _fail(
+    rt: WorkerRuntime,
+    job: JobRecord,
+    error: Exception | None,
+    *,
+    holder: str = SEGMENTED,
+    code: str | None = None,
+    message: str | None = None,
+) -> str:
     """Record the job as failed (once) and remove its parts."""
     problem = job_error(error, rt.config.hide) if error is not None else {"code": code, "message": message}
     if problem["code"] == "internal_error":
         log.error("job %s failed", job.id, exc_info=error)
-    held = rt.store.finish(job.id, worker_id=holder, attempt=job.attempts, state="failed", ttl_s=rt.config.ttl_s,
-                           error_code=problem["code"], error_message=problem["message"])
+    held = rt.store.finish(
+        job.id,
+        worker_id=holder,
+        attempt=job.attempts,
+        state="failed",
+        ttl_s=rt.config.ttl_s,
+        error_code=problem["code"],
+        error_message=problem["message"],
+    )
     if not held:
         return "released"
     _cleanup(rt, job, job.attempts)

@@ -28,8 +28,9 @@ log = logging.getLogger("faceweave.service.distributed")
 POOLS = ("prefork", "solo", "threads")
 
 
-def build_worker(settings: ServiceSettings, *, pool: str = "prefork", concurrency: int = 1,
-                 node: str | None = None) -> tuple[Any, WorkerRuntime]:
+def build_worker(
+    settings: ServiceSettings, *, pool: str = "prefork", concurrency: int = 1, node: str | None = None
+) -> tuple[Any, WorkerRuntime]:
     """The Celery app with the tasks registered, and the runtime they use."""
     if not settings.broker:
         raise InvalidOptionError("a worker needs a broker: --broker redis://HOST:6379/0 (or FACEWEAVE_BROKER)")
@@ -46,8 +47,14 @@ def build_worker(settings: ServiceSettings, *, pool: str = "prefork", concurrenc
     return app, runtime
 
 
-def run_worker(settings: ServiceSettings, *, pool: str = "prefork", concurrency: int = 1, node: str | None = None,
-               loglevel: str = "INFO") -> int:
+def run_worker(
+    settings: ServiceSettings,
+    *,
+    pool: str = "prefork",
+    concurrency: int = 1,
+    node: str | None = None,
+    loglevel: str = "INFO",
+) -> int:
     """Run a worker until it is stopped (SIGTERM / Ctrl-C: it finishes its
     running tasks first); returns its exit code."""
     from celery import signals
@@ -72,8 +79,15 @@ def run_worker(settings: ServiceSettings, *, pool: str = "prefork", concurrency:
         signal.connect(handler, weak=False)
     try:
         worker = app.Worker(
-            hostname=name, pool_cls=pool, concurrency=concurrency if pool != "solo" else 1, loglevel=loglevel,
-            queues=[QUEUE], without_gossip=True, without_mingle=True, without_heartbeat=True, quiet=True,
+            hostname=name,
+            pool_cls=pool,
+            concurrency=concurrency if pool != "solo" else 1,
+            loglevel=loglevel,
+            queues=[QUEUE],
+            without_gossip=True,
+            without_mingle=True,
+            without_heartbeat=True,
+            quiet=True,
             optimization="fair",
         )
         worker.start()

@@ -58,11 +58,18 @@ class NeuralEntry:
 
 def _entries() -> dict[str, NeuralEntry]:
     pairs = [
-        (InSwapper, INSWAPPER_128), (InSwapper, INSWAPPER_128_FP16),
-        (SimSwap, SIMSWAP_256), (SimSwap, SIMSWAP_UNOFFICIAL_512),
-        (HyperSwap, HYPERSWAP_1A_256), (HyperSwap, HYPERSWAP_1B_256), (HyperSwap, HYPERSWAP_1C_256),
-        (Ghost, GHOST_1_256), (Ghost, GHOST_2_256), (Ghost, GHOST_3_256),
-        (BlendSwap, BLENDSWAP_256), (UniFace, UNIFACE_256),
+        (InSwapper, INSWAPPER_128),
+        (InSwapper, INSWAPPER_128_FP16),
+        (SimSwap, SIMSWAP_256),
+        (SimSwap, SIMSWAP_UNOFFICIAL_512),
+        (HyperSwap, HYPERSWAP_1A_256),
+        (HyperSwap, HYPERSWAP_1B_256),
+        (HyperSwap, HYPERSWAP_1C_256),
+        (Ghost, GHOST_1_256),
+        (Ghost, GHOST_2_256),
+        (Ghost, GHOST_3_256),
+        (BlendSwap, BLENDSWAP_256),
+        (UniFace, UNIFACE_256),
     ]
     return {spec.name: NeuralEntry(cls=cls, spec=spec) for cls, spec in pairs}
 

@@ -37,7 +37,6 @@ from faceweave.runtime.model import RunnableModel, TensorLike
 from faceweave.swappers.base import AlignedCrop, SourceFace, SwapOutput
 from faceweave.swappers.neural.pixel_boost import boost_factor, tile, untile
 
-
 #: the model protocols are shared by every model-using component
 TensorInfo = TensorLike
 InferenceModel = RunnableModel
@@ -99,11 +98,12 @@ def check_shape(info: TensorInfo, expected: Sequence[int | None], *, model: str)
     ``info`` equals ``expected`` (``None`` there matches anything)."""
     shape = list(info.shape)
     ok = len(shape) == len(expected) and all(
-        e is None or is_dynamic(d) or int(d) == e for d, e in zip(shape, expected)
+        e is None or is_dynamic(d) or int(d) == e for d, e in zip(shape, expected, strict=False)
     )
     if not ok:
         raise ModelSignatureError(
-            f"{model}: input {info.name!r} should have shape {_shape_text(expected)}; the model has {_shape_text(shape)}"
+            f"{model}: input {info.name!r} should have shape {_shape_text(expected)}; the model has "
+            f"{_shape_text(shape)}"
         )
 
 
@@ -143,9 +143,9 @@ def box_mask(size: int, *, blur: float = 0.3, padding: tuple[float, float, float
     top, right, bottom, left = (int(size * p / 100) for p in padding)
     mask = np.ones((size, size), np.float32)
     mask[: max(area, top), :] = 0
-    mask[-max(area, bottom):, :] = 0
+    mask[-max(area, bottom) :, :] = 0
     mask[:, : max(area, left)] = 0
-    mask[:, -max(area, right):] = 0
+    mask[:, -max(area, right) :] = 0
     if amount > 0:
         mask = cv2.GaussianBlur(mask, (0, 0), amount * 0.25)
     return mask
@@ -232,7 +232,9 @@ class NeuralSwapper:
         prepared = source.prepared if isinstance(source.prepared, PreparedSource) else None
         src = prepared.tensor if prepared is not None else self.source_tensor(source)
         side = self.spec.size * self.boost
-        crops, matrices = zip(*(warp_to_template(t.pixels, points5(t), self.spec.template, side) for t in targets))
+        crops, matrices = zip(
+            *(warp_to_template(t.pixels, points5(t), self.spec.template, side) for t in targets), strict=False
+        )
         tiles = np.concatenate([tile(c, self.boost) for c in crops])  # (len * k*k, S, S, 3)
         per_target = self.boost * self.boost
         sources = self._sources_for(src, targets, crops, matrices)
@@ -241,7 +243,7 @@ class NeuralSwapper:
         faces = denormalize_outputs(out, self.spec.mean, self.spec.std, denormalize=self.spec.denormalize)
         mask = box_mask(side, blur=self.mask_blur, padding=self.mask_padding)
         results = []
-        for n, (target, m) in enumerate(zip(targets, matrices)):
+        for n, (target, m) in enumerate(zip(targets, matrices, strict=False)):
             swapped = untile(faces[n * per_target : (n + 1) * per_target], self.boost)
             results.append(self._paste(target, swapped, mask, m))
         return results
@@ -262,7 +264,9 @@ class NeuralSwapper:
 
     def source_image(self, source: SourceFace) -> np.ndarray:
         """``(1, 3, h, w)`` float32 RGB ``[0, 1]`` source crop on the spec's source template."""
-        crop, _ = warp_to_template(source.crop.pixels, points5(source.crop), self.spec.source_template, self.spec.source_size)
+        crop, _ = warp_to_template(
+            source.crop.pixels, points5(source.crop), self.spec.source_template, self.spec.source_size
+        )
         return image_tensor(crop)
 
     # -- helpers ----------------------------------------------------------

@@ -7,9 +7,16 @@ from __future__ import annotations
 from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
 
 BLENDSWAP_256 = NeuralSpec(
-    name="blendswap_256", family="blendswap", template="ffhq_512", size=256,
-    mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0), denormalize=False,
-    source="image", source_template="arcface_112_v2", source_size=112,
+    name="blendswap_256",
+    family="blendswap",
+    template="ffhq_512",
+    size=256,
+    mean=(0.0, 0.0, 0.0),
+    std=(1.0, 1.0, 1.0),
+    denormalize=False,
+    source="image",
+    source_template="arcface_112_v2",
+    source_size=112,
 )
 
 

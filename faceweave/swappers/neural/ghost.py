@@ -13,9 +13,16 @@ from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
 
 def _ghost(n: int) -> NeuralSpec:
     return NeuralSpec(
-        name=f"ghost_{n}_256", family="ghost", template="arcface_112_v1", size=256,
-        mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), denormalize=True,
-        source="embedding", embedder="arcface_w600k_r50", converter="crossface_ghost",
+        name=f"ghost_{n}_256",
+        family="ghost",
+        template="arcface_112_v1",
+        size=256,
+        mean=(0.5, 0.5, 0.5),
+        std=(0.5, 0.5, 0.5),
+        denormalize=True,
+        source="embedding",
+        embedder="arcface_w600k_r50",
+        converter="crossface_ghost",
     )
 
 

@@ -14,9 +14,15 @@ from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
 
 def _hyperswap(v: str) -> NeuralSpec:
     return NeuralSpec(
-        name=f"hyperswap_1{v}_256", family="hyperswap", template="arcface_128", size=256,
-        mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), denormalize=True,
-        source="embedding", embedder="arcface_w600k_r50",
+        name=f"hyperswap_1{v}_256",
+        family="hyperswap",
+        template="arcface_128",
+        size=256,
+        mean=(0.5, 0.5, 0.5),
+        std=(0.5, 0.5, 0.5),
+        denormalize=True,
+        source="embedding",
+        embedder="arcface_w600k_r50",
     )
 
 

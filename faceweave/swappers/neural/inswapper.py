@@ -17,14 +17,26 @@ from faceweave.swappers.base import SourceFace
 from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
 
 INSWAPPER_128 = NeuralSpec(
-    name="inswapper_128", family="inswapper", template="arcface_128", size=128,
-    mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0), denormalize=False,
-    source="embedding", embedder="arcface_w600k_r50",
+    name="inswapper_128",
+    family="inswapper",
+    template="arcface_128",
+    size=128,
+    mean=(0.0, 0.0, 0.0),
+    std=(1.0, 1.0, 1.0),
+    denormalize=False,
+    source="embedding",
+    embedder="arcface_w600k_r50",
 )
 INSWAPPER_128_FP16 = NeuralSpec(
-    name="inswapper_128_fp16", family="inswapper", template="arcface_128", size=128,
-    mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0), denormalize=False,
-    source="embedding", embedder="arcface_w600k_r50",
+    name="inswapper_128_fp16",
+    family="inswapper",
+    template="arcface_128",
+    size=128,
+    mean=(0.0, 0.0, 0.0),
+    std=(1.0, 1.0, 1.0),
+    denormalize=False,
+    source="embedding",
+    embedder="arcface_w600k_r50",
 )
 
 
@@ -63,7 +75,13 @@ class InSwapper(NeuralSwapper):
     """``inswapper_128`` (and its fp16 twin); ``emap`` from :func:`read_emap`."""
 
     def __init__(
-        self, model: Any, *, emap: np.ndarray, spec: NeuralSpec = INSWAPPER_128, renormalize_latent: bool = False, **kwargs: Any
+        self,
+        model: Any,
+        *,
+        emap: np.ndarray,
+        spec: NeuralSpec = INSWAPPER_128,
+        renormalize_latent: bool = False,
+        **kwargs: Any,
     ) -> None:
         emap = np.asarray(emap, np.float32)
         if emap.shape != (512, 512):

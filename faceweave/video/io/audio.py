@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from fractions import Fraction
@@ -54,10 +55,8 @@ class _AudioSource:
         low = max(start, t0)
         if low > _AUDIO_WARM_UP:  # seek a little before: a decoder starting cold glitches
             ticks = int((low - _AUDIO_WARM_UP + self.origin) / self.stream.time_base)
-            try:
+            with contextlib.suppress(av.error.FFmpegError):  # else from the start; earlier packets are skipped
                 self.container.seek(ticks, stream=self.stream, backward=True)
-            except av.error.FFmpegError:
-                pass  # read from the start; packets before the window are skipped
         if self.stream.codec_context.name in _AUDIO_COPY[writer.kind]:
             return _AudioCopy(self, out, t0, low, end)
         return _AudioEncode(self, out, _AUDIO_ENCODERS[writer.kind], t0, low, end)

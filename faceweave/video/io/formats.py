@@ -30,21 +30,43 @@ _KINDS = MappingProxyType(
 _MUXERS = MappingProxyType({"mp4": "mp4", "mov": "mov", "mkv": "matroska", "webm": "webm", "gif": "gif"})
 #: output kind -> audio codecs copied untouched (others are re-encoded to the first codec named in _AUDIO_ENCODERS)
 _AUDIO_COPY = MappingProxyType(
-    {"mp4": {"aac", "mp3"}, "mov": {"aac", "mp3"}, "mkv": {"aac", "mp3", "opus", "vorbis", "flac"},
-     "webm": {"opus", "vorbis"}}
+    {
+        "mp4": {"aac", "mp3"},
+        "mov": {"aac", "mp3"},
+        "mkv": {"aac", "mp3", "opus", "vorbis", "flac"},
+        "webm": {"opus", "vorbis"},
+    }
 )
 _AUDIO_ENCODERS = MappingProxyType({"mp4": "aac", "mov": "aac", "mkv": "aac", "webm": "libopus"})
 _AUDIO_BITRATE = MappingProxyType({"aac": 128_000, "libopus": 96_000})
 #: output kinds that take ``codec="h265"`` (the others ignore the default "h264")
 _H265_KINDS = frozenset({"mp4", "mov", "mkv"})
 _X264_PRESETS = (
-    "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"
+    "ultrafast",
+    "superfast",
+    "veryfast",
+    "faster",
+    "fast",
+    "medium",
+    "slow",
+    "slower",
+    "veryslow",
+    "placebo",
 )
 #: x264 preset -> libvpx-vp9 (deadline, cpu-used)
 _VP9_SPEED = MappingProxyType(
-    {"ultrafast": ("realtime", 8), "superfast": ("realtime", 7), "veryfast": ("realtime", 6), "faster": ("good", 5),
-     "fast": ("good", 4), "medium": ("good", 3), "slow": ("good", 2), "slower": ("good", 1),
-     "veryslow": ("good", 0), "placebo": ("good", 0)}
+    {
+        "ultrafast": ("realtime", 8),
+        "superfast": ("realtime", 7),
+        "veryfast": ("realtime", 6),
+        "faster": ("good", 5),
+        "fast": ("good", 4),
+        "medium": ("good", 3),
+        "slow": ("good", 2),
+        "slower": ("good", 1),
+        "veryslow": ("good", 0),
+        "placebo": ("good", 0),
+    }
 )
 GIF_MAX_FPS = 15
 _GIF_TIME_BASE = Fraction(1, 100)

@@ -23,8 +23,28 @@ from faceweave.io.images import probe_kind
 ACCEPTED_INPUT = "MP4, MOV, M4V, MKV, WEBM, AVI, FLV, MPEG-TS/PS, WMV, OGV or MXF"
 #: FFmpeg demuxer names accepted as video containers (a demuxer may have several names)
 _VIDEO_DEMUXERS = frozenset(
-    {"mov", "mp4", "m4v", "3gp", "matroska", "webm", "avi", "flv", "mpegts", "mpeg", "mpegvideo",
-     "asf", "ogg", "mxf", "h264", "hevc", "ivf", "nut", "dv", "yuv4mpegpipe"}
+    {
+        "mov",
+        "mp4",
+        "m4v",
+        "3gp",
+        "matroska",
+        "webm",
+        "avi",
+        "flv",
+        "mpegts",
+        "mpeg",
+        "mpegvideo",
+        "asf",
+        "ogg",
+        "mxf",
+        "h264",
+        "hevc",
+        "ivf",
+        "nut",
+        "dv",
+        "yuv4mpegpipe",
+    }
 )
 
 

@@ -85,10 +85,7 @@ class _AvSink:
     def add(self, pixels: np.ndarray, pts: int, index: int) -> None:
         if self.stream is None:
             self._open(pixels.shape[1], pixels.shape[0])
-        if self.writer.kind == "gif":
-            frame = _palette_frame(pixels)
-        else:
-            frame = _yuv420p_frame(pixels)
+        frame = _palette_frame(pixels) if self.writer.kind == "gif" else _yuv420p_frame(pixels)
         frame.pts, frame.time_base = pts, self.writer._time_base
         frame.duration = self.writer.frame_duration
         self.container.mux(self.stream.encode(frame))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
-from typing import Mapping, Protocol, Self
+from typing import Protocol, Self
 
 import av
 import av.error
