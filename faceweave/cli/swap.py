@@ -1,9 +1,13 @@
-"""``faceweave swap``: put the face from source photos onto a target photo."""
+"""``faceweave swap``: put the face from source photos onto a target photo
+or a video.  The command packs its flags into a frozen :class:`SwapArgs`;
+the steps below check them, build the options, screen the inputs and hand
+a video to ``cli/video.py``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Any
 
 import typer
 
@@ -17,8 +21,6 @@ from faceweave.cli.common import (
     target_is_video,
     wants_video_output,
 )
-from faceweave.cli.marking import AUDIT_HELP, NO_WATERMARK_HELP, SCREENING_HELP
-from faceweave.cli.quality_options import PANEL as QUALITY_PANEL
 from faceweave.cli.quality_options import (
     MaxPixelsOption,
     NoExpressionCheckOption,
@@ -27,7 +29,6 @@ from faceweave.cli.quality_options import (
     OcclusionHandsOption,
 )
 from faceweave.cli.runtime_options import (
-    PANEL,
     DeviceIdOption,
     ExecutionProviderOption,
     ModelsDirOption,
@@ -38,416 +39,341 @@ from faceweave.cli.runtime_options import (
     TensorrtFp16Option,
     runtime_fields,
 )
+from faceweave.cli.swap_flags import (
+    AuditLogOption,
+    CodecOption,
+    FaceEnhancerBlendOption,
+    FaceEnhancerOption,
+    FaceEnhancerWeightOption,
+    FaceIndexOption,
+    FacesOption,
+    FpsOption,
+    FrameEnhancerBlendOption,
+    FrameEnhancerOption,
+    JsonOutputOption,
+    MapOption,
+    MinFaceSizeOption,
+    NoAudioOption,
+    NoWatermarkOption,
+    OrderOption,
+    OutputOption,
+    PresetOption,
+    PreviewFrameOption,
+    PreviewOption,
+    QualityOption,
+    ReferenceDistanceOption,
+    ReferenceFaceOption,
+    ScaleOption,
+    ScreeningOption,
+    SourcesOption,
+    TargetOption,
+    TrimOption,
+    VerboseOption,
+    WorkingSizeOption,
+)
 from faceweave.cli.video import DEFAULT_VIDEO_QUALITY
 from faceweave.errors import InvalidOptionError
-from faceweave.options import FACE_ORDERS, SELECTION_MODES, SwapOptions
+from faceweave.options import SELECTION_MODES, SwapOptions
 
-_DEFAULTS = SwapOptions()
-_SELECT = "Face selection"
-_QUALITY = QUALITY_PANEL
-_VIDEO = "Video"
-_MARKING = "Watermark, screening and audit"
-_MODELS = PANEL
 #: default face size in the working crop for video targets
 VIDEO_WORKING_SIZE = 192
 
 
-def swap_command(  # noqa: C901 - to be split into steps (issue 14)
-    target: Annotated[
-        Path, typer.Option("--target", "-t", metavar="FILE", help="Photo or video whose face(s) are replaced.")
-    ],
-    output: Annotated[
-        Path,
-        typer.Option(
-            "--output",
-            "-o",
-            metavar="FILE",
-            help="Where to write the result: an image (.png .jpg .jpeg .webp .bmp .tif .tiff), or for a video "
-            "target .mp4 .mov .mkv .webm .gif, a folder or .zip of PNG frames.",
-        ),
-    ],
-    sources: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--source", "-s", metavar="PHOTO", help="Source photo; repeat for several photos of the same person."
-        ),
-    ] = None,
-    faces: Annotated[
-        str | None,
-        typer.Option(
-            "--faces",
-            metavar="MODE",
-            help=f"Which target faces: {'|'.join(SELECTION_MODES)} (default one, or reference / index when "
-            "--reference-face / --face-index is given).",
-            rich_help_panel=_SELECT,
-        ),
-    ] = None,
-    reference_face: Annotated[
-        Path | None,
-        typer.Option(
-            "--reference-face",
-            metavar="PHOTO",
-            help="Photo of the person to replace (--faces reference).",
-            rich_help_panel=_SELECT,
-        ),
-    ] = None,
-    face_index: Annotated[
-        list[int] | None,
-        typer.Option(
-            "--face-index",
-            metavar="N",
-            help="Position of a target face after ordering, from 0; repeatable (--faces index).",
-            rich_help_panel=_SELECT,
-        ),
-    ] = None,
-    order: Annotated[
-        str | None,
-        typer.Option(
-            "--order",
-            metavar="ORDER",
-            help=f"Face order: {'|'.join(FACE_ORDERS)} (default {_DEFAULTS.selection.order}).",
-            rich_help_panel=_SELECT,
-        ),
-    ] = None,
-    reference_distance: Annotated[
-        float | None,
-        typer.Option(
-            "--reference-distance",
-            metavar="F",
-            help="Largest identity distance that counts as the reference person (default "
-            f"{_DEFAULTS.selection.reference_distance}).",
-            rich_help_panel=_SELECT,
-        ),
-    ] = None,
-    min_face_size: Annotated[
-        int | None,
-        typer.Option(
-            "--min-face-size",
-            metavar="PX",
-            help="Ignore target faces smaller than this many pixels.",
-            rich_help_panel=_SELECT,
-        ),
-    ] = None,
-    quality: Annotated[
-        int | None,
-        typer.Option(
-            "--quality",
-            min=1,
-            max=100,
-            metavar="Q",
-            help="Output quality 1-100: JPEG / WebP quality (default 95), or video quality (default 65, mapped "
-            "to the encoder's CRF as FaceFusion does: 65 -> CRF 18, 80 -> CRF 10).",
-            rich_help_panel=_QUALITY,
-        ),
-    ] = None,
+def swap_command(
+    target: TargetOption,
+    output: OutputOption,
+    sources: SourcesOption = None,
+    faces: FacesOption = None,
+    reference_face: ReferenceFaceOption = None,
+    face_index: FaceIndexOption = None,
+    order: OrderOption = None,
+    reference_distance: ReferenceDistanceOption = None,
+    min_face_size: MinFaceSizeOption = None,
+    quality: QualityOption = None,
     max_pixels: MaxPixelsOption = None,
-    working_size: Annotated[
-        int | None,
-        typer.Option(
-            "--working-size",
-            metavar="PX",
-            help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size} for "
-            "photos, 192 for videos); larger is slower.",
-            rich_help_panel=_QUALITY,
-        ),
-    ] = None,
+    working_size: WorkingSizeOption = None,
     no_occlusion: NoOcclusionOption = False,
     no_mouth_mask: NoMouthMaskOption = False,
     occlusion_hands: OcclusionHandsOption = False,
     no_expression_check: NoExpressionCheckOption = False,
-    map_: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--map",
-            metavar="INDEX=PHOTO",
-            help="Video: swap person INDEX (see 'faceweave people') with this photo; repeatable, replaces --source.",
-            rich_help_panel=_VIDEO,
-        ),
-    ] = None,
-    trim: Annotated[
-        str | None,
-        typer.Option(
-            "--trim",
-            metavar="START-END",
-            help="Video: only this part, e.g. 00:00:05-00:00:20 or 5-20 (seconds).",
-            rich_help_panel=_VIDEO,
-        ),
-    ] = None,
-    fps: Annotated[
-        float | None,
-        typer.Option(
-            "--fps",
-            metavar="N",
-            min=0.1,
-            help="Video: drop frames down to at most N per second.",
-            rich_help_panel=_VIDEO,
-        ),
-    ] = None,
-    scale: Annotated[
-        float,
-        typer.Option(
-            "--scale",
-            metavar="F",
-            min=0.05,
-            max=1.0,
-            help="Video: resize frames by F (at most 1).",
-            rich_help_panel=_VIDEO,
-        ),
-    ] = 1.0,
-    no_audio: Annotated[
-        bool, typer.Option("--no-audio", help="Video: leave the audio out.", rich_help_panel=_VIDEO)
-    ] = False,
-    codec: Annotated[
-        str,
-        typer.Option(
-            "--codec", metavar="CODEC", help="Video: h264 or h265 for .mp4/.mov/.mkv.", rich_help_panel=_VIDEO
-        ),
-    ] = "h264",
-    preset: Annotated[
-        str,
-        typer.Option(
-            "--preset",
-            metavar="NAME",
-            help="Video: encoder speed preset (ultrafast ... veryslow).",
-            rich_help_panel=_VIDEO,
-        ),
-    ] = "veryfast",
-    preview: Annotated[
-        Path | None,
-        typer.Option(
-            "--preview",
-            metavar="PNG",
-            help="Video: first write one swapped frame to this image.",
-            rich_help_panel=_VIDEO,
-        ),
-    ] = None,
-    preview_frame: Annotated[
-        int | None,
-        typer.Option(
-            "--preview-frame",
-            metavar="N",
-            min=0,
-            help="Video: the frame the preview shows (default: the first with a face).",
-            rich_help_panel=_VIDEO,
-        ),
-    ] = None,
+    map_: MapOption = None,
+    trim: TrimOption = None,
+    fps: FpsOption = None,
+    scale: ScaleOption = 1.0,
+    no_audio: NoAudioOption = False,
+    codec: CodecOption = "h264",
+    preset: PresetOption = "veryfast",
+    preview: PreviewOption = None,
+    preview_frame: PreviewFrameOption = None,
     swapper: SwapperOption = "mesh",
     pixel_boost: PixelBoostOption = None,
-    face_enhancer: Annotated[
-        str | None,
-        typer.Option(
-            "--face-enhancer",
-            metavar="NAME",
-            help="Restore the swapped faces: gfpgan_1.4, codeformer, gpen_bfr_512, restoreformer_plus_plus.",
-            rich_help_panel=_MODELS,
-        ),
-    ] = None,
-    face_enhancer_blend: Annotated[
-        float,
-        typer.Option(
-            "--face-enhancer-blend",
-            metavar="F",
-            min=0.0,
-            max=1.0,
-            help="How much of the restored face to keep.",
-            rich_help_panel=_MODELS,
-        ),
-    ] = 0.8,
-    face_enhancer_weight: Annotated[
-        float,
-        typer.Option(
-            "--face-enhancer-weight",
-            metavar="F",
-            min=0.0,
-            max=1.0,
-            help="CodeFormer fidelity weight (1 = closest to the input).",
-            rich_help_panel=_MODELS,
-        ),
-    ] = 0.5,
-    frame_enhancer: Annotated[
-        str | None,
-        typer.Option(
-            "--frame-enhancer",
-            metavar="NAME",
-            help="Upscale the whole result: real_esrgan_x2, real_esrgan_x4.",
-            rich_help_panel=_MODELS,
-        ),
-    ] = None,
-    frame_enhancer_blend: Annotated[
-        float,
-        typer.Option(
-            "--frame-enhancer-blend",
-            metavar="F",
-            min=0.0,
-            max=1.0,
-            help="How much of the upscaled frame to keep.",
-            rich_help_panel=_MODELS,
-        ),
-    ] = 1.0,
+    face_enhancer: FaceEnhancerOption = None,
+    face_enhancer_blend: FaceEnhancerBlendOption = 0.8,
+    face_enhancer_weight: FaceEnhancerWeightOption = 0.5,
+    frame_enhancer: FrameEnhancerOption = None,
+    frame_enhancer_blend: FrameEnhancerBlendOption = 1.0,
     execution_provider: ExecutionProviderOption = "cpu",
     device_id: DeviceIdOption = 0,
     provider_fallback: ProviderFallbackOption = False,
     tensorrt_cache: TensorrtCacheOption = None,
     tensorrt_fp16: TensorrtFp16Option = False,
     models_dir: ModelsDirOption = None,
-    no_watermark: Annotated[
-        bool, typer.Option("--no-watermark", help=NO_WATERMARK_HELP, rich_help_panel=_MARKING)
-    ] = False,
-    screening: Annotated[
-        str, typer.Option("--screening", metavar="POLICY", help=SCREENING_HELP, rich_help_panel=_MARKING)
-    ] = "off",
-    audit_log: Annotated[
-        Path | None, typer.Option("--audit-log", metavar="FILE", help=AUDIT_HELP, rich_help_panel=_MARKING)
-    ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
+    no_watermark: NoWatermarkOption = False,
+    screening: ScreeningOption = "off",
+    audit_log: AuditLogOption = None,
+    json_output: JsonOutputOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Swap the face from SOURCE photo(s) onto the face(s) in TARGET (a photo or a video).
 
     Every output carries an invisible watermark and an AI-generated label;
     each run appends one line to the audit log."""
+    args = SwapArgs(**locals())  # every flag above, by name
+    raise typer.Exit(console.run(verbose, lambda term: run_swap(term, args)))
 
-    def body(term: console.Terminal) -> int:
-        from faceweave.cli.marking import Screener, make_provenance, open_audit, write_audit
 
-        log = open_audit(audit_log)
-        provenance = make_provenance(no_watermark=no_watermark)
-        record: dict = {"options": {"no_watermark": no_watermark, "screening": screening}}
-        inputs = [("source", p) for p in sources or []] + [("target", target)]
-        inputs += [("source", p) for item in map_ or [] for p in [Path(item.partition("=")[2].strip())]]
-        inputs += [("reference", reference_face)] if reference_face is not None else []
-        screener = None
-        audit = dict(command="swap", inputs=inputs, options=record["options"], provenance=provenance, output=output)
-        try:
-            screener = Screener(screening)
-            code = work(term, provenance, screener, record)
-        except BaseException as exc:
-            write_audit(log, **audit, screener=screener, error=exc)
-            raise
-        finally:
-            if screener is not None:
-                screener.close()
-        write_audit(log, **audit, screener=screener, error=None)
-        return code
+@dataclass(frozen=True)
+class SwapArgs:
+    """The flags of one ``faceweave swap`` run, as given."""
 
-    def work(term: console.Terminal, provenance, screener, record: dict) -> int:
-        is_video = target_is_video(target)
-        if not is_video and target.is_file() and wants_video_output(output):
-            from faceweave.io import WRITE_FORMATS, probe_kind
+    target: Path
+    output: Path
+    sources: list[Path] | None
+    faces: str | None
+    reference_face: Path | None
+    face_index: list[int] | None
+    order: str | None
+    reference_distance: float | None
+    min_face_size: int | None
+    quality: int | None
+    max_pixels: int | None
+    working_size: int | None
+    no_occlusion: bool
+    no_mouth_mask: bool
+    occlusion_hands: bool
+    no_expression_check: bool
+    map_: list[str] | None
+    trim: str | None
+    fps: float | None
+    scale: float
+    no_audio: bool
+    codec: str
+    preset: str
+    preview: Path | None
+    preview_frame: int | None
+    swapper: str
+    pixel_boost: int | None
+    face_enhancer: str | None
+    face_enhancer_blend: float
+    face_enhancer_weight: float
+    frame_enhancer: str | None
+    frame_enhancer_blend: float
+    execution_provider: str
+    device_id: int
+    provider_fallback: bool
+    tensorrt_cache: Path | None
+    tensorrt_fp16: bool
+    models_dir: Path | None
+    no_watermark: bool
+    screening: str
+    audit_log: Path | None
+    json_output: bool
+    verbose: bool
 
-            if probe_kind(target) == "image":
-                raise InvalidOptionError(
-                    f"--output {output}: '{output.suffix or output.name}' is a video output but the target is a photo;"
-                    f" use one of {' '.join(WRITE_FORMATS)}"
-                )
-            # not an image and not recognised as a video: probing says exactly
-            # what it is (audio only, corrupt, ...)
-            from faceweave.video.io import probe_video
+    def inputs(self) -> list[tuple[str, Path]]:
+        """Every input file with its role, for the audit line."""
+        found = [("source", p) for p in self.sources or []] + [("target", self.target)]
+        found += [("source", Path(item.partition("=")[2].strip())) for item in self.map_ or []]
+        return found + ([("reference", self.reference_face)] if self.reference_face is not None else [])
 
-            probe_video(target)
-            is_video = True
-        if is_video:
-            check_video_output_path(output, flag="--output")
-            if preview is not None:
-                check_output_path(preview, flag="--preview")
-        else:
-            check_output_path(output, flag="--output")
-        mode = _selection_mode(faces, reference_face, face_index)
-        options = swap_options(
-            # video frames are many and faces move: a smaller working crop is
-            # about 1.5 times faster and, once the grain is matched, looks the same
-            working_size=working_size if working_size is not None or not is_video else VIDEO_WORKING_SIZE,
-            max_pixels=max_pixels,
-            occlusion=not no_occlusion,
-            mouth_mask=not no_mouth_mask,
-            hands=occlusion_hands,
-            expression_check=not no_expression_check,
-            selection={
-                "mode": mode,
-                "order": order,
-                "indices": tuple(face_index) if face_index else None,
-                "reference_distance": reference_distance,
-                "min_face_size": min_face_size,
-            },
-            swapper=swapper,
-            pixel_boost=pixel_boost,
-            runtime=runtime_fields(
-                execution_provider, device_id, provider_fallback, tensorrt_cache, tensorrt_fp16, models_dir
-            ),
-            enhance={
-                "face": face_enhancer,
-                "face_blend": face_enhancer_blend,
-                "face_weight": face_enhancer_weight,
-                "frame": frame_enhancer,
-                "frame_blend": frame_enhancer_blend,
-            },
+
+def run_swap(term: console.Terminal, args: SwapArgs) -> int:
+    """One run: the work between opening the audit log and writing its line
+    (an error is recorded, then raised for the console to report)."""
+    from faceweave.cli.marking import Screener, make_provenance, open_audit, write_audit
+
+    log = open_audit(args.audit_log)
+    provenance = make_provenance(no_watermark=args.no_watermark)
+    record: dict[str, Any] = {"options": {"no_watermark": args.no_watermark, "screening": args.screening}}
+    audit = dict(
+        command="swap", inputs=args.inputs(), options=record["options"], provenance=provenance, output=args.output
+    )
+    screener = None
+    try:
+        screener = Screener(args.screening)
+        code = _swap_target(term, args, provenance, screener, record)
+    except BaseException as exc:
+        write_audit(log, **audit, screener=screener, error=exc)
+        raise
+    finally:
+        if screener is not None:
+            screener.close()
+    write_audit(log, **audit, screener=screener, error=None)
+    return code
+
+
+def _swap_target(term: console.Terminal, args: SwapArgs, provenance, screener, record: dict[str, Any]) -> int:
+    """Check the flags, build the options, screen the inputs, then swap a
+    photo here or hand a video to ``cli/video.py``."""
+    is_video = _is_video_target(args)
+    _check_outputs(args, is_video)
+    options = _options(args, is_video)
+    sources, mapping = _sources(args, is_video)
+    record["options"].update(_recorded_options(args, options, is_video))
+    # content screening, before any work
+    screened = [screener.image(p, role="source", max_pixels=options.max_pixels) for p in sources]
+    people = {
+        i: [screener.image(p, role="source", max_pixels=options.max_pixels) for p in ps] for i, ps in mapping.items()
+    }
+    if is_video:
+        screener.video(args.target)
+        return _swap_video_target(term, args, options, screened, people, provenance)
+    target = screener.image(args.target, role="target", max_pixels=options.max_pixels)
+    return _swap(
+        term,
+        options,
+        screened,
+        target,
+        args.output,
+        args.reference_face,
+        quality=args.quality or 95,
+        json_output=args.json_output,
+        provenance=provenance,
+    )
+
+
+def _is_video_target(args: SwapArgs) -> bool:
+    """Whether the target is a video; a target that is neither a photo nor a
+    recognised video is probed, which says exactly what it is."""
+    if target_is_video(args.target):
+        return True
+    if not (args.target.is_file() and wants_video_output(args.output)):
+        return False
+    from faceweave.io import WRITE_FORMATS, probe_kind
+
+    if probe_kind(args.target) == "image":
+        raise InvalidOptionError(
+            f"--output {args.output}: '{args.output.suffix or args.output.name}' is a video output but the target"
+            f" is a photo; use one of {' '.join(WRITE_FORMATS)}"
         )
-        sources_ = list(sources or [])
-        mapping = parse_map(map_ or [])
-        if not sources_ and not mapping:
-            raise InvalidOptionError("give a source photo with --source PHOTO (or, for a video, --map INDEX=PHOTO)")
-        if sources_ and mapping:
-            raise InvalidOptionError("give either --source or --map, not both")
-        if mapping and not is_video:
-            raise InvalidOptionError("--map is for video targets; for a photo use --source with --faces")
-        for path in [*sources_, *(p for paths in mapping.values() for p in paths)]:
-            refuse_video(path, role="source")
-        if reference_face is not None:
-            refuse_video(reference_face, role="reference face")
-        record["options"].update(
-            swap=options.model_dump(mode="json"),
-            video=is_video,
-            quality=quality or (DEFAULT_VIDEO_QUALITY if is_video else 95),
-            **(
-                {"trim": trim, "fps": fps, "scale": scale, "audio": not no_audio, "codec": codec, "preset": preset}
-                if is_video
-                else {}
-            ),
-        )
-        # content screening, before any work
-        screened = [screener.image(p, role="source", max_pixels=options.max_pixels) for p in sources_]
-        mapping = {
-            i: [screener.image(p, role="source", max_pixels=options.max_pixels) for p in ps]
-            for i, ps in mapping.items()
-        }
-        if is_video:
-            from faceweave.cli.video import swap_video
+    from faceweave.video.io import probe_video
 
-            screener.video(target)
-            return swap_video(
-                term,
-                options,
-                screened,
-                target,
-                output,
-                reference_face,
-                mapping=mapping,
-                trim=trim,
-                fps=fps,
-                scale=scale,
-                audio=not no_audio,
-                codec=codec,
-                preset=preset,
-                quality=quality or DEFAULT_VIDEO_QUALITY,
-                preview=preview,
-                preview_frame=preview_frame,
-                json_output=json_output,
-                provenance=provenance,
-            )
-        target_ = screener.image(target, role="target", max_pixels=options.max_pixels)
-        return _swap(
-            term,
-            options,
-            screened,
-            target_,
-            output,
-            reference_face,
-            quality=quality or 95,
-            json_output=json_output,
-            provenance=provenance,
-        )
+    probe_video(args.target)  # audio only, corrupt, ...: raises with the reason
+    return True
 
-    raise typer.Exit(console.run(verbose, body))
+
+def _check_outputs(args: SwapArgs, is_video: bool) -> None:
+    if is_video:
+        check_video_output_path(args.output, flag="--output")
+        if args.preview is not None:
+            check_output_path(args.preview, flag="--preview")
+    else:
+        check_output_path(args.output, flag="--output")
+
+
+def _options(args: SwapArgs, is_video: bool) -> SwapOptions:
+    """The swap options of the flags (checked by ``SwapOptions``)."""
+    # video frames are many and faces move: a smaller working crop is
+    # about 1.5 times faster and, once the grain is matched, looks the same
+    working_size = args.working_size if args.working_size is not None or not is_video else VIDEO_WORKING_SIZE
+    selection = {
+        "mode": _selection_mode(args.faces, args.reference_face, args.face_index),
+        "order": args.order,
+        "indices": tuple(args.face_index) if args.face_index else None,
+        "reference_distance": args.reference_distance,
+        "min_face_size": args.min_face_size,
+    }
+    enhance = {
+        "face": args.face_enhancer,
+        "face_blend": args.face_enhancer_blend,
+        "face_weight": args.face_enhancer_weight,
+        "frame": args.frame_enhancer,
+        "frame_blend": args.frame_enhancer_blend,
+    }
+    runtime = runtime_fields(
+        args.execution_provider,
+        args.device_id,
+        args.provider_fallback,
+        args.tensorrt_cache,
+        args.tensorrt_fp16,
+        args.models_dir,
+    )
+    return swap_options(
+        working_size=working_size,
+        max_pixels=args.max_pixels,
+        occlusion=not args.no_occlusion,
+        mouth_mask=not args.no_mouth_mask,
+        hands=args.occlusion_hands,
+        expression_check=not args.no_expression_check,
+        selection=selection,
+        swapper=args.swapper,
+        pixel_boost=args.pixel_boost,
+        runtime=runtime,
+        enhance=enhance,
+    )
+
+
+def _sources(args: SwapArgs, is_video: bool) -> tuple[list[Path], dict[int, list[Path]]]:
+    """The source photos, or a photo list per video person (``--map``)."""
+    sources = list(args.sources or [])
+    mapping = parse_map(args.map_ or [])
+    if not sources and not mapping:
+        raise InvalidOptionError("give a source photo with --source PHOTO (or, for a video, --map INDEX=PHOTO)")
+    if sources and mapping:
+        raise InvalidOptionError("give either --source or --map, not both")
+    if mapping and not is_video:
+        raise InvalidOptionError("--map is for video targets; for a photo use --source with --faces")
+    for path in [*sources, *(p for paths in mapping.values() for p in paths)]:
+        refuse_video(path, role="source")
+    if args.reference_face is not None:
+        refuse_video(args.reference_face, role="reference face")
+    return sources, mapping
+
+
+def _recorded_options(args: SwapArgs, options: SwapOptions, is_video: bool) -> dict[str, Any]:
+    """What the audit line records of the options."""
+    recorded: dict[str, Any] = {
+        "swap": options.model_dump(mode="json"),
+        "video": is_video,
+        "quality": args.quality or (DEFAULT_VIDEO_QUALITY if is_video else 95),
+    }
+    if is_video:
+        recorded.update(
+            trim=args.trim,
+            fps=args.fps,
+            scale=args.scale,
+            audio=not args.no_audio,
+            codec=args.codec,
+            preset=args.preset,
+        )
+    return recorded
+
+
+def _swap_video_target(
+    term: console.Terminal, args: SwapArgs, options: SwapOptions, sources: list, mapping: dict, provenance
+) -> int:
+    from faceweave.cli.video import swap_video
+
+    return swap_video(
+        term,
+        options,
+        sources,
+        args.target,
+        args.output,
+        args.reference_face,
+        mapping=mapping,
+        trim=args.trim,
+        fps=args.fps,
+        scale=args.scale,
+        audio=not args.no_audio,
+        codec=args.codec,
+        preset=args.preset,
+        quality=args.quality or DEFAULT_VIDEO_QUALITY,
+        preview=args.preview,
+        preview_frame=args.preview_frame,
+        json_output=args.json_output,
+        provenance=provenance,
+    )
 
 
 def parse_map(items: list[str]) -> dict[int, list[Path]]:
