@@ -89,7 +89,7 @@ def _run(video_swapper, faces_dir, out, **kwargs):
 
 
 def _targets():
-    from faceweave.video.io.audio import _AudioCopy, _AudioEncode
+    from faceweave.video.io.audio import AudioCopy, AudioEncode
     from faceweave.video.io.reader import VideoReader
     from faceweave.video.io.writer import VideoWriter
     from faceweave.video.pipeline import VideoSwapper
@@ -102,8 +102,8 @@ def _targets():
         "tracking": (FaceTracker, "update", 5),
         "render": (VideoSwapper, "render", 3),
         "encoder": (VideoWriter, "write", 6),
-        "audio-copy": (_AudioCopy, "feed", 3),
-        "audio-encode": (_AudioEncode, "feed", 3),
+        "audio-copy": (AudioCopy, "feed", 3),
+        "audio-encode": (AudioEncode, "feed", 3),
     }
 
 

@@ -24,17 +24,16 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import pairwise
 from pathlib import Path
-from types import SimpleNamespace
 
 import av
 import av.error
 
 from faceweave.errors import InvalidOptionError, OutputError, UnreadableFileError
 from faceweave.io.atomic import atomic_output
-from faceweave.video.io.audio import _AudioCopy, _AudioSource
-from faceweave.video.io.formats import _MUXERS, check_video_output
-from faceweave.video.io.probe import _url
-from faceweave.video.io.sinks import _muxer_options, _reason
+from faceweave.video.io.audio import AudioCopy, AudioSource
+from faceweave.video.io.formats import MUXERS, check_video_output
+from faceweave.video.io.probe import file_url
+from faceweave.video.io.sinks import error_reason, muxer_options
 from faceweave.video.segments import SegmentPart
 
 #: output kind -> video codecs of parts it takes, by FFmpeg's name
@@ -111,20 +110,20 @@ def join_segments(
         first = inputs[0].streams.video[0]
         for part, container in zip(parts, inputs, strict=False):
             _check_stream(part, container.streams.video[0], first, kind)
-        audio_source = _AudioSource.open(audio_from) if audio_from is not None else None
+        audio_source = AudioSource.open(audio_from) if audio_from is not None else None
         if audio_source is not None:
             stack.callback(audio_source.close)  # closing twice is harmless
         try:
             output.parent.mkdir(parents=True, exist_ok=True)
             atomic = stack.enter_context(atomic_output(output, ".tmp" + output.suffix.lower()))
         except OSError as exc:
-            raise OutputError(f"cannot write video '{output}': {_reason(exc)}") from exc
+            raise OutputError(f"cannot write video '{output}': {error_reason(exc)}") from exc
         tags = {**dict(inputs[0].metadata), **{str(k): str(v) for k, v in (metadata or {}).items()}}
         tags = {k: v for k, v in tags.items() if k.lower() not in _MUXER_TAGS}
         try:
-            out = av.open(_url(atomic), "w", format=_MUXERS[kind], options=_muxer_options(kind, bool(tags)))
+            out = av.open(file_url(atomic), "w", format=MUXERS[kind], options=muxer_options(kind, bool(tags)))
         except av.error.FFmpegError as exc:
-            raise OutputError(f"cannot write video '{output}': {_reason(exc)}") from exc
+            raise OutputError(f"cannot write video '{output}': {error_reason(exc)}") from exc
         audio = None
         try:
             out.metadata.update(tags)
@@ -136,8 +135,7 @@ def join_segments(
             t0 = parts[0].segment.start_time
             if audio_source is not None:
                 window = (parts[0].segment.start_time if start is None else float(start), end)
-                # the attributes of VideoWriter that the audio code reads
-                audio = audio_source.attach(out, SimpleNamespace(kind=kind, _audio_window=window, _first_time=t0))
+                audio = audio_source.attach(out, kind=kind, window=window, first_time=t0)
             frames, stop = _copy_video(parts, inputs, out, stream, audio, t0)
             if audio is not None:
                 audio.finish(stop)
@@ -146,9 +144,9 @@ def join_segments(
             with suppress(Exception):  # the file is being thrown away
                 out.close()
             if isinstance(exc, (av.error.FFmpegError, OSError)):
-                raise OutputError(f"cannot write video '{output}': {_reason(exc)}") from exc
+                raise OutputError(f"cannot write video '{output}': {error_reason(exc)}") from exc
             raise
-        label = None if audio is None else ("copied" if isinstance(audio, _AudioCopy) else "encoded")
+        label = None if audio is None else ("copied" if isinstance(audio, AudioCopy) else "encoded")
     return JoinedVideo(output=output, frames=frames, duration=stop, audio=label)
 
 
@@ -184,9 +182,9 @@ class _open_part:
     def __enter__(self):
         what = f"segment part {self.part.segment.index} '{self.part.path}'"
         try:
-            self.container = av.open(_url(self.part.path), metadata_errors="replace")
+            self.container = av.open(file_url(self.part.path), metadata_errors="replace")
         except av.error.FFmpegError as exc:
-            raise UnreadableFileError(f"{what} cannot be read ({_reason(exc)}); process it again") from None
+            raise UnreadableFileError(f"{what} cannot be read ({error_reason(exc)}); process it again") from None
         if len(self.container.streams.video) != 1:
             self.container.close()
             found = len(self.container.streams.video)
@@ -252,7 +250,7 @@ def _copy_video(parts, inputs, out, stream, audio, t0: float) -> tuple[int, floa
                 if audio is not None:
                     audio.feed(stop)
         except av.error.FFmpegError as exc:
-            raise UnreadableFileError(f"{what} is damaged ({_reason(exc)}); process it again") from None
+            raise UnreadableFileError(f"{what} is damaged ({error_reason(exc)}); process it again") from None
         if count != part.segment.frames:
             raise UnreadableFileError(
                 f"{what} holds {count} frames but its segment has {part.segment.frames}"

@@ -29,11 +29,11 @@ import numpy as np
 
 from faceweave.errors import InvalidOptionError, UnreadableFileError
 from faceweave.video.io import VideoFrame, VideoReader, VideoWriter, probe_video
-from faceweave.video.io.probe import _open_error, _url, _video_stream
-from faceweave.video.io.reader import _EPS
+from faceweave.video.io.probe import file_url, first_video_stream, open_error
+from faceweave.video.io.reader import TIME_EPS
 
-#: the reader's window starts this long after a segment's first frame (well inside _EPS)
-_NUDGE = _EPS / 2
+#: the reader's window starts this long after a segment's first frame (well inside TIME_EPS)
+_NUDGE = TIME_EPS / 2
 #: default least number of frames in a segment
 MIN_FRAMES = 24
 
@@ -120,14 +120,14 @@ def scan_frames(video: str | os.PathLike[str]) -> FrameTable:
     info = probe_video(video)
     what = f"video '{info.path}'"
     try:
-        container = av.open(_url(info.path), metadata_errors="replace")
+        container = av.open(file_url(info.path), metadata_errors="replace")
     except av.error.FFmpegError as exc:
-        raise _open_error(Path(info.path), what, exc) from None
+        raise open_error(Path(info.path), what, exc) from None
     pts: list[int] = []
     keys: list[bool] = []
     duration = 0
     try:
-        stream = _video_stream(container, what, allow_gif=False)
+        stream = first_video_stream(container, what, allow_gif=False)
         try:
             for packet in container.demux(stream):
                 if packet.pts is None or not packet.size or packet.is_discard:
@@ -198,8 +198,8 @@ def plan_segments(
         raise InvalidOptionError(f"segment range {start!r}-{end!r} is not a time range")
     table = video if isinstance(video, FrameTable) else scan_frames(video)
     times = np.array([table.time(i) for i in range(len(table))])
-    first = int(np.searchsorted(times, start - _EPS, side="left"))
-    last = len(table) if end is None else int(np.searchsorted(times, end - _EPS, side="left"))
+    first = int(np.searchsorted(times, start - TIME_EPS, side="left"))
+    last = len(table) if end is None else int(np.searchsorted(times, end - TIME_EPS, side="left"))
     if last <= first:
         shown = f"{start:.3f}-" + ("" if end is None else f"{end:.3f}")
         raise InvalidOptionError(

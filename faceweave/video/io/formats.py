@@ -27,9 +27,9 @@ _KINDS = MappingProxyType(
     {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "mkv", ".webm": "webm", ".gif": "gif", ".zip": "png_zip"}
 )
 #: output kind -> FFmpeg muxer
-_MUXERS = MappingProxyType({"mp4": "mp4", "mov": "mov", "mkv": "matroska", "webm": "webm", "gif": "gif"})
-#: output kind -> audio codecs copied untouched (others are re-encoded to the first codec named in _AUDIO_ENCODERS)
-_AUDIO_COPY = MappingProxyType(
+MUXERS = MappingProxyType({"mp4": "mp4", "mov": "mov", "mkv": "matroska", "webm": "webm", "gif": "gif"})
+#: output kind -> audio codecs copied untouched (others are re-encoded to the first codec named in AUDIO_ENCODERS)
+AUDIO_COPY = MappingProxyType(
     {
         "mp4": {"aac", "mp3"},
         "mov": {"aac", "mp3"},
@@ -37,11 +37,11 @@ _AUDIO_COPY = MappingProxyType(
         "webm": {"opus", "vorbis"},
     }
 )
-_AUDIO_ENCODERS = MappingProxyType({"mp4": "aac", "mov": "aac", "mkv": "aac", "webm": "libopus"})
-_AUDIO_BITRATE = MappingProxyType({"aac": 128_000, "libopus": 96_000})
+AUDIO_ENCODERS = MappingProxyType({"mp4": "aac", "mov": "aac", "mkv": "aac", "webm": "libopus"})
+AUDIO_BITRATE = MappingProxyType({"aac": 128_000, "libopus": 96_000})
 #: output kinds that take ``codec="h265"`` (the others ignore the default "h264")
-_H265_KINDS = frozenset({"mp4", "mov", "mkv"})
-_X264_PRESETS = (
+H265_KINDS = frozenset({"mp4", "mov", "mkv"})
+X264_PRESETS = (
     "ultrafast",
     "superfast",
     "veryfast",
@@ -54,7 +54,7 @@ _X264_PRESETS = (
     "placebo",
 )
 #: x264 preset -> libvpx-vp9 (deadline, cpu-used)
-_VP9_SPEED = MappingProxyType(
+VP9_SPEED = MappingProxyType(
     {
         "ultrafast": ("realtime", 8),
         "superfast": ("realtime", 7),
@@ -69,7 +69,7 @@ _VP9_SPEED = MappingProxyType(
     }
 )
 GIF_MAX_FPS = 15
-_GIF_TIME_BASE = Fraction(1, 100)
+GIF_TIME_BASE = Fraction(1, 100)
 
 
 def check_video_output(path: str | os.PathLike[str]) -> str:

@@ -1,7 +1,7 @@
 """Probe a video: check the input file at the boundary and describe it as a :class:`VideoInfo`.
 
-The helpers here (:class:`_Opened`, :func:`_check_file`, :func:`_url`,
-:func:`_open_error`, :func:`_video_stream`) are shared with the reader and
+The helpers here (:class:`OpenedInput`, :func:`check_input_file`, :func:`file_url`,
+:func:`open_error`, :func:`first_video_stream`) are shared with the reader and
 with the audio source.
 """
 
@@ -89,13 +89,13 @@ def probe_video(path: str | os.PathLike[str]) -> VideoInfo:
         UnsupportedFormatError: an image, an audio-only file, or not a video container.
         InputError: the video has no decodable frame.
     """
-    with _Opened(path, allow_gif=False) as opened:
+    with OpenedInput(path, allow_gif=False) as opened:
         return opened.info
 
 
 def probe_output(path: str | os.PathLike[str]) -> VideoInfo:
     """Describe a written video, GIF included (PNG frame folders and ZIPs are not videos)."""
-    with _Opened(path, allow_gif=True) as opened:
+    with OpenedInput(path, allow_gif=True) as opened:
         return opened.info
 
 
@@ -118,12 +118,12 @@ def measure_length(
     container does not state its length (a live Matroska file, a raw stream).
 
     Raises: what :func:`probe_video` raises."""
-    with _Opened(path, allow_gif=False) as opened:  # checked; counting starts afresh
+    with OpenedInput(path, allow_gif=False) as opened:  # checked; counting starts afresh
         index, origin = opened.stream.index, opened.origin or 0
     try:
-        container = av.open(_url(opened.label), metadata_errors="replace")
+        container = av.open(file_url(opened.label), metadata_errors="replace")
     except av.error.FFmpegError as exc:
-        raise _open_error(Path(opened.label), f"video '{opened.label}'", exc) from None
+        raise open_error(Path(opened.label), f"video '{opened.label}'", exc) from None
     frames, seconds = 0, 0.0
     with container:
         stream = container.streams[index]
@@ -143,19 +143,19 @@ def measure_length(
     return VideoLength(frames=frames, seconds=seconds, complete=True)
 
 
-class _Opened(AbstractContextManager):
+class OpenedInput(AbstractContextManager):
     """An input container, checked, with its video stream, first frame and :class:`VideoInfo`."""
 
     def __init__(self, path: str | os.PathLike[str], *, allow_gif: bool) -> None:
         self.label = os.fsdecode(os.fspath(path))
         what = f"video '{self.label}'"
-        _check_file(Path(self.label), what, allow_gif=allow_gif)
+        check_input_file(Path(self.label), what, allow_gif=allow_gif)
         try:
-            self.container = av.open(_url(self.label), metadata_errors="replace")
+            self.container = av.open(file_url(self.label), metadata_errors="replace")
         except av.error.FFmpegError as exc:
-            raise _open_error(Path(self.label), what, exc) from None
+            raise open_error(Path(self.label), what, exc) from None
         try:
-            self.stream = _video_stream(self.container, what, allow_gif=allow_gif)
+            self.stream = first_video_stream(self.container, what, allow_gif=allow_gif)
             self.origin = self.stream.start_time
             first = _first_frame(self.container, self.stream, what)
             if self.origin is None:
@@ -171,7 +171,7 @@ class _Opened(AbstractContextManager):
         self.container.close()
 
 
-def _check_file(path: Path, what: str, *, allow_gif: bool) -> None:
+def check_input_file(path: Path, what: str, *, allow_gif: bool) -> None:
     if path.is_dir():
         raise UnreadableFileError(f"{what} is a directory; expected a video file ({ACCEPTED_INPUT})")
     if not path.exists():
@@ -186,7 +186,7 @@ def _check_file(path: Path, what: str, *, allow_gif: bool) -> None:
         raise UnsupportedFormatError(f"{what} is an image; expected a video file ({ACCEPTED_INPUT})")
 
 
-def _url(path: str | os.PathLike[str]) -> str:
+def file_url(path: str | os.PathLike[str]) -> str:
     """FFmpeg's URL for a local file: a name such as ``a:b.mp4`` is not a protocol."""
     return "file:" + os.path.abspath(os.fspath(path))
 
@@ -196,7 +196,7 @@ def _head(path: Path, size: int) -> bytes:
         return fh.read(size)
 
 
-def _open_error(path: Path, what: str, exc: av.error.FFmpegError) -> InputError:
+def open_error(path: Path, what: str, exc: av.error.FFmpegError) -> InputError:
     reason = exc.strerror or type(exc).__name__
     if isinstance(exc, av.error.PermissionError):
         return UnreadableFileError(f"{what} cannot be read: permission denied")
@@ -205,7 +205,7 @@ def _open_error(path: Path, what: str, exc: av.error.FFmpegError) -> InputError:
     return UnsupportedFormatError(f"{what} is not a video FFmpeg can read ({reason}); accepted: {ACCEPTED_INPUT}")
 
 
-def _video_stream(container, what: str, *, allow_gif: bool):
+def first_video_stream(container, what: str, *, allow_gif: bool):
     """The first real video stream (cover pictures are skipped)."""
     streams = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
     if not streams:
@@ -242,7 +242,7 @@ def _stream_duration(stream, origin: int) -> float | None:
     return max(0.0, end - float(origin * stream.time_base))
 
 
-def _describe(opened: _Opened, first) -> VideoInfo:
+def _describe(opened: OpenedInput, first) -> VideoInfo:
     stream, container = opened.stream, opened.container
     fps = next((Fraction(r) for r in (stream.average_rate, stream.guessed_rate, stream.base_rate) if r), None)
     if fps is None or fps <= 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -19,15 +19,15 @@ import numpy as np
 from faceweave.errors import InvalidOptionError, VideoTooLargeError
 from faceweave.video.io.formats import is_hd
 from faceweave.video.io.probe import (
+    OpenedInput,
     VideoInfo,
-    _open_error,
-    _Opened,
-    _url,
-    _video_stream,
+    file_url,
+    first_video_stream,
+    open_error,
 )
 
 #: a frame this much before a limit still counts as at the limit (float seconds)
-_EPS = 1e-6
+TIME_EPS = 1e-6
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,7 +126,7 @@ class VideoReader:
         _check_reader_options(start, end, fps, scale, max_pixels)
         _check_length_limits(max_frames, max_seconds)
         self._max_frames, self._max_seconds = max_frames, max_seconds
-        with _Opened(path, allow_gif=False) as opened:  # probed, first frame decoded
+        with OpenedInput(path, allow_gif=False) as opened:  # probed, first frame decoded
             self.info: VideoInfo = opened.info
             self._origin, self._turns = opened.origin, opened.quarter_turns
             self._stream_duration = opened.stream_duration
@@ -137,7 +137,7 @@ class VideoReader:
         self.broken_at: float | None = None
         self.frames_read = 0
         self.frames_decoded = 0
-        self._frames: Iterator[VideoFrame] | None = None
+        self._frames: Generator[VideoFrame, None, None] | None = None
         self._closed = False
 
     @property
@@ -202,7 +202,7 @@ class VideoReader:
             self._frames.close()
         self._container.close()
 
-    def _decode(self) -> Iterator[VideoFrame]:
+    def _decode(self) -> Generator[VideoFrame, None, None]:
         step = 1 / float(self.info.fps)
         seeking = self._start > 0 and self._seek()
         source_index, last_time, reached = -1, None, self._start
@@ -212,15 +212,15 @@ class VideoReader:
                 time = self._time_of(frame, last_time, step)
                 source_index = round(time / step) if seeking and source_index < 0 else source_index + 1
                 last_time, reached = time, time + step
-                if self._end is not None and time >= self._end - _EPS:
+                if self._end is not None and time >= self._end - TIME_EPS:
                     return
                 self.frames_decoded += 1
                 self._check_decoded(time)
-                if time < self._start - _EPS:
+                if time < self._start - TIME_EPS:
                     continue
                 if self._fps is not None:
                     first_kept = time if first_kept is None else first_kept
-                    slot = math.floor((time - first_kept) * self._fps + _EPS)
+                    slot = math.floor((time - first_kept) * self._fps + TIME_EPS)
                     if slot <= last_slot:
                         continue
                     last_slot = slot
@@ -242,16 +242,16 @@ class VideoReader:
         path = self.info.path
         if self._max_frames is not None and self.frames_decoded > self._max_frames:
             raise VideoTooLargeError(f"video '{path}' has more than {self._max_frames} frames, the limit")
-        if self._max_seconds is not None and time > self._max_seconds + _EPS:
+        if self._max_seconds is not None and time > self._max_seconds + TIME_EPS:
             raise VideoTooLargeError(f"video '{path}' is longer than {self._max_seconds:g} s, the limit")
 
     def _open_fresh(self):
         """A new container on the (already probed) file, and its video stream."""
         try:
-            container = av.open(_url(self.info.path), metadata_errors="replace")
+            container = av.open(file_url(self.info.path), metadata_errors="replace")
         except av.error.FFmpegError as exc:
-            raise _open_error(Path(self.info.path), f"video '{self.info.path}'", exc) from None
-        stream = _video_stream(container, f"video '{self.info.path}'", allow_gif=False)
+            raise open_error(Path(self.info.path), f"video '{self.info.path}'", exc) from None
+        stream = first_video_stream(container, f"video '{self.info.path}'", allow_gif=False)
         stream.thread_type = "AUTO"
         return container, stream
 
@@ -291,31 +291,31 @@ class VideoReader:
 
 
 def _check_reader_options(start, end, fps, scale, max_pixels) -> None:
-    if not _is_number(start) or not math.isfinite(start) or start < 0:
+    if not is_number(start) or not math.isfinite(start) or start < 0:
         raise InvalidOptionError(f"--trim start must be 0 or more seconds; got {start!r}")
-    if end is not None and (not _is_number(end) or end <= start):
+    if end is not None and (not is_number(end) or end <= start):
         shown = f"{start:.2f}-{end}"
         raise InvalidOptionError(f"--trim {shown} ends before it starts; END must be after START")
-    if fps is not None and (not _is_number(fps) or not 0 < fps < math.inf):
+    if fps is not None and (not is_number(fps) or not 0 < fps < math.inf):
         raise InvalidOptionError(f"--fps must be a positive number of frames per second; got {fps!r}")
-    if not _is_number(scale) or not 0 < scale <= 1:
+    if not is_number(scale) or not 0 < scale <= 1:
         raise InvalidOptionError(f"--scale must be more than 0 and at most 1; got {scale!r}")
-    if max_pixels is not None and not _is_count(max_pixels):
+    if max_pixels is not None and not is_count(max_pixels):
         raise InvalidOptionError(f"max_pixels must be a positive integer; got {max_pixels!r}")
 
 
 def _check_length_limits(max_frames, max_seconds) -> None:
-    if max_frames is not None and not _is_count(max_frames):
+    if max_frames is not None and not is_count(max_frames):
         raise InvalidOptionError(f"max_frames must be a positive integer; got {max_frames!r}")
-    if max_seconds is not None and (not _is_number(max_seconds) or not 0 < max_seconds < math.inf):
+    if max_seconds is not None and (not is_number(max_seconds) or not 0 < max_seconds < math.inf):
         raise InvalidOptionError(f"max_seconds must be a positive number of seconds; got {max_seconds!r}")
 
 
-def _is_number(value) -> bool:
+def is_number(value) -> bool:
     return isinstance(value, (int, float, Fraction)) and not isinstance(value, bool)
 
 
-def _is_count(value) -> bool:
+def is_count(value) -> bool:
     """A positive ``int`` (not a ``bool``)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 

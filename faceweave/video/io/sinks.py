@@ -1,4 +1,4 @@
-"""Where the writer's frames go: an FFmpeg container (:class:`_AvSink`) or PNG files (:class:`_PngSink`).
+"""Where the writer's frames go: an FFmpeg container (:class:`AvSink`) or PNG files (:class:`PngSink`).
 
 Also the pure helpers that build encoder options and colour tags.
 """
@@ -9,9 +9,9 @@ import os
 import shutil
 import tempfile
 import zipfile
-from contextlib import suppress
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import av
 import av.error
@@ -21,52 +21,54 @@ from PIL import Image as PILImage
 
 from faceweave.errors import OutputError
 from faceweave.io.atomic import atomic_output
-from faceweave.video.io.formats import _MUXERS, _VP9_SPEED, is_hd
-from faceweave.video.io.probe import _url
+from faceweave.video.io.formats import MUXERS, VP9_SPEED, is_hd
+from faceweave.video.io.probe import file_url
 
 if TYPE_CHECKING:
-    from faceweave.video.io.audio import _AudioCopy, _AudioEncode, _AudioSource
+    from faceweave.video.io.audio import AudioCopy, AudioEncode, AudioSource
     from faceweave.video.io.writer import VideoWriter
 
 
-def _reason(exc: BaseException) -> str:
+def error_reason(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or " ".join(str(exc).split()) or type(exc).__name__
 
 
-class _AvSink:
+class AvSink:
     """Frames -> an FFmpeg container (video, and audio from another file)."""
 
-    def __init__(self, writer: VideoWriter, audio: _AudioSource | None) -> None:
+    def __init__(self, writer: VideoWriter, audio: AudioSource | None) -> None:
         self.writer = writer
         self.audio_source = audio
-        self.audio: _AudioCopy | _AudioEncode | None = None
-        self.stream = None
+        self.audio: AudioCopy | AudioEncode | None = None
+        self.stream: av.VideoStream | None = None
         suffix = ".tmp" + writer.path.suffix.lower()
         try:
             writer.path.parent.mkdir(parents=True, exist_ok=True)
             self._atomic = atomic_output(writer.path, suffix)
             temp = self._atomic.__enter__()
         except OSError as exc:
-            raise OutputError(f"cannot write video '{writer.path}': {_reason(exc)}") from exc
+            raise OutputError(f"cannot write video '{writer.path}': {error_reason(exc)}") from exc
         tags = writer.metadata if writer.kind != "gif" else {}
-        options = _muxer_options(writer.kind, bool(tags))
+        options = muxer_options(writer.kind, bool(tags))
         try:
             self._temp = temp
-            self.container = av.open(_url(temp), "w", format=_MUXERS[writer.kind], options=options)
+            self.container = av.open(file_url(temp), "w", format=MUXERS[writer.kind], options=options)
             self.container.metadata.update(tags)
         except av.error.FFmpegError as exc:
             self._atomic.__exit__(type(exc), exc, exc.__traceback__)
-            raise OutputError(f"cannot write video '{writer.path}': {_reason(exc)}") from exc
+            raise OutputError(f"cannot write video '{writer.path}': {error_reason(exc)}") from exc
 
-    def _open(self, width: int, height: int) -> None:
+    def _open(self, width: int, height: int) -> av.VideoStream:
         w = self.writer
+        stream: av.VideoStream
         if w.kind == "gif":
             stream = self.container.add_stream("gif", rate=w._rate)
             stream.pix_fmt = "pal8"
         else:
             name = {"h264": "libx264", "h265": "libx265"}[w._codec] if w.kind != "webm" else "libvpx-vp9"
             options = _encoder_options(name, w._quality, w._preset)
-            stream = self.container.add_stream(name, rate=w._rate, options=options)
+            added = self.container.add_stream(name, rate=w._rate, options=options)
+            stream = cast(av.VideoStream, added)  # name is a video encoder
             stream.pix_fmt = "yuv420p"
             if name == "libx265" and w.kind in ("mp4", "mov"):
                 stream.codec_tag = "hvc1"  # plays in QuickTime and browsers
@@ -79,21 +81,23 @@ class _AvSink:
         stream.codec_context.time_base = w._time_base
         self.stream = stream
         if self.audio_source is not None:
-            self.audio = self.audio_source.attach(self.container, w)
+            window, first = w.audio_window, w.first_time
+            self.audio = self.audio_source.attach(self.container, kind=w.kind, window=window, first_time=first)
             self.audio_source = None
+        return stream
 
     def add(self, pixels: np.ndarray, pts: int, index: int) -> None:
-        if self.stream is None:
-            self._open(pixels.shape[1], pixels.shape[0])
+        stream = self.stream if self.stream is not None else self._open(pixels.shape[1], pixels.shape[0])
         frame = _palette_frame(pixels) if self.writer.kind == "gif" else _yuv420p_frame(pixels)
         frame.pts, frame.time_base = pts, self.writer._time_base
         frame.duration = self.writer.frame_duration
-        self.container.mux(self.stream.encode(frame))
+        self.container.mux(stream.encode(frame))
         if self.audio is not None:
             self.audio.feed(float((pts + frame.duration) * self.writer._time_base))
 
     def finish(self, end: float) -> None:
-        self.container.mux(self.stream.encode(None))
+        if self.stream is not None:  # the writer finishes only after a frame, which opened it
+            self.container.mux(self.stream.encode(None))
         if self.audio is not None:
             self.audio.finish(end)
             self.audio.close()
@@ -115,7 +119,7 @@ class _AvSink:
         self._atomic.__exit__(type(exc), exc, exc.__traceback__)
 
 
-def _muxer_options(kind: str, tags: bool) -> dict[str, str]:
+def muxer_options(kind: str, tags: bool) -> dict[str, str]:
     """MP4/MOV: moov first; with tags, keep custom keys (``use_metadata_tags``)."""
     if kind not in ("mp4", "mov"):
         return {}
@@ -124,7 +128,7 @@ def _muxer_options(kind: str, tags: bool) -> dict[str, str]:
 
 def _encoder_options(name: str, quality: int, preset: str) -> dict[str, str]:
     if name == "libvpx-vp9":
-        deadline, cpu_used = _VP9_SPEED[preset]
+        deadline, cpu_used = VP9_SPEED[preset]
         crf = min(63, round(1.4 * quality))
         return {"crf": str(crf), "b": "0", "deadline": deadline, "cpu-used": str(cpu_used), "row-mt": "1"}
     options = {"crf": str(quality), "preset": preset}
@@ -205,50 +209,54 @@ def _palette_frame(pixels: np.ndarray):
     """RGB -> a pal8 frame with its own 256-colour palette (median cut, no dithering)."""
     image = PILImage.fromarray(np.ascontiguousarray(pixels)).quantize(256, method=PILImage.Quantize.MEDIANCUT)
     palette = np.zeros((256, 4), np.uint8)
-    rgb = np.frombuffer(bytes(image.getpalette()[: 256 * 3]), np.uint8).reshape(-1, 3)
+    rgb = np.frombuffer(bytes((image.getpalette() or [])[: 256 * 3]), np.uint8).reshape(-1, 3)
     palette[: len(rgb), 1:] = rgb
     palette[: len(rgb), 0] = 255  # ARGB, opaque
-    return av.VideoFrame.from_ndarray((np.asarray(image, np.uint8), palette), format="pal8")
+    # PyAV takes (indices, palette) for pal8; its stubs list single arrays only
+    return av.VideoFrame.from_ndarray((np.asarray(image, np.uint8), palette), format="pal8")  # type: ignore[arg-type]
 
 
-class _PngSink:
+class PngSink:
     """Frames -> PNG files in a folder, or in a ZIP (stored: PNG is compressed already)."""
 
     def __init__(self, path: Path, kind: str) -> None:
         self.path, self.kind = path, kind
-        self._zip = self._atomic = None
+        #: the ZIP being written and its temporary file (``png_zip``), else None
+        self._zipped: tuple[zipfile.ZipFile, AbstractContextManager[Path]] | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             if kind == "png_zip":
-                self._atomic = atomic_output(path, ".tmp.zip")
-                self._zip = zipfile.ZipFile(self._atomic.__enter__(), "w", zipfile.ZIP_STORED)
+                atomic = atomic_output(path, ".tmp.zip")
+                self._zipped = zipfile.ZipFile(atomic.__enter__(), "w", zipfile.ZIP_STORED), atomic
             else:
                 self._dir = Path(tempfile.mkdtemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=path.parent))
         except OSError as exc:
-            raise OutputError(f"cannot write PNG frames to '{path}': {_reason(exc)}") from exc
+            raise OutputError(f"cannot write PNG frames to '{path}': {error_reason(exc)}") from exc
 
     def add(self, pixels: np.ndarray, pts: int, index: int) -> None:
         ok, data = cv2.imencode(".png", np.ascontiguousarray(pixels[..., ::-1]), [cv2.IMWRITE_PNG_COMPRESSION, 3])
         if not ok:
             raise OSError(f"PNG encoding failed for frame {index}")
         name = f"frame_{index:06d}.png"
-        if self._zip is not None:
-            self._zip.writestr(name, data.tobytes())
+        if self._zipped is not None:
+            self._zipped[0].writestr(name, data.tobytes())
         else:
             (self._dir / name).write_bytes(data.tobytes())
 
     def finish(self, end: float) -> None:
-        if self._zip is not None:
-            self._zip.close()
-            self._atomic.__exit__(None, None, None)
+        if self._zipped is not None:
+            archive, atomic = self._zipped
+            archive.close()
+            atomic.__exit__(None, None, None)
         else:
             os.replace(self._dir, self.path)  # an empty folder under the name is replaced
 
     def abort(self, exc: BaseException | None) -> None:
-        if self._zip is not None:
+        if self._zipped is not None:
+            archive, atomic = self._zipped
             exc = exc if exc is not None else OutputError(f"'{self.path}' was abandoned")
             with suppress(Exception):  # the file is being thrown away
-                self._zip.close()
-            self._atomic.__exit__(type(exc), exc, exc.__traceback__)
+                archive.close()
+            atomic.__exit__(type(exc), exc, exc.__traceback__)
         else:
             shutil.rmtree(self._dir, ignore_errors=True)

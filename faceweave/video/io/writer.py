@@ -15,18 +15,18 @@ import cv2
 import numpy as np
 
 from faceweave.errors import InputError, InvalidOptionError, OutputError
-from faceweave.video.io.audio import _AudioSource
+from faceweave.video.io.audio import AudioSource
 from faceweave.video.io.formats import (
-    _AUDIO_ENCODERS,
-    _GIF_TIME_BASE,
-    _H265_KINDS,
-    _X264_PRESETS,
+    AUDIO_ENCODERS,
     GIF_MAX_FPS,
+    GIF_TIME_BASE,
+    H265_KINDS,
+    X264_PRESETS,
     check_video_output,
 )
 from faceweave.video.io.probe import VideoInfo
-from faceweave.video.io.reader import _EPS, _is_count, _is_number
-from faceweave.video.io.sinks import _AvSink, _PngSink, _reason
+from faceweave.video.io.reader import TIME_EPS, is_count, is_number
+from faceweave.video.io.sinks import AvSink, PngSink, error_reason
 
 
 class FrameMarker(Protocol):
@@ -106,7 +106,7 @@ class VideoWriter:
             rate, self._drops = rate / math.ceil(rate / GIF_MAX_FPS), True
         self._rate = rate
         if self.kind == "gif":
-            self._time_base = _GIF_TIME_BASE
+            self._time_base = GIF_TIME_BASE
         elif fps is None and 0 < info.time_base <= 1 / rate:
             self._time_base = info.time_base
         else:
@@ -116,16 +116,16 @@ class VideoWriter:
         self._marker = frame_marker
         self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
         self._out_size: tuple[int, int] | None = None  # (width, height), set by the first frame
-        self._audio_window = (float(audio_start), audio_end)
+        self.audio_window = (float(audio_start), audio_end)
         self.frames_written = 0
         self._frames_given = 0
-        self._first_time: float | None = None
+        self.first_time: float | None = None
         self._last_pts = -1
         self._last_slot = -1
         self._closed = False
-        audio = _AudioSource.open(audio_from) if audio_from is not None and self.kind in _AUDIO_ENCODERS else None
+        audio = AudioSource.open(audio_from) if audio_from is not None and self.kind in AUDIO_ENCODERS else None
         try:
-            self._sink = _PngSink(self.path, self.kind) if self.kind.startswith("png") else _AvSink(self, audio)
+            self._sink = PngSink(self.path, self.kind) if self.kind.startswith("png") else AvSink(self, audio)
         except BaseException:
             if audio is not None:
                 audio.close()
@@ -149,13 +149,13 @@ class VideoWriter:
         if px.dtype != np.uint8 or px.ndim != 3 or px.shape[2] != 3 or min(px.shape[:2]) < 1:
             raise InputError(f"video frames must be uint8 (H, W, 3) RGB; got {px.dtype} {px.shape}")
         if time is None:
-            time = (self._first_time or 0.0) + float(self._frames_given / self._input_rate)
+            time = (self.first_time or 0.0) + float(self._frames_given / self._input_rate)
         self._frames_given += 1
-        if self._first_time is None:
-            self._first_time = float(time)
-        elapsed = float(time) - self._first_time
+        if self.first_time is None:
+            self.first_time = float(time)
+        elapsed = float(time) - self.first_time
         if self._drops:  # at most self._rate: keep a frame when its time reaches the next slot
-            slot = math.floor(elapsed * self._rate + _EPS)
+            slot = math.floor(elapsed * self._rate + TIME_EPS)
             if slot <= self._last_slot:
                 return
             self._last_slot = slot
@@ -166,7 +166,7 @@ class VideoWriter:
         try:
             self._sink.add(px, pts, self.frames_written)
         except (av.error.FFmpegError, OSError) as exc:
-            raise OutputError(f"cannot write video '{self.path}': {_reason(exc)}") from exc
+            raise OutputError(f"cannot write video '{self.path}': {error_reason(exc)}") from exc
         self._last_pts = pts
         self.frames_written += 1
 
@@ -181,7 +181,7 @@ class VideoWriter:
         if (px.shape[1], px.shape[0]) != self._out_size:
             shrink = px.shape[1] * px.shape[0] > self._out_size[0] * self._out_size[1]
             px = cv2.resize(px, self._out_size, interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
-        if self.kind in _AUDIO_ENCODERS and (px.shape[0] % 2 or px.shape[1] % 2):
+        if self.kind in AUDIO_ENCODERS and (px.shape[0] % 2 or px.shape[1] % 2):
             px = np.pad(px, ((0, px.shape[0] % 2), (0, px.shape[1] % 2), (0, 0)), mode="edge")
         return px
 
@@ -210,7 +210,7 @@ class VideoWriter:
         except BaseException as exc:
             self._sink.abort(exc)
             if isinstance(exc, (av.error.FFmpegError, OSError)):
-                raise OutputError(f"cannot write video '{self.path}': {_reason(exc)}") from exc
+                raise OutputError(f"cannot write video '{self.path}': {error_reason(exc)}") from exc
             raise
 
     def abort(self, exc: BaseException | None = None) -> None:
@@ -224,19 +224,19 @@ class VideoWriter:
 def _check_writer_options(kind, fps, codec, quality, preset, audio_start, audio_end, size, gif_max_side) -> None:
     if codec not in ("h264", "h265"):
         raise InvalidOptionError(f"--codec must be h264 or h265; got {codec!r}")
-    if codec == "h265" and kind not in _H265_KINDS:
+    if codec == "h265" and kind not in H265_KINDS:
         raise InvalidOptionError(f"--codec {codec} is for .mp4, .m4v, .mov and .mkv outputs only")
     if isinstance(quality, bool) or not isinstance(quality, int) or not 0 <= quality <= 51:
         raise InvalidOptionError(f"video quality (CRF) must be an integer from 0 (best) to 51; got {quality!r}")
-    if preset not in _X264_PRESETS:
-        raise InvalidOptionError(f"--preset must be one of {', '.join(_X264_PRESETS)}; got {preset!r}")
-    if fps is not None and (not _is_number(fps) or not 0 < fps < math.inf):
+    if preset not in X264_PRESETS:
+        raise InvalidOptionError(f"--preset must be one of {', '.join(X264_PRESETS)}; got {preset!r}")
+    if fps is not None and (not is_number(fps) or not 0 < fps < math.inf):
         raise InvalidOptionError(f"--fps must be a positive number of frames per second; got {fps!r}")
-    if not _is_number(audio_start) or audio_start < 0 or (audio_end is not None and audio_end <= audio_start):
+    if not is_number(audio_start) or audio_start < 0 or (audio_end is not None and audio_end <= audio_start):
         raise InvalidOptionError(f"audio window {audio_start!r}-{audio_end!r} is not a time range")
-    if size is not None and (len(size) != 2 or not all(_is_count(v) for v in size)):
+    if size is not None and (len(size) != 2 or not all(is_count(v) for v in size)):
         raise InvalidOptionError(f"size must be (width, height) in pixels; got {size!r}")
-    if not _is_count(gif_max_side) or gif_max_side < 16:
+    if not is_count(gif_max_side) or gif_max_side < 16:
         raise InvalidOptionError(f"gif_max_side must be an integer of at least 16; got {gif_max_side!r}")
 
 
