@@ -3,8 +3,9 @@ patterns, writing each to a name made from a template."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -13,58 +14,82 @@ from faceweave.cli.common import refuse_video, swap_options
 from faceweave.cli.marking import AUDIT_HELP, NO_WATERMARK_HELP, SCREENING_HELP
 from faceweave.options import FACE_ORDERS, SELECTION_MODES
 
+_SourcesFlag = Annotated[
+    list[Path],
+    typer.Option("--source", "-s", metavar="PHOTO", help="Source photo; repeat for several photos of the same person."),
+]
+
+_TargetsFlag = Annotated[
+    list[str],
+    typer.Option(
+        "--target",
+        "-t",
+        metavar="GLOB",
+        help="Glob pattern of target photos or videos (quote it); repeatable; ** is recursive.",
+    ),
+]
+
+_OutputFlag = Annotated[
+    str,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="TEMPLATE",
+        help="Output path template with {name}, {index} and {source_name}, e.g. 'out/{name}_swapped.mp4'.",
+    ),
+]
+
+_FacesFlag = Annotated[
+    str, typer.Option("--faces", metavar="MODE", help=f"Which target faces: {'|'.join(SELECTION_MODES[:3])}.")
+]
+
+_ReferenceFaceFlag = Annotated[
+    Path | None,
+    typer.Option("--reference-face", metavar="PHOTO", help="Photo of the person to replace (--faces reference)."),
+]
+
+_OrderFlag = Annotated[
+    str | None, typer.Option("--order", metavar="ORDER", help=f"Face order: {'|'.join(FACE_ORDERS)}.")
+]
+
+_QualityFlag = Annotated[
+    int | None,
+    typer.Option(
+        "--quality",
+        min=1,
+        max=100,
+        metavar="Q",
+        help="Image quality (default 95) or video quality (default 65: CRF 18).",
+    ),
+]
+
+_NoAudioFlag = Annotated[bool, typer.Option("--no-audio", help="Videos: leave the audio out.")]
+
+_NoWatermarkFlag = Annotated[bool, typer.Option("--no-watermark", help=NO_WATERMARK_HELP)]
+
+_ScreeningFlag = Annotated[str, typer.Option("--screening", metavar="POLICY", help=SCREENING_HELP)]
+
+_AuditLogFlag = Annotated[Path | None, typer.Option("--audit-log", metavar="FILE", help=AUDIT_HELP)]
+
+_JsonOutputFlag = Annotated[bool, typer.Option("--json", help="Print the outcome of every target as JSON.")]
+
+_VerboseFlag = Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")]
+
 
 def batch_command(
-    sources: Annotated[
-        list[Path],
-        typer.Option(
-            "--source", "-s", metavar="PHOTO", help="Source photo; repeat for several photos of the same person."
-        ),
-    ],
-    targets: Annotated[
-        list[str],
-        typer.Option(
-            "--target",
-            "-t",
-            metavar="GLOB",
-            help="Glob pattern of target photos or videos (quote it); repeatable; ** is recursive.",
-        ),
-    ],
-    output: Annotated[
-        str,
-        typer.Option(
-            "--output",
-            "-o",
-            metavar="TEMPLATE",
-            help="Output path template with {name}, {index} and {source_name}, e.g. 'out/{name}_swapped.mp4'.",
-        ),
-    ],
-    faces: Annotated[
-        str, typer.Option("--faces", metavar="MODE", help=f"Which target faces: {'|'.join(SELECTION_MODES[:3])}.")
-    ] = "one",
-    reference_face: Annotated[
-        Path | None,
-        typer.Option("--reference-face", metavar="PHOTO", help="Photo of the person to replace (--faces reference)."),
-    ] = None,
-    order: Annotated[
-        str | None, typer.Option("--order", metavar="ORDER", help=f"Face order: {'|'.join(FACE_ORDERS)}.")
-    ] = None,
-    quality: Annotated[
-        int | None,
-        typer.Option(
-            "--quality",
-            min=1,
-            max=100,
-            metavar="Q",
-            help="Image quality (default 95) or video quality (default 65: CRF 18).",
-        ),
-    ] = None,
-    no_audio: Annotated[bool, typer.Option("--no-audio", help="Videos: leave the audio out.")] = False,
-    no_watermark: Annotated[bool, typer.Option("--no-watermark", help=NO_WATERMARK_HELP)] = False,
-    screening: Annotated[str, typer.Option("--screening", metavar="POLICY", help=SCREENING_HELP)] = "off",
-    audit_log: Annotated[Path | None, typer.Option("--audit-log", metavar="FILE", help=AUDIT_HELP)] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the outcome of every target as JSON.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
+    sources: _SourcesFlag,
+    targets: _TargetsFlag,
+    output: _OutputFlag,
+    faces: _FacesFlag = "one",
+    reference_face: _ReferenceFaceFlag = None,
+    order: _OrderFlag = None,
+    quality: _QualityFlag = None,
+    no_audio: _NoAudioFlag = False,
+    no_watermark: _NoWatermarkFlag = False,
+    screening: _ScreeningFlag = "off",
+    audit_log: _AuditLogFlag = None,
+    json_output: _JsonOutputFlag = False,
+    verbose: _VerboseFlag = False,
 ) -> None:
     """Swap the face from SOURCE photo(s) into every target matched by the patterns.
 
@@ -72,98 +97,147 @@ def batch_command(
     with their reasons and the exit code is 1 if any target failed.  Every
     output is watermarked and labelled; each target adds one audit line."""
 
-    def body(term: console.Terminal) -> int:
-        from faceweave.cli.marking import Screener, make_provenance, open_audit, write_audit
+    args = BatchArgs(**locals())  # every flag above, by name
+    raise typer.Exit(console.run(verbose, lambda term: run_batch_command(term, args)))
 
-        log = open_audit(audit_log)
-        provenance = make_provenance(no_watermark=no_watermark)
-        screener = None
-        audit = dict(command="batch", provenance=provenance)
-        record: dict = {"no_watermark": no_watermark, "screening": screening, "targets": list(targets)}
-        try:
-            screener = Screener(screening)
-            return work(term, provenance, screener, log, record)
-        except BaseException as exc:  # the batch as a whole failed: one line says why
-            write_audit(
-                log,
-                **audit,
-                inputs=[("source", p) for p in sources],
-                options=record,
-                output=output,
-                screener=screener,
-                error=exc,
-            )
-            raise
-        finally:
-            if screener is not None:
-                screener.close()
 
-    def work(term: console.Terminal, provenance, screener, log, record: dict) -> int:
-        from faceweave.batch import expand_targets, plan_batch, run_batch
-        from faceweave.cli.marking import hashed_inputs, write_audit
-        from faceweave.cli.video import DEFAULT_VIDEO_QUALITY, video_crf
-        from faceweave.errors import InvalidOptionError
-        from faceweave.pipeline import FaceSwapper
-        from faceweave.video.pipeline import VideoOptions
+@dataclass(frozen=True)
+class BatchArgs:
+    """The flags of one ``faceweave batch`` run, as given."""
 
-        if faces == "reference" and reference_face is None:
-            raise InvalidOptionError("--faces reference needs --reference-face PHOTO of the person to replace")
-        for path in sources:
-            refuse_video(path, role="source")
-        _check_template_extension(output)
-        options = swap_options(selection={"mode": faces, "order": order})
-        items = plan_batch(expand_targets(targets), output, source_name=sources[0].stem)
-        record.update(swap=options.model_dump(mode="json"), quality=quality, audio=not no_audio)
-        screened = [screener.image(p, role="source", max_pixels=options.max_pixels) for p in sources]
-        source_inputs = hashed_inputs([("source", p) for p in sources])
+    sources: list[Path]
+    targets: list[str]
+    output: str
+    faces: str
+    reference_face: Path | None
+    order: str | None
+    quality: int | None
+    no_audio: bool
+    no_watermark: bool
+    screening: str
+    audit_log: Path | None
+    json_output: bool
+    verbose: bool
 
-        def report(outcome) -> None:
-            write_audit(
-                log,
-                command="batch",
-                inputs=[*source_inputs, ("target", outcome.item.target)],
-                options=record,
-                provenance=provenance,
-                output=outcome.item.output,
-                screener=screener,
-                error=None,
-                outcome={
-                    "outcome": "ok" if outcome.ok else "error",
-                    "code": outcome.code,
-                    "message": None if outcome.ok else outcome.message,
-                },
-            )
-            if not json_output:
-                mark = "ok  " if outcome.ok else "FAIL"
-                term.line(f"{mark} {outcome.item.target} -> {outcome.item.output}: {outcome.message}")
 
-        with FaceSwapper(options) as swapper:
-            outcomes = run_batch(
-                swapper,
-                screened,
-                items,
-                reference=reference_face,
-                image_quality=quality or 95,
-                video_options=VideoOptions(audio=not no_audio, crf=video_crf(quality or DEFAULT_VIDEO_QUALITY)),
-                on_item=report,
-                provenance=provenance,
-                screener=screener if screener.enabled else None,
-            )
-        failed = [o for o in outcomes if not o.ok]
-        if json_output:
-            term.json(
-                [
-                    {"target": str(o.item.target), "output": str(o.item.output), "ok": o.ok, "message": o.message}
-                    for o in outcomes
-                ]
-            )
-        else:
-            term.line(f"{len(outcomes) - len(failed)} of {len(outcomes)} target(s) done, {len(failed)} failed")
-            for o in failed:
-                term.note(f"failed: {o.item.target}: {o.message}")
-        return console.EXIT_FAILURE if failed else console.EXIT_OK
+def run_batch_command(term: console.Terminal, args: BatchArgs) -> int:
+    """One batch: each target adds its own audit line; a failure of the
+    batch as a whole adds one line that says why, then is raised."""
+    from faceweave.cli.marking import Screener, make_provenance, open_audit, write_audit
 
-    raise typer.Exit(console.run(verbose, body))
+    log = open_audit(args.audit_log)
+    provenance = make_provenance(no_watermark=args.no_watermark)
+    screener = None
+    record: dict[str, Any] = {
+        "no_watermark": args.no_watermark,
+        "screening": args.screening,
+        "targets": list(args.targets),
+    }
+    try:
+        screener = Screener(args.screening)
+        return _run(term, args, _BatchAudit(log, provenance, screener, record, args))
+    except BaseException as exc:
+        inputs = [("source", p) for p in args.sources]
+        write_audit(
+            log,
+            command="batch",
+            provenance=provenance,
+            inputs=inputs,
+            options=record,
+            output=args.output,
+            screener=screener,
+            error=exc,
+        )
+        raise
+    finally:
+        if screener is not None:
+            screener.close()
+
+
+@dataclass
+class _BatchAudit:
+    """Writes each target's audit line (and prints its line unless --json)."""
+
+    log: Any
+    provenance: Any
+    screener: Any
+    record: dict[str, Any]
+    args: BatchArgs
+    source_inputs: tuple[Any, ...] = ()
+
+    def __call__(self, outcome, term: console.Terminal) -> None:
+        from faceweave.cli.marking import write_audit
+
+        write_audit(
+            self.log,
+            command="batch",
+            inputs=[*self.source_inputs, ("target", outcome.item.target)],
+            options=self.record,
+            provenance=self.provenance,
+            output=outcome.item.output,
+            screener=self.screener,
+            error=None,
+            outcome={
+                "outcome": "ok" if outcome.ok else "error",
+                "code": outcome.code,
+                "message": None if outcome.ok else outcome.message,
+            },
+        )
+        if not self.args.json_output:
+            mark = "ok  " if outcome.ok else "FAIL"
+            term.line(f"{mark} {outcome.item.target} -> {outcome.item.output}: {outcome.message}")
+
+
+def _run(term: console.Terminal, args: BatchArgs, audit: _BatchAudit) -> int:
+    """Check the flags, plan the targets, swap each, then report."""
+    from faceweave.batch import expand_targets, plan_batch, run_batch
+    from faceweave.cli.marking import hashed_inputs
+    from faceweave.cli.video import DEFAULT_VIDEO_QUALITY, video_crf
+    from faceweave.errors import InvalidOptionError
+    from faceweave.pipeline import FaceSwapper
+    from faceweave.video.pipeline import VideoOptions
+
+    if args.faces == "reference" and args.reference_face is None:
+        raise InvalidOptionError("--faces reference needs --reference-face PHOTO of the person to replace")
+    for path in args.sources:
+        refuse_video(path, role="source")
+    _check_template_extension(args.output)
+    options = swap_options(selection={"mode": args.faces, "order": args.order})
+    items = plan_batch(expand_targets(args.targets), args.output, source_name=args.sources[0].stem)
+    audit.record.update(swap=options.model_dump(mode="json"), quality=args.quality, audio=not args.no_audio)
+    screener = audit.screener
+    screened = [screener.image(p, role="source", max_pixels=options.max_pixels) for p in args.sources]
+    audit.source_inputs = hashed_inputs([("source", p) for p in args.sources])
+    video_options = VideoOptions(audio=not args.no_audio, crf=video_crf(args.quality or DEFAULT_VIDEO_QUALITY))
+    with FaceSwapper(options) as swapper:
+        outcomes = run_batch(
+            swapper,
+            screened,
+            items,
+            reference=args.reference_face,
+            image_quality=args.quality or 95,
+            video_options=video_options,
+            on_item=lambda outcome: audit(outcome, term),
+            provenance=audit.provenance,
+            screener=screener if screener.enabled else None,
+        )
+    return _report(term, outcomes, json_output=args.json_output)
+
+
+def _report(term: console.Terminal, outcomes: list, *, json_output: bool) -> int:
+    failed = [o for o in outcomes if not o.ok]
+    if json_output:
+        term.json(
+            [
+                {"target": str(o.item.target), "output": str(o.item.output), "ok": o.ok, "message": o.message}
+                for o in outcomes
+            ]
+        )
+    else:
+        term.line(f"{len(outcomes) - len(failed)} of {len(outcomes)} target(s) done, {len(failed)} failed")
+        for o in failed:
+            term.note(f"failed: {o.item.target}: {o.message}")
+    return console.EXIT_FAILURE if failed else console.EXIT_OK
 
 
 def _check_template_extension(template: str) -> None:
