@@ -453,16 +453,21 @@ def _swap(
                 "models": models,
             }
         )
-        return console.EXIT_OK
+    else:
+        _print_swap(term, models, result, written)
+    return console.EXIT_OK
+
+
+def _print_swap(term: console.Terminal, models: list[dict[str, Any]], result, written: Path) -> None:
+    """The human-readable report of a photo swap."""
     for item in models:
         fell = f" (fell back from {item['requested']})" if item["fell_back"] else ""
         term.line(
             f"model {item['model']} on {item['provider']}{fell}: loaded in {item['load_ms']:.0f} ms, warm-up "
             f"{item['warmup_ms']:.0f} ms"
         )
-    for item in swapped:
-        box = ", ".join(f"{v:.0f}" for v in item["box"])
-        source = display_name(item["source"], f"source {item['source_index']}")
-        term.line(f"face {item['face']} [{box}] <- {source}")
-    term.line(f"wrote {written} ({len(swapped)} of {len(result.faces)} face(s) swapped)")
-    return console.EXIT_OK
+    for face in result.swapped:
+        box = ", ".join(f"{v:.0f}" for v in face.bbox.as_list())
+        source = display_name(face.source_path, f"source {face.source_index}")
+        term.line(f"face {face.target_index} [{box}] <- {source}")
+    term.line(f"wrote {written} ({len(result.swapped)} of {len(result.faces)} face(s) swapped)")
