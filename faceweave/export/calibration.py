@@ -220,7 +220,8 @@ def to_feeds(
     inputs take seeded standard-normal values.  ``crops`` is ``(N, H, W, 3)``
     uint8 and must match the image input's height and width."""
     rng = np.random.default_rng(seed)
-    image = next((s for s in inputs if image_layout(shapes[s.name], dtype=s.dtype) is not None), None)
+    found = ((s, image_layout(shapes[s.name], dtype=s.dtype)) for s in inputs)
+    image, layout = next(((s, lay) for s, lay in found if lay is not None), (None, None))
     n = len(crops)
     batch = shapes[image.name][0] if image is not None else 1
     runs = max(1, -(-n // batch)) if image is not None else max(1, n)
@@ -229,9 +230,9 @@ def to_feeds(
         feed: dict[str, np.ndarray] = {}
         for spec in inputs:
             shape = shapes[spec.name]
-            if spec is image:
+            if spec is image and layout is not None:
                 rows = crops[[(r * batch + i) % n for i in range(batch)]]
-                feed[spec.name] = pixels_to_input(rows, image_layout(shape, dtype=spec.dtype)).astype(spec.dtype)
+                feed[spec.name] = pixels_to_input(rows, layout).astype(spec.dtype)
             else:
                 feed[spec.name] = rng.standard_normal(shape).astype(spec.dtype)
         feeds.append(feed)

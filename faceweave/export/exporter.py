@@ -76,7 +76,7 @@ class ExportOptions:
             )
 
 
-def export_model(  # noqa: C901 - to be split into steps (issue 14)
+def export_model(
     source: str | Path,
     output: str | Path,
     options: ExportOptions = ExportOptions(),
@@ -91,32 +91,87 @@ def export_model(  # noqa: C901 - to be split into steps (issue 14)
     unwritable outputs.  A failed export leaves nothing under ``output``."""
     options.check()
     source, output = Path(source), Path(output)
+    _check_paths(source, output)
+    model = load_model(source)
+    log = _Steps()
+    nodes_before = len(model.graph.node)
+    reference, current, shapes, simplified = _normalised(model, options, log)
+    inputs = graph_inputs(current)
+    crops = _crops(options, inputs, shapes) if (options.int8 or options.fp16 or options.calibration_dir) else None
+    current, int8_here = _lowered(current, options, inputs, shapes, crops, log)
+    held = crops.held_back if crops is not None else None
+    feeds = (
+        calibration.to_feeds(held, inputs, shapes, seed=1)
+        if held is not None
+        else [_random_feed(inputs, shapes, seed) for seed in range(2)]
+    )
+    measured = accuracy.measure(reference, current, feeds, providers=options.providers)
+    check = _ascend_check(current, options, int8_here, log) if options.target == "ascend" else None
+    report_target = Path(report_path) if report_path else default_report_path(output)
+    save_model(current, output)
+    files, atc_line, atc_run = _target_files(output, shapes, options, crops, log)
+    report = ExportReport(
+        source=str(source),
+        output=str(output),
+        steps=tuple(log.steps),
+        input_shapes=shapes,
+        output_shapes={o.name: tuple(o.shape) for o in graph_outputs(current)},
+        nodes_before=nodes_before,
+        nodes_after=len(current.graph.node),
+        nodes_simplified=simplified,
+        precision=_precision_name(options, int8_here),
+        bytes_before=source.stat().st_size,
+        bytes_after=output.stat().st_size,
+        accuracy=measured,
+        accuracy_inputs=f"{len(feeds)} run(s) on " + ("held-back face crops" if held is not None else "random inputs"),
+        calibration=_calibration_info(crops),
+        ascend=check,
+        atc_command=atc_line,
+        atc=atc_run,
+        files=tuple(files + [str(report_target)]),
+        notes=tuple(log.notes + list(crops.notes if crops else ())),
+    )
+    report.write(report_target)
+    return report
+
+
+@dataclass
+class _Steps:
+    """What an export did (``steps``) and what its report should say (``notes``), in order."""
+
+    steps: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _check_paths(source: Path, output: Path) -> None:
     if output.suffix.lower() != ".onnx":
         raise InvalidOptionError(f"-o {output}: the exported model's name must end in .onnx")
     if not output.parent.is_dir():
         raise OutputError(f"cannot write {output}: folder {output.parent} does not exist")
     if output.resolve() == source.resolve():
         raise InvalidOptionError(f"-o {output}: give a name other than the source model")
-    model = load_model(source)
-    steps: list[str] = []
-    notes: list[str] = []
-    nodes_before = len(model.graph.node)
+
+
+def _normalised(model, options: ExportOptions, log: _Steps):
+    """The opset converted, the shapes fixed (the accuracy reference) and the
+    graph simplified: ``(reference, current, shapes, nodes after simplifying)``."""
     if options.opset is not None:
         model = convert_opset(model, options.opset)
-        steps.append(f"opset-{options.opset}")
-
+        log.steps.append(f"opset-{options.opset}")
     shapes = resolve_shapes(graph_inputs(model), options.shapes, batch=options.batch)
     reference = fix_shapes(model, shapes, providers=options.providers)
-    steps.append("fix-shapes")
-    current = reference
-    simplified = None
+    log.steps.append("fix-shapes")
+    current, simplified = reference, None
     if options.optimize:
         current = simplify(reference, level=options.optimize).model
         simplified = len(current.graph.node)
-        steps.append(f"simplify-{options.optimize}")
+        log.steps.append(f"simplify-{options.optimize}")
+    return reference, current, shapes, simplified
 
-    inputs = graph_inputs(current)
-    crops = _crops(options, inputs, shapes) if (options.int8 or options.fp16 or options.calibration_dir) else None
+
+def _lowered(current, options: ExportOptions, inputs, shapes, crops, log: _Steps):
+    """INT8 (calibrated here, except for Cambricon, which quantises from the
+    saved crops) and FP16: ``(model, whether INT8 was applied here)``."""
     int8_here = options.int8 and options.target != "cambricon"
     if options.int8 and not int8_here and crops is None:
         raise InvalidOptionError("--int8 --target cambricon needs an image input to save calibration crops for")
@@ -125,75 +180,49 @@ def export_model(  # noqa: C901 - to be split into steps (issue 14)
             calib = calibration.to_feeds(crops.calibration, inputs, shapes)
         else:
             calib = [_random_feed(inputs, shapes, 100 + i) for i in range(options.calibration_count)]
-            notes.append("no image input: INT8 calibrated on random inputs")
+            log.notes.append("no image input: INT8 calibrated on random inputs")
         current = precision.to_int8(current, calib, per_channel=options.per_channel)
-        steps.append("int8-qdq" + ("-per-channel" if options.per_channel else ""))
+        log.steps.append("int8-qdq" + ("-per-channel" if options.per_channel else ""))
     if options.fp16:
         current = precision.to_fp16(current, op_block_list=_fp16_blocklist(int8_here))
-        steps.append("fp16")
+        log.steps.append("fp16")
     if options.int8 and not int8_here:
-        notes.append("cambricon: the ONNX stays float; MagicMind quantises it to INT8 from the saved calibration crops")
+        log.notes.append(
+            "cambricon: the ONNX stays float; MagicMind quantises it to INT8 from the saved calibration crops"
+        )
+    return current, int8_here
 
-    held = crops.held_back if crops is not None else None
-    feeds = (
-        calibration.to_feeds(held, inputs, shapes, seed=1)
-        if held is not None
-        else [_random_feed(inputs, shapes, seed) for seed in range(2)]
-    )
-    measured = accuracy.measure(reference, current, feeds, providers=options.providers)
 
-    check = None
-    if options.target == "ascend":
-        check = ascend.check_model(current, mode=options.cann_mode)
-        steps.append(f"ascend-check-{options.cann_mode}")
-        lo, hi = ascend.ATC_OPSETS
-        if not lo <= onnx_opset(current) <= hi:
-            notes.append(
-                f"atc reads ai.onnx opset {lo}-{hi}; this model is opset {onnx_opset(current)} (re-export with "
-                f"--opset {hi})"
-            )
-        if int8_here:
-            notes.append("atc may not accept ONNX Runtime QDQ models; Huawei's AMCT is the INT8 path for Ascend")
+def _ascend_check(current, options: ExportOptions, int8_here: bool, log: _Steps):
+    """The Ascend operator check, and notes on the opset and INT8 that atc reads."""
+    check = ascend.check_model(current, mode=options.cann_mode)
+    log.steps.append(f"ascend-check-{options.cann_mode}")
+    lo, hi = ascend.ATC_OPSETS
+    if not lo <= onnx_opset(current) <= hi:
+        log.notes.append(
+            f"atc reads ai.onnx opset {lo}-{hi}; this model is opset {onnx_opset(current)} (re-export with "
+            f"--opset {hi})"
+        )
+    if int8_here:
+        log.notes.append("atc may not accept ONNX Runtime QDQ models; Huawei's AMCT is the INT8 path for Ascend")
+    return check
 
-    report_target = Path(report_path) if report_path else default_report_path(output)
-    save_model(current, output)
+
+def _target_files(output: Path, shapes, options: ExportOptions, crops, log: _Steps):
+    """The files a target needs beside the model (atc command, MagicMind
+    script): ``(files, atc command line, atc run)``."""
     files = [str(output)]
     atc_line = atc_run = None
     if options.target == "ascend":
         atc_line, atc_run, extra = _ascend_files(output, shapes, options)
         files += extra
-        steps += ["atc-command"] + (["atc"] if atc_run else [])
+        log.steps.extend(["atc-command"] + (["atc"] if atc_run else []))
         if atc_run is None:
-            notes.append("atc is not on the PATH (or --no-atc): run the command in " + extra[0])
+            log.notes.append("atc is not on the PATH (or --no-atc): run the command in " + extra[0])
     if options.target == "cambricon":
         files += _cambricon_files(output, shapes, options, crops)
-        steps.append("magicmind-script")
-
-    report = ExportReport(
-        source=str(source),
-        output=str(output),
-        steps=tuple(steps),
-        input_shapes=shapes,
-        output_shapes={o.name: tuple(o.shape) for o in graph_outputs(current)},  # type: ignore[misc]
-        nodes_before=nodes_before,
-        nodes_after=len(current.graph.node),
-        nodes_simplified=simplified,
-        precision=_precision_name(options, int8_here),
-        bytes_before=source.stat().st_size,
-        bytes_after=output.stat().st_size,
-        accuracy=measured,
-        accuracy_inputs=f"{len(feeds)} run(s) on held-back face crops"
-        if held is not None
-        else f"{len(feeds)} run(s) on random inputs",
-        calibration=_calibration_info(crops),
-        ascend=check,
-        atc_command=atc_line,
-        atc=atc_run,
-        files=tuple(files + [str(report_target)]),
-        notes=tuple(notes + list(crops.notes if crops else ())),
-    )
-    report.write(report_target)
-    return report
+        log.steps.append("magicmind-script")
+    return files, atc_line, atc_run
 
 
 def _crops(options: ExportOptions, inputs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]]):

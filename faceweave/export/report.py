@@ -27,7 +27,7 @@ class ExportReport:
     output: str
     steps: tuple[str, ...]
     input_shapes: Mapping[str, tuple[int, ...]]
-    output_shapes: Mapping[str, tuple[int, ...]]
+    output_shapes: Mapping[str, tuple[int | str | None, ...]]  # a dimension may stay dynamic
     nodes_before: int
     nodes_after: int
     nodes_simplified: int | None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from faceweave.errors import ExportError, InvalidOptionError
 from faceweave.export.onnxfile import count_nodes, model_from_bytes
@@ -26,7 +26,7 @@ LEVELS: tuple[Level, ...] = ("basic", "extended")
 class SimplifyResult:
     """The simplified model and its node counts (main graph) before and after."""
 
-    model: object
+    model: Any  # onnx.ModelProto
     nodes_before: int
     nodes_after: int
 
