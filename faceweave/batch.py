@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from faceweave.errors import FaceweaveError, InvalidOptionError, NoFaceError
+from faceweave.errors import FaceweaveError, InputError, InvalidOptionError, NoFaceError
 from faceweave.io import probe_kind, read_image, write_image
 from faceweave.pipeline import FaceSwapper, ImageInput
 from faceweave.provenance.stamp import Provenance, attach_manifest, image_metadata, stamp_image
@@ -58,7 +58,8 @@ def plan_batch(targets: Sequence[Path], template: str, *, source_name: str) -> l
         raise InvalidOptionError(
             f"--output {template!r} would give every target the same name; use {{name}} or {{index}} in it"
         )
-    items, seen = [], {}
+    items: list[BatchItem] = []
+    seen: dict[Path, Path] = {}
     for index, target in enumerate(targets):
         try:
             rendered = template.format(name=target.stem, index=index, source_name=source_name)
@@ -117,7 +118,11 @@ def run_batch(
 
     provenance = provenance if provenance is not None else swapper.run_provenance()
     prepared = swapper.load_sources(sources)
-    ref = swapper.reference_embedding(reference) if swapper.options.selection.mode == "reference" else None
+    ref = None
+    if swapper.options.selection.mode == "reference":
+        if reference is None:
+            raise InputError("selection mode 'reference' needs a reference face image")
+        ref = swapper.reference_embedding(reference)
     video = VideoSwapper(swapper)
     outcomes = []
     for item in items:

@@ -36,34 +36,47 @@ _ACCEPTED = (
 )
 
 
+_DataDirFlag = Annotated[
+    Path,
+    typer.Argument(
+        metavar="DATA_DIR|VIDEO",
+        help="Folder of test photos (e.g. ../shared/data/faces), or a video to measure temporal stability "
+        "on (with --source).",
+    ),
+]
+
+_OutDirFlag = Annotated[
+    Path, typer.Option("--out", metavar="DIR", help="Folder for the swapped images and the report.")
+]
+
+_PairsFlag = Annotated[int, typer.Option("--pairs", min=1, metavar="N", help="How many source/target pairs to swap.")]
+
+_SeedFlag = Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the pair sampling.")]
+
+_SourceFlag = Annotated[
+    Path | None, typer.Option("--source", "-s", metavar="PHOTO", help="Video mode: the source photo to swap in.")
+]
+
+_WorkingSizeFlag = Annotated[
+    int | None,
+    typer.Option(
+        "--working-size",
+        metavar="PX",
+        help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); "
+        "larger is slower.",
+    ),
+]
+
+_VerboseFlag = Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")]
+
+
 def evaluate_command(
-    data_dir: Annotated[
-        Path,
-        typer.Argument(
-            metavar="DATA_DIR|VIDEO",
-            help="Folder of test photos (e.g. ../shared/data/faces), or a video to measure temporal stability "
-            "on (with --source).",
-        ),
-    ],
-    out_dir: Annotated[
-        Path, typer.Option("--out", metavar="DIR", help="Folder for the swapped images and the report.")
-    ],
-    pairs: Annotated[
-        int, typer.Option("--pairs", min=1, metavar="N", help="How many source/target pairs to swap.")
-    ] = 30,
-    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the pair sampling.")] = 0,
-    source: Annotated[
-        Path | None, typer.Option("--source", "-s", metavar="PHOTO", help="Video mode: the source photo to swap in.")
-    ] = None,
-    working_size: Annotated[
-        int | None,
-        typer.Option(
-            "--working-size",
-            metavar="PX",
-            help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); "
-            "larger is slower.",
-        ),
-    ] = None,
+    data_dir: _DataDirFlag,
+    out_dir: _OutDirFlag,
+    pairs: _PairsFlag = 30,
+    seed: _SeedFlag = 0,
+    source: _SourceFlag = None,
+    working_size: _WorkingSizeFlag = None,
     max_pixels: MaxPixelsOption = None,
     no_occlusion: NoOcclusionOption = False,
     no_mouth_mask: NoMouthMaskOption = False,
@@ -77,7 +90,7 @@ def evaluate_command(
     tensorrt_cache: TensorrtCacheOption = None,
     tensorrt_fp16: TensorrtFp16Option = False,
     models_dir: ModelsDirOption = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
+    verbose: _VerboseFlag = False,
 ) -> None:
     """Swap PAIRS source/target pairs from DATA_DIR, write the results to --out and print a summary.
 

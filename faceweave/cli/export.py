@@ -16,75 +16,112 @@ from faceweave.runtime.providers import PROVIDERS
 MIN_OPSET = 7
 
 
+_ModelFlag = Annotated[Path, typer.Argument(metavar="MODEL", help="ONNX model to export.")]
+
+_OutputFlag = Annotated[
+    Path,
+    typer.Option("--output", "-o", metavar="OUT.onnx", help="Exported model (.onnx); the report goes beside it."),
+]
+
+_ShapeFlag = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--shape",
+        metavar="NAME=D1,D2,..",
+        help="Static shape of an input, e.g. images=1,3,320,320 (repeat per input).",
+    ),
+]
+
+_BatchFlag = Annotated[
+    int | None, typer.Option("--batch", metavar="N", help="Batch size for inputs with a dynamic batch.")
+]
+
+_OpsetFlag = Annotated[
+    int | None, typer.Option("--opset", metavar="N", help="Convert to this ai.onnx opset first (atc reads 11-15).")
+]
+
+_OptimizeFlag = Annotated[
+    str,
+    typer.Option(
+        "--optimize",
+        metavar="LEVEL",
+        help="Graph simplification: basic (portable ONNX), extended (ONNX Runtime only) or none.",
+    ),
+]
+
+_Fp16Flag = Annotated[
+    bool, typer.Option("--fp16", help="Convert weights and compute to float16 (inputs/outputs stay float32).")
+]
+
+_Int8Flag = Annotated[bool, typer.Option("--int8", help="Quantise to INT8 (QDQ), calibrated on face crops.")]
+
+_CalibrationDirFlag = Annotated[
+    Path | None,
+    typer.Option(
+        "--calibration",
+        metavar="DIR",
+        help="Folder of face photos for INT8 calibration and the accuracy check (default: a stock photo).",
+    ),
+]
+
+_PerChannelFlag = Annotated[bool, typer.Option("--per-channel", help="INT8: quantise weights per output channel.")]
+
+_CalibrationCountFlag = Annotated[
+    int, typer.Option("--calibration-count", metavar="N", help="Face crops used for calibration.")
+]
+
+_HeldBackFlag = Annotated[
+    int, typer.Option("--held-back", metavar="N", help="Face crops held back to measure the accuracy cost.")
+]
+
+_TargetFlag = Annotated[
+    str,
+    typer.Option(
+        "--target", metavar="TARGET", help="generic | ascend (CANN check + atc) | cambricon (MagicMind script)."
+    ),
+]
+
+_SocVersionFlag = Annotated[
+    str, typer.Option("--soc-version", metavar="SOC", help="Ascend chip for atc --soc_version.")
+]
+
+_CannModeFlag = Annotated[
+    str,
+    typer.Option("--cann-mode", metavar="MODE", help="Ascend placement check: graph (CANN EP default) or kernel."),
+]
+
+_RunAtcFlag = Annotated[bool, typer.Option("--atc/--no-atc", help="Run atc when it is on the PATH.")]
+
+_ReportFlag = Annotated[
+    Path | None,
+    typer.Option("--report", metavar="FILE", help="Where to write the JSON report (default OUT.report.json)."),
+]
+
+_JsonOutputFlag = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
+
+_VerboseFlag = Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")]
+
+
 def export_command(
-    model: Annotated[Path, typer.Argument(metavar="MODEL", help="ONNX model to export.")],
-    output: Annotated[
-        Path,
-        typer.Option("--output", "-o", metavar="OUT.onnx", help="Exported model (.onnx); the report goes beside it."),
-    ],
-    shape: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--shape",
-            metavar="NAME=D1,D2,..",
-            help="Static shape of an input, e.g. images=1,3,320,320 (repeat per input).",
-        ),
-    ] = None,
-    batch: Annotated[
-        int | None, typer.Option("--batch", metavar="N", help="Batch size for inputs with a dynamic batch.")
-    ] = None,
-    opset: Annotated[
-        int | None, typer.Option("--opset", metavar="N", help="Convert to this ai.onnx opset first (atc reads 11-15).")
-    ] = None,
-    optimize: Annotated[
-        str,
-        typer.Option(
-            "--optimize",
-            metavar="LEVEL",
-            help="Graph simplification: basic (portable ONNX), extended (ONNX Runtime only) or none.",
-        ),
-    ] = "basic",
-    fp16: Annotated[
-        bool, typer.Option("--fp16", help="Convert weights and compute to float16 (inputs/outputs stay float32).")
-    ] = False,
-    int8: Annotated[bool, typer.Option("--int8", help="Quantise to INT8 (QDQ), calibrated on face crops.")] = False,
-    calibration_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--calibration",
-            metavar="DIR",
-            help="Folder of face photos for INT8 calibration and the accuracy check (default: a stock photo).",
-        ),
-    ] = None,
-    per_channel: Annotated[
-        bool, typer.Option("--per-channel", help="INT8: quantise weights per output channel.")
-    ] = False,
-    calibration_count: Annotated[
-        int, typer.Option("--calibration-count", metavar="N", help="Face crops used for calibration.")
-    ] = 16,
-    held_back: Annotated[
-        int, typer.Option("--held-back", metavar="N", help="Face crops held back to measure the accuracy cost.")
-    ] = 4,
-    target: Annotated[
-        str,
-        typer.Option(
-            "--target", metavar="TARGET", help="generic | ascend (CANN check + atc) | cambricon (MagicMind script)."
-        ),
-    ] = "generic",
-    soc_version: Annotated[
-        str, typer.Option("--soc-version", metavar="SOC", help="Ascend chip for atc --soc_version.")
-    ] = "Ascend310P3",
-    cann_mode: Annotated[
-        str,
-        typer.Option("--cann-mode", metavar="MODE", help="Ascend placement check: graph (CANN EP default) or kernel."),
-    ] = "graph",
-    run_atc: Annotated[bool, typer.Option("--atc/--no-atc", help="Run atc when it is on the PATH.")] = True,
-    report: Annotated[
-        Path | None,
-        typer.Option("--report", metavar="FILE", help="Where to write the JSON report (default OUT.report.json)."),
-    ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
+    model: _ModelFlag,
+    output: _OutputFlag,
+    shape: _ShapeFlag = None,
+    batch: _BatchFlag = None,
+    opset: _OpsetFlag = None,
+    optimize: _OptimizeFlag = "basic",
+    fp16: _Fp16Flag = False,
+    int8: _Int8Flag = False,
+    calibration_dir: _CalibrationDirFlag = None,
+    per_channel: _PerChannelFlag = False,
+    calibration_count: _CalibrationCountFlag = 16,
+    held_back: _HeldBackFlag = 4,
+    target: _TargetFlag = "generic",
+    soc_version: _SocVersionFlag = "Ascend310P3",
+    cann_mode: _CannModeFlag = "graph",
+    run_atc: _RunAtcFlag = True,
+    report: _ReportFlag = None,
+    json_output: _JsonOutputFlag = False,
+    verbose: _VerboseFlag = False,
 ) -> None:
     """Export MODEL for deployment: static shapes, simplified graph, optional fp16/INT8, accuracy report."""
 
@@ -114,10 +151,10 @@ def export_command(
             calibration_dir=calibration_dir,
             calibration_count=calibration_count,
             held_back=held_back,
-            target=target,  # type: ignore[arg-type]
+            target=target,  # type: ignore[arg-type]  # a str from the command line: ExportOptions.check() names the choices
             soc_version=soc_version,
-            cann_mode=cann_mode,
-            run_atc=run_atc,  # type: ignore[arg-type]
+            cann_mode=cann_mode,  # type: ignore[arg-type]  # likewise
+            run_atc=run_atc,
         )
         result = export_model(model, output, options, report_path=report)
         if json_output:

@@ -8,9 +8,12 @@ import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from faceweave.errors import InvalidOptionError, OutputError
+
+if TYPE_CHECKING:
+    from faceweave.provenance.audit import Outcome
 
 SCREENING_HELP = "Content screening of inputs: off|log|blur|refuse (needs 'faceweave[screening]')."
 NO_WATERMARK_HELP = (
@@ -119,7 +122,7 @@ def write_audit(
     output: Path | str | None,
     error: BaseException | None,
     screener: Screener | None = None,
-    outcome: dict[str, str | None] | None = None,
+    outcome: Outcome | None = None,
 ) -> None:
     """Append the run's line to ``log``."""
     from faceweave.provenance.audit import AuditEntry, outcome_of

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -143,8 +143,8 @@ class _ProgressBar:
 
     def __init__(self, term: console.Terminal, name: str) -> None:
         self.term, self.name = term, name
-        self.bar = None
-        self.task = None
+        self.bar: Any = None  # a rich.progress.Progress once drawn
+        self.task: Any = None
 
     def __enter__(self) -> _ProgressBar:
         return self
@@ -173,10 +173,11 @@ class _ProgressBar:
 def _size(size: int | None) -> str:
     if size is None:
         return "?"
+    value = float(size)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
     return "?"
 
 

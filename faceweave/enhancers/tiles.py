@@ -115,6 +115,6 @@ def merge_tiles(tiles: Iterable[np.ndarray], grid: TileGrid) -> np.ndarray:
         acc[y0:y1, x0:x1] += tile * (w if tile.ndim == 2 else w[..., None])
         total[y0:y1, x0:x1] += w
         count += 1
-    if count != len(grid):
+    if count != len(grid) or acc is None:
         raise ValueError(f"expected {len(grid)} tiles, got {count}")
     return acc / (total if acc.ndim == 2 else total[..., None])

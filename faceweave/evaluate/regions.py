@@ -82,7 +82,7 @@ def polygon_mask(shape: tuple[int, ...], points: np.ndarray) -> np.ndarray:
     h, w = _shape2(shape)
     mask = np.zeros((h, w), np.uint8)
     pts = np.round(np.asarray(points, dtype=np.float64)[:, :2] * 16).astype(np.int32)
-    cv2.fillPoly(mask, [pts], 1, lineType=cv2.LINE_8, shift=4)
+    cv2.fillPoly(mask, [pts], (1,), lineType=cv2.LINE_8, shift=4)
     return mask.astype(bool)
 
 
@@ -221,7 +221,7 @@ def largest_component(mask: np.ndarray, *, fill_holes: bool = True) -> np.ndarra
     comp = (labels == best).astype(np.uint8)
     if fill_holes:
         contours, _ = cv2.findContours(comp, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
-        cv2.drawContours(comp, contours, -1, 1, thickness=cv2.FILLED)
+        cv2.drawContours(comp, contours, -1, (1,), thickness=cv2.FILLED)
     return comp.astype(bool)
 
 

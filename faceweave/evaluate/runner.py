@@ -21,6 +21,7 @@ from statistics import mean, median
 from typing import Any, Protocol
 
 import numpy as np
+from pydantic import BaseModel
 
 from faceweave.errors import FaceweaveError, OutputError
 from faceweave.evaluate import metrics as M
@@ -40,7 +41,8 @@ class _Analyser(Protocol):
 class Swapper(Protocol):
     """What the runner needs of :class:`faceweave.pipeline.FaceSwapper`."""
 
-    analyser: _Analyser
+    @property
+    def analyser(self) -> _Analyser: ...
 
     def swap(self, sources: Sequence[Any], target: Any) -> SwapResult: ...
 
@@ -446,7 +448,7 @@ def evaluate_folder(
         "pairs": pairs,
         "seed": seed,
         "settings": asdict(settings),
-        "swap_options": swap_options.model_dump(mode="json") if hasattr(swap_options, "model_dump") else None,
+        "swap_options": swap_options.model_dump(mode="json") if isinstance(swap_options, BaseModel) else None,
     }
     report = EvaluationReport(
         data_dir=str(data_dir),
@@ -484,7 +486,7 @@ def _run_pair(
 ) -> _PairOutcome:
     """Swap and score one pair; a failure is recorded, not raised, unless it
     is a bug (anything but a :class:`FaceweaveError` from the swapper)."""
-    base = dict(
+    base: dict[str, Any] = dict(
         index=pair.index,
         source=pair.source.file,
         source_identity=pair.source.identity,
@@ -540,7 +542,7 @@ def _run_pair(
             image=result_px,
         )
     result_face = found[-matches[0][1]]
-    figures = image_metrics(target_img.pixels, target_face, result_px, result_face, settings=settings)
+    figures: dict[str, Any] = image_metrics(target_img.pixels, target_face, result_px, result_face, settings=settings)
     figures.update(identity_metrics(result_face.embedding, pair, photos, embeddings))
     result = PairResult(**base, found=True, swapped=swapped, runtime_ms=runtime, **figures)
     return _PairOutcome(result, (source_tile, target_tile, result_tile), result_px)

@@ -79,15 +79,16 @@ def temporal_figures(frames: list[np.ndarray | None], meshes: list[np.ndarray | 
         jitter.append(float(np.linalg.norm(c - 2 * b + a, axis=1).mean()) / size)
     for t in range(1, len(meshes)):
         prev, cur = meshes[t - 1], meshes[t]
-        if prev is None or cur is None or frames[t] is None or frames[t - 1] is None or not _same_face(prev, cur):
+        before, now = frames[t - 1], frames[t]
+        if prev is None or cur is None or now is None or before is None or not _same_face(prev, cur):
             continue
         x1, y1 = np.floor(cur.min(axis=0)).astype(int)
         x2, y2 = np.ceil(cur.max(axis=0)).astype(int)
-        h, w = frames[t].shape
+        h, w = now.shape
         x1, y1, x2, y2 = max(x1, 0), max(y1, 0), min(x2, w), min(y2, h)
         if x2 - x1 < 4 or y2 - y1 < 4:
             continue
-        diff = np.abs(frames[t][y1:y2, x1:x2].astype(np.float32) - frames[t - 1][y1:y2, x1:x2].astype(np.float32))
+        diff = np.abs(now[y1:y2, x1:x2].astype(np.float32) - before[y1:y2, x1:x2].astype(np.float32))
         change.append(float(diff.mean()))
     found = sum(m is not None for m in meshes)
     return TemporalFigures(

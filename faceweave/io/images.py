@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 import numpy as np
 from PIL import Image as PILImage
@@ -89,12 +89,14 @@ def _sniff(head: bytes) -> tuple[Kind, str | None]:
     if head[4:8] in (b"moov", b"mdat", b"wide"):
         return "video", "QuickTime MOV"
     if head[:4] == b"RIFF":
-        return {b"WEBP": ("image", "WEBP"), b"AVI ": ("video", "AVI")}.get(head[8:12], ("unknown", None))
+        riff: dict[bytes, tuple[Kind, str | None]] = {b"WEBP": ("image", "WEBP"), b"AVI ": ("video", "AVI")}
+        return riff.get(head[8:12], ("unknown", None))
     if len(head) >= 377 and head[0] == head[188] == head[376] == 0x47:
         return "video", "MPEG-TS"
     if _is_bmp(head):
         return "image", "BMP"
-    for table, kind in ((_IMAGE_MAGIC, "image"), (_VIDEO_MAGIC, "video")):
+    tables: tuple[tuple[Any, Kind], ...] = ((_IMAGE_MAGIC, "image"), (_VIDEO_MAGIC, "video"))
+    for table, kind in tables:
         for magic, name in table:
             if head.startswith(magic):
                 return kind, name
@@ -139,10 +141,13 @@ def read_image(source: str | os.PathLike[str] | bytes, *, max_pixels: int = 40_0
     """
     if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
         raise InvalidOptionError(f"max_pixels must be a positive integer; got {max_pixels!r}")
-    in_memory = isinstance(source, (bytes, bytearray, memoryview))
-    label = None if in_memory else os.fsdecode(os.fspath(source))
+    opened: Path | bytes | bytearray | memoryview
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        opened, label = source, None
+    else:
+        opened, label = Path(source), os.fsdecode(os.fspath(source))
     what = f"{role} (in-memory bytes)" if label is None else f"{role} '{label}'"
-    with _open_source(source if in_memory else Path(source), what) as fh:
+    with _open_source(opened, what) as fh:
         head = fh.read(_HEAD_BYTES)
         fh.seek(0)
         _check_head(head, what)

@@ -282,7 +282,7 @@ def _enhancers() -> list[ModelSpec]:
     def face(
         name: str, licence: str, vendor: str, *, size: int = 512, template: str = "ffhq_512", weight: bool = False
     ) -> ModelSpec:
-        inputs = (_image("input", size),)
+        inputs: tuple[TensorSpec, ...] = (_image("input", size),)
         if weight:
             inputs += (TensorSpec("weight", (1,), "float64"),)
         return ModelSpec(

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from faceweave.errors import FaceweaveError, InvalidOptionError, OutputError
 from faceweave.provenance.stamp import utc_now
@@ -99,7 +99,15 @@ class AuditEntry:
         return json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def outcome_of(exc: BaseException | None) -> dict[str, str | None]:
+class Outcome(TypedDict):
+    """How a run ended, as :class:`AuditEntry` records it."""
+
+    outcome: str
+    code: str | None
+    message: str | None
+
+
+def outcome_of(exc: BaseException | None) -> Outcome:
     """``outcome``, ``code`` and ``message`` for an :class:`AuditEntry` from what a run raised."""
     if exc is None:
         return {"outcome": "ok", "code": None, "message": None}

@@ -133,16 +133,17 @@ class LazyFrameMarker:
 
     def __init__(self, provenance: Provenance) -> None:
         self._provenance = provenance
-        self._marker = None
+        self._marker: Any = None  # a watermark.FrameMarker for frames of ``_size``
         self._size: tuple[int, int] | None = None
 
     def mark(self, pixels: np.ndarray) -> np.ndarray:
         """``(H, W, 3)`` uint8 RGB -> the same frame, marked."""
         size = (int(pixels.shape[1]), int(pixels.shape[0]))
-        if self._marker is None or size != self._size:
-            self._marker = watermarker(self._provenance).frame_marker(size[0], size[1], self._provenance.payload)
-            self._size = size
-        return self._marker.mark(pixels)
+        marker = self._marker
+        if marker is None or size != self._size:
+            marker = watermarker(self._provenance).frame_marker(size[0], size[1], self._provenance.payload)
+            self._marker, self._size = marker, size
+        return marker.mark(pixels)
 
 
 def writer_stamp(provenance: Provenance | None) -> dict[str, Any]:

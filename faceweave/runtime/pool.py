@@ -224,8 +224,8 @@ def dummy_feeds(inputs: tuple[TensorInfo, ...], spec: ModelSpec | None = None) -
             declared = spec.inputs[position]
         shape = []
         for axis, dim in enumerate(info.shape):
-            if not is_dynamic(dim):
-                shape.append(int(dim))
+            if isinstance(dim, int) and not is_dynamic(dim):
+                shape.append(dim)
                 continue
             hint = declared.shape[axis] if declared and declared.shape and axis < len(declared.shape) else None
             if isinstance(hint, int) and hint > 0:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import cv2
 import numpy as np
@@ -146,7 +146,8 @@ class NudeNetDetector:
     ) -> None:
         self.model_path = Path(model_path) if model_path is not None else None
         self.providers = tuple(providers)
-        self._session = None
+        self._session: Any = None  # an onnxruntime.InferenceSession once prepared
+        self._input = ""
 
     def prepare(self) -> Self:
         if self._session is not None:
@@ -159,10 +160,10 @@ class NudeNetDetector:
         options = ort.SessionOptions()
         options.log_severity_level = 3
         try:
-            self._session = ort.InferenceSession(str(path), sess_options=options, providers=list(self.providers))
+            session = ort.InferenceSession(str(path), sess_options=options, providers=list(self.providers))
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped errors
             raise ModelFormatError(f"cannot load screening model '{path}': {' '.join(str(exc).split())}") from exc
-        self._input = self._session.get_inputs()[0].name
+        self._session, self._input = session, session.get_inputs()[0].name
         return self
 
     def detect(self, pixels: np.ndarray) -> list[ContentDetection]:

@@ -38,7 +38,7 @@ class OneEuroFilter:
     def __call__(self, x: np.ndarray, t: float) -> np.ndarray:
         """The filtered value of ``x`` observed at time ``t`` (seconds)."""
         x = np.asarray(x, np.float64)
-        if self._x is None or self._t is None or t <= self._t or self._x.shape != x.shape:
+        if self._x is None or self._dx is None or self._t is None or t <= self._t or self._x.shape != x.shape:
             self._x, self._dx, self._t = x.copy(), np.zeros_like(x), t
             return x.astype(np.float32)
         dt = t - self._t
