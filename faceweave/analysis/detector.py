@@ -83,8 +83,8 @@ class MediapipeFaceDetector:
     def __init__(self, *, min_confidence: float = 0.5, small_faces: bool = True) -> None:
         self.min_confidence = min_confidence
         self.small_faces = small_faces
-        self._full = None
-        self._short = None
+        self._full: QuietGraph | None = None
+        self._short: QuietGraph | None = None
 
     def prepare(self) -> None:
         if self._full is None:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from faceweave.errors import ModelError
@@ -16,8 +18,8 @@ class DlibEmbedder:
     name = "dlib_resnet_v1"
 
     def __init__(self) -> None:
-        self._predictor = None
-        self._encoder = None
+        self._predictor: Any = None  # dlib.shape_predictor (untyped)
+        self._encoder: Any = None  # dlib.face_recognition_model_v1
 
     def prepare(self) -> None:
         if self._encoder is None:

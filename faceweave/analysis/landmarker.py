@@ -75,19 +75,23 @@ class MediapipeFaceMesh:
 
     def __init__(self, *, min_confidence: float = 0.3) -> None:
         self.min_confidence = min_confidence
-        self._model = None
+        self._model: QuietGraph | None = None
 
     def prepare(self) -> None:
+        self._graph()
+
+    def _graph(self) -> QuietGraph:
         if self._model is None:
             self._model = _face_mesh(video=False, min_confidence=self.min_confidence)
+        return self._model
 
     def landmarks(self, rgb: np.ndarray, box: BBox) -> np.ndarray | None:
         """``(478, 3)`` mesh in image pixels for the face in ``box``, or ``None``
         when the mesh model finds no face there."""
-        self.prepare()
+        model = self._graph()
         for scale in (CROP_SCALE, 1.5, 2.8):
             crop, x0, y0, factor = crop_square(rgb, box, scale=scale, size=CROP_SIZE)
-            pts = _image_points(self._model.process(crop), x0, y0, factor)
+            pts = _image_points(model.process(crop), x0, y0, factor)
             if pts is not None:
                 return pts
         return None
@@ -116,14 +120,15 @@ class MeshFollower:
         self.min_confidence = min_confidence
         #: held while ``fallback`` (shared with other users) runs
         self.lock = lock or threading.Lock()
-        self._model = None
+        self._model: QuietGraph | None = None
 
     def landmarks(self, rgb: np.ndarray, box: BBox) -> np.ndarray | None:
         """As :meth:`MediapipeFaceMesh.landmarks`, for the next frame of this face."""
-        if self._model is None:
-            self._model = _face_mesh(video=True, min_confidence=self.min_confidence)
+        model = self._model
+        if model is None:
+            model = self._model = _face_mesh(video=True, min_confidence=self.min_confidence)
         crop, x0, y0, factor = crop_square(rgb, box, scale=CROP_SCALE, size=CROP_SIZE)
-        pts = _image_points(self._model.process(crop), x0, y0, factor)
+        pts = _image_points(model.process(crop), x0, y0, factor)
         if pts is not None:
             return pts
         with self.lock:
