@@ -84,6 +84,12 @@ class FaceAnalyser:
             return face
         return face.with_embedding(self.embedder.embed(pixels, face.bbox))
 
+    def embedding(self, pixels: np.ndarray, face: Face) -> np.ndarray:
+        """The face's ``(128,)`` float32 dlib embedding (its own, or computed now)."""
+        if face.embedding is not None:
+            return face.embedding
+        return self.embedder.embed(pixels, face.bbox)
+
     def close(self) -> None:
         self.detector.close()
         self.mesher.close()

@@ -72,9 +72,9 @@ def find_people(
                 continue
             next_time = frame.time + every
             for face in analyser.analyse(frame.pixels):
-                face = analyser.embed(frame.pixels, face)
-                person = assign(people, face.embedding)
-                person.embeddings.append(face.embedding)
+                embedding = analyser.embedding(frame.pixels, face)
+                person = assign(people, embedding)
+                person.embeddings.append(embedding)
                 person.times.append(frame.time)
                 if face.size > person.thumbnail_size:
                     person.thumbnail = face_thumbnail(frame.pixels, face.bbox, size=160)
