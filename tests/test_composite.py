@@ -7,17 +7,17 @@ import cv2
 import numpy as np
 import pytest
 
-from faceweave import color
-from faceweave.composite import (
+from faceweave.compositing import colour
+from faceweave.compositing.colour import side_lighting
+from faceweave.compositing.regions import (
     above_brows,
     below_nose,
-    darker_than_skin,
     face_rim,
     forehead_fade,
     inner_face,
-    side_lighting,
     skin_region,
 )
+from faceweave.compositing.skin import darker_than_skin
 from faceweave.geometry import topology as topo
 from faceweave.swappers.mesh import shape_confidence, source_texture, triangle_areas
 
@@ -122,7 +122,7 @@ def test_source_texture_mirrors_only_turned_away_triangles(mesh):
 
 def test_achromatic_lab_helper_round_trip():
     grey = np.full((4, 4, 3), 128, np.uint8)
-    lab = color.to_lab(grey)
+    lab = colour.to_lab(grey)
     assert np.abs(lab[..., 1:]).max() < 0.5
 
 
@@ -132,7 +132,7 @@ def test_a_blond_strand_across_the_source_cheek_is_not_clean(faces_dir):
     skin in hue: the clean map marks it, and leaves the bare cheek beside it."""
     import cv2
 
-    from faceweave.composite import source_clean_map
+    from faceweave.compositing.occlusion import source_clean_map
     from faceweave.io import read_image
     from faceweave.pipeline import FaceSwapper, cut_crop
 
@@ -145,7 +145,7 @@ def test_a_blond_strand_across_the_source_cheek_is_not_clean(faces_dir):
     top, bottom = mesh[33, :2], mesh[57, :2]
     strand = np.zeros(crop.pixels.shape[:2], np.uint8)
     cv2.line(strand, tuple(int(v) for v in top + (0, 20)), tuple(int(v) for v in bottom - (40, 0)), 1, 7)
-    blond = color.to_rgb(np.array([[[74.0, 1.0, 24.0]]], np.float32))[0, 0]
+    blond = colour.to_rgb(np.array([[[74.0, 1.0, 24.0]]], np.float32))[0, 0]
     painted = crop.pixels.copy()
     painted[strand > 0] = blond
     from dataclasses import replace
@@ -193,7 +193,8 @@ def test_a_surgical_mask_on_the_target_stays_in_front(faces_dir):
     ["single/biden2.jpg", "single/sad_woman.png", "hard/small_face_240p.jpg", "single/attr_1561_older_woman.jpg"],
 )
 def test_a_bare_lower_face_is_not_taken_for_a_mask(faces_dir, photo):
-    from faceweave.composite import lower_face_cover, skin_region
+    from faceweave.compositing.occlusion import lower_face_cover
+    from faceweave.compositing.regions import skin_region
     from faceweave.io import read_image
     from faceweave.pipeline import FaceSwapper, cut_crop
 
@@ -202,7 +203,7 @@ def test_a_bare_lower_face_is_not_taken_for_a_mask(faces_dir, photo):
         face = swapper.find_faces(pixels)[0]
     crop = cut_crop(pixels, face, face_size=128)
     skin = skin_region(crop.size, crop.mesh, crop.face_size)
-    assert lower_face_cover(color.to_lab(crop.pixels), crop.mesh, skin, crop.face_size) is None
+    assert lower_face_cover(colour.to_lab(crop.pixels), crop.mesh, skin, crop.face_size) is None
 
 
 def _bridge_geometry(mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -217,7 +218,7 @@ def _bridge_geometry(mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
 def test_glasses_are_a_dark_bar_across_the_bridge_not_frown_lines(mesh):
     import cv2
 
-    from faceweave.composite import wears_glasses
+    from faceweave.compositing.occlusion import wears_glasses
 
     bridge, across, width = _bridge_geometry(mesh)
     gap = float(np.linalg.norm(mesh[topo.LEFT_EYE_INNER, :2] - mesh[topo.RIGHT_EYE_INNER, :2]))
@@ -254,8 +255,8 @@ def test_glasses_are_a_dark_bar_across_the_bridge_not_frown_lines(mesh):
     ],
 )
 def test_glasses_on_real_photos(faces_dir, photo, glasses):
-    from faceweave import masks
-    from faceweave.composite import wears_glasses
+    from faceweave.compositing import masks
+    from faceweave.compositing.occlusion import wears_glasses
     from faceweave.io import read_image
     from faceweave.pipeline import FaceSwapper, cut_crop
 
@@ -269,7 +270,7 @@ def test_glasses_on_real_photos(faces_dir, photo, glasses):
     mesh[:, :2] = (mesh[:, :2] + 0.5) / 2.0 - 0.5
     import cv2
 
-    lab = color.to_lab(cv2.resize(crop.pixels, half, interpolation=cv2.INTER_AREA))
+    lab = colour.to_lab(cv2.resize(crop.pixels, half, interpolation=cv2.INTER_AREA))
     fs = crop.face_size / 2.0
     frames = masks.thin_dark(lab[..., 0], width=0.08 * fs)
     assert wears_glasses(half, mesh, frames, fs) is glasses
@@ -284,7 +285,7 @@ def test_hair_coming_in_from_the_edge_is_grown_but_a_speck_is_not(faces_dir, mon
 
     import cv2
 
-    import faceweave.composite as comp
+    import faceweave.compositing.occlusion as comp
     from faceweave.io import read_image
     from faceweave.pipeline import FaceSwapper, cut_crop
 
@@ -304,7 +305,7 @@ def test_hair_coming_in_from_the_edge_is_grown_but_a_speck_is_not(faces_dir, mon
     cv2.line(strand, tuple(int(v) for v in a), tuple(int(v) for v in b), 1, 5)
     speck = np.zeros_like(strand)
     cv2.circle(speck, tuple(int(v) for v in mesh[425, :2]), 4, 1, -1)  # the other cheek
-    grey = color.to_rgb(np.array([[[60.0, 0.0, 1.0]]], np.float32))[0, 0]
+    grey = colour.to_rgb(np.array([[[60.0, 0.0, 1.0]]], np.float32))[0, 0]
     painted = crop.pixels.copy()
     painted[(strand > 0) | (speck > 0)] = grey
     photo = replace(crop, pixels=painted)
@@ -352,7 +353,7 @@ def test_small_spots_inside_the_face_are_not_occluders(mesh):
     stay covered."""
     import cv2
 
-    from faceweave.composite import ISLAND_MAX, _without_islands
+    from faceweave.compositing.occlusion import ISLAND_MAX, without_islands
 
     face_size = float(np.ptp(mesh[topo.face_oval(), 0]))
     skin = np.ones(SIZE[::-1], np.float32)
@@ -375,7 +376,7 @@ def test_small_spots_inside_the_face_are_not_occluders(mesh):
     fx, fy = point(mesh[topo.FOREHEAD_TOP, :2] * 0.4 + centre * 0.6)
     skin[fy - big : fy + big, fx - big : fx + big] = 0.0
 
-    out = _without_islands(skin, mesh, face_size)
+    out = without_islands(skin, mesh, face_size)
 
     assert out[tip[1], tip[0]] == 1.0  # the spot is skin again
     assert out[lone[0][1], lone[0][0]] == 1.0  # so is the strand that reaches nothing
@@ -401,13 +402,14 @@ def test_only_triangles_near_the_outline_fade_at_a_silhouette():
 def test_upsampled_window_is_the_window_of_the_resized_half_map(full):
     """The shading offset is found at half resolution and brought back only
     under the blend's region: the same as resizing all of it and cutting."""
-    from faceweave.composite import _half, _upsampled
+    from faceweave.compositing.resample import half as halved
+    from faceweave.compositing.resample import upsampled_window
 
     w, h = full
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
     field = np.dstack([0.3 * xx + 0.2 * yy, np.sin(xx / 30.0) * 5.0, yy * 0.1]).astype(np.float32)
-    half = _half(field)
+    half = halved(field)
     whole = cv2.resize(half, full, interpolation=cv2.INTER_LINEAR)
     for box in [(0, 0, w, h), (13, 7, w - 3, h - 5), (40, 50, 120, 140)]:
-        window = _upsampled(half, full, box)
+        window = upsampled_window(half, full, box)
         np.testing.assert_allclose(window, whole[box[1] : box[3], box[0] : box[2]], atol=0.02)

@@ -7,8 +7,8 @@ import cv2
 import numpy as np
 import pytest
 
-from faceweave import color, masks
-from faceweave.blend import laplacian_blend, match_detail, paste_back
+from faceweave.compositing import colour, masks, regions, skin
+from faceweave.compositing.blend import laplacian_blend, match_detail, paste_back
 from faceweave.geometry import topology as topo
 from faceweave.geometry.align import crop_matrix
 from faceweave.types import BBox
@@ -86,7 +86,7 @@ def test_skin_likelihood_is_one_at_the_skin_colour_and_zero_far_away():
         np.float32,
     )
 
-    lik = masks.skin_likelihood(lab, centre, spread)
+    lik = skin.skin_likelihood(lab, centre, spread)
 
     assert lik.shape == (1, 4) and lik.dtype == np.float32
     assert lik[0, 0] == pytest.approx(1.0)
@@ -99,7 +99,7 @@ def test_skin_likelihood_is_looser_on_lightness_than_on_chroma():
     spread = np.array([4.0, 4.0, 4.0], np.float32)
     shift = 4.0 * 4.0 * 1.2  # 1.2 tolerances of spread
     lab = np.array([[centre + [shift, 0, 0], centre + [0, shift, 0]]], np.float32)
-    light, chroma = masks.skin_likelihood(lab, centre, spread, tolerance=4.0)[0]
+    light, chroma = skin.skin_likelihood(lab, centre, spread, tolerance=4.0)[0]
     assert light > chroma
 
 
@@ -164,7 +164,7 @@ def test_mouth_mask_is_zero_inside_the_open_mouth(open_mouth, grow):
     core = cv2.erode(inner, np.ones((5, 5), np.uint8)) > 0.5  # well inside the opening
     assert core.sum() > 200  # the mouth is open
 
-    m = masks.mouth_mask((w, h), mesh, grow=grow)
+    m = regions.mouth_mask((w, h), mesh, grow=grow)
 
     assert m.shape == (h, w) and m.min() >= 0.0 and m.max() <= 1.0
     assert m[core].max() == pytest.approx(0.0, abs=1e-3)
@@ -191,8 +191,8 @@ def test_lab_round_trip_is_within_one_level():
         [128, 128, 128],
     ]
 
-    lab = color.to_lab(rgb)
-    back = color.to_rgb(lab)
+    lab = colour.to_lab(rgb)
+    back = colour.to_rgb(lab)
 
     assert lab.dtype == np.float32 and back.dtype == np.uint8
     assert lab[..., 0].min() >= 0.0 and lab[..., 0].max() <= 100.0 + 1e-3
@@ -214,11 +214,11 @@ def test_match_statistics_makes_masked_means_and_lightness_spread_equal_the_refe
     lab[~(src_mask > 0)] = 0.0  # the outside must not count
     ref[~(ref_mask > 0)] = 100.0
 
-    out = color.match_statistics(lab, src_mask, ref, ref_mask)
+    out = colour.match_statistics(lab, src_mask, ref, ref_mask)
 
-    mu_o, sd_o = color.masked_stats(out, src_mask)
-    mu_s, sd_s = color.masked_stats(lab, src_mask)
-    mu_r, sd_r = color.masked_stats(ref, ref_mask)
+    mu_o, sd_o = colour.masked_stats(out, src_mask)
+    mu_s, sd_s = colour.masked_stats(lab, src_mask)
+    mu_r, sd_r = colour.masked_stats(ref, ref_mask)
     np.testing.assert_allclose(mu_o[0], mu_r[0], atol=1e-3)
     np.testing.assert_allclose(sd_o[0], sd_r[0], rtol=1e-3)  # lightness spread matched
     # chroma is scaled about neutral grey by the ratio of the means, except
@@ -243,7 +243,7 @@ def test_apply_statistics_limits_the_lightness_gain(own_std, ref_std, max_gain, 
     ref = (np.array([60.0, 10.0, 10.0], np.float32), np.full(3, ref_std, np.float32))
     lab = np.array([[[50.0, 10.0, 10.0], [51.0, 11.0, 9.0]]], np.float32)
 
-    out = color.apply_statistics(lab, own, ref, max_gain=max_gain)
+    out = colour.apply_statistics(lab, own, ref, max_gain=max_gain)
 
     np.testing.assert_allclose(out[0, 0], ref[0], atol=1e-5)  # the mean goes to the reference mean
     assert out[0, 1, 0] - out[0, 0, 0] == pytest.approx(expected_gain, rel=1e-5)
@@ -264,7 +264,7 @@ def test_apply_statistics_scales_chroma_about_neutral(own_mean, ref_mean, expect
     ref = (np.array([50.0, ref_mean, ref_mean], np.float32), np.ones(3, np.float32))
     lab = np.array([[[50.0, own_mean, own_mean], [50.0, 0.0, 0.0]]], np.float32)
 
-    out = color.apply_statistics(lab, own, ref)
+    out = colour.apply_statistics(lab, own, ref)
 
     np.testing.assert_allclose(out[0, 0, 1:], [ref_mean, ref_mean], atol=1e-4)  # the mean goes to the reference
     shift = ref_mean - expected_scale * own_mean
@@ -276,7 +276,7 @@ def test_neutral_grey_stays_neutral_when_the_skin_tint_is_scaled():
     ref = (np.array([60.0, 8.0, 10.0], np.float32), np.ones(3, np.float32))
     grey = np.array([[[80.0, 0.0, 0.0]]], np.float32)
 
-    out = color.apply_statistics(grey, own, ref)
+    out = colour.apply_statistics(grey, own, ref)
 
     np.testing.assert_allclose(out[0, 0, 1:], [0.0, 0.0], atol=1e-4)
 
@@ -289,7 +289,7 @@ def test_a_tint_stronger_than_the_skin_is_shifted_not_scaled():
     ref = (np.array([50.0, 15.0, 15.0], np.float32), np.ones(3, np.float32))
     lab = np.array([[[50.0, 5.0, 5.0], [50.0, 11.0, 11.0], [50.0, 22.0, 22.0]]], np.float32)
 
-    out = color.apply_statistics(lab, own, ref)
+    out = colour.apply_statistics(lab, own, ref)
 
     np.testing.assert_allclose(out[0, 0, 1:], [7.5, 7.5], atol=1e-4)  # scaled x1.5 below the skin
     np.testing.assert_allclose(out[0, 1, 1:], [16.5, 16.5], atol=1e-4)  # the skin's range: scaled
@@ -308,8 +308,8 @@ def test_masked_blur_ignores_pixels_outside_the_mask(sigma):
     a[mask == 0] = rng.uniform(-100, 100, (int((mask == 0).sum()), 3))
     b[mask == 0] = 0.0
 
-    blur_a = color.masked_blur(a, mask, sigma)
-    blur_b = color.masked_blur(b, mask, sigma)
+    blur_a = colour.masked_blur(a, mask, sigma)
+    blur_b = colour.masked_blur(b, mask, sigma)
 
     sel = mask > 0
     np.testing.assert_allclose(blur_a[sel], blur_b[sel], atol=1e-3)
@@ -320,7 +320,7 @@ def test_transfer_shading_with_amount_zero_is_the_identity():
     lab = lab_image(5, [55.0, 10.0, 12.0], [6.0, 2.0, 3.0])
     ref = lab_image(6, [65.0, 18.0, 20.0], [8.0, 2.5, 2.0])
     mask = np.ones(lab.shape[:2], np.float32)
-    np.testing.assert_array_equal(color.transfer_shading(lab, mask, ref, mask, sigma=8.0, amount=0.0), lab)
+    np.testing.assert_array_equal(colour.transfer_shading(lab, mask, ref, mask, sigma=8.0, amount=0.0), lab)
 
 
 def test_transfer_shading_gives_a_flat_image_the_references_low_pass():
@@ -332,9 +332,9 @@ def test_transfer_shading_gives_a_flat_image_the_references_low_pass():
     mask = np.ones((h, w), np.float32)
     sigma = 6.0
 
-    out = color.transfer_shading(flat, mask, ref, mask, sigma=sigma, amount=1.0)
+    out = colour.transfer_shading(flat, mask, ref, mask, sigma=sigma, amount=1.0)
 
-    np.testing.assert_allclose(out, color.masked_blur(ref, mask, sigma), atol=1e-3)
+    np.testing.assert_allclose(out, colour.masked_blur(ref, mask, sigma), atol=1e-3)
     low_pass = cv2.GaussianBlur(ref, (0, 0), sigma)
     core = (slice(20, -20), slice(20, -20))
     assert np.abs(out[core] - low_pass[core]).max() < 0.5
@@ -474,7 +474,7 @@ def test_apply_statistics_takes_the_colour_out_on_a_black_and_white_reference():
     ref = (np.array([55.0, 0.2, -0.1], np.float32), np.array([9.0, 0.3, 0.4], np.float32))
     red_lips = np.array([[[50.0, 45.0, 25.0]]], np.float32)
 
-    out = color.apply_statistics(red_lips, own, ref)
+    out = colour.apply_statistics(red_lips, own, ref)
 
     assert np.abs(out[0, 0, 1:]).max() < 3.0  # nearly grey, as the photo
 
@@ -486,7 +486,7 @@ def _texture(seed: int, size: int = 96) -> np.ndarray:
 
 
 def test_match_blur_softens_a_sharp_face_to_a_defocused_photo():
-    from faceweave.blend import _luma, _sharpness, match_blur
+    from faceweave.compositing.blend import _luma, _sharpness, match_blur
 
     sharp = _texture(1)
     photo = cv2.GaussianBlur(_texture(2), (0, 0), 2.5)
@@ -498,7 +498,7 @@ def test_match_blur_softens_a_sharp_face_to_a_defocused_photo():
 
 
 def test_match_blur_leaves_a_face_alone_when_the_photo_is_as_sharp():
-    from faceweave.blend import match_blur
+    from faceweave.compositing.blend import match_blur
 
     new, photo = _texture(3), _texture(4)
     mask = np.ones(new.shape[:2], np.float32)
@@ -506,7 +506,7 @@ def test_match_blur_leaves_a_face_alone_when_the_photo_is_as_sharp():
 
 
 def test_match_blur_sharpens_a_soft_face_in_a_sharp_photo_only_under_the_mask_and_only_when_asked():
-    from faceweave.blend import _luma, _sharpness, match_blur
+    from faceweave.compositing.blend import _luma, _sharpness, match_blur
 
     soft = cv2.GaussianBlur(_texture(5), (0, 0), 2.0)
     photo = _texture(6)

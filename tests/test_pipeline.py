@@ -355,7 +355,7 @@ def hand_over_face(path):
     pixels (a ``(H, W)`` bool mask of the picture)."""
     import cv2
 
-    from faceweave.masks import HandDetector, hand_mask
+    from faceweave.analysis.hands import HandDetector, hand_mask
 
     woman = read_image(path("single/woman_east_asian.png")).pixels
     detector = HandDetector()
@@ -416,7 +416,7 @@ def test_hands_in_front_of_the_face_stay_sharp_and_in_place(swapper, path, hand_
 
 
 def test_hand_mask_draws_the_palm_and_the_fingers():
-    from faceweave.masks import hand_mask
+    from faceweave.analysis.hands import hand_mask
 
     # a flat right hand, fingers up: wrist at the bottom, knuckles in a row
     wrist = np.array([100.0, 180.0])

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from faceweave.blend import paste_back
+from faceweave.compositing.blend import paste_back
+from faceweave.compositing.masks import box_mask
 from faceweave.enhancers.base import (
     FaceEnhancerSpec,
     FaceLike,
@@ -27,7 +28,6 @@ from faceweave.enhancers.base import (
 )
 from faceweave.errors import InputError, InvalidOptionError, ModelSignatureError
 from faceweave.geometry.templates import estimate_alignment, warp_crop
-from faceweave.masks import box_mask
 from faceweave.types import Face
 
 

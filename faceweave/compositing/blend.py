@@ -1,0 +1,279 @@
+"""The multi-band blend, paste-back into the frame, and matching the new
+face's fine detail and blur to the photo's.  Pure functions."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+
+def laplacian_blend(front: np.ndarray, back: np.ndarray, mask: np.ndarray, *, levels: int = 5) -> np.ndarray:
+    """Multi-band blend of two float32 ``(H, W, C)`` images with a ``(H, W)``
+    mask in ``[0, 1]`` (1 = ``front``): each band of the Laplacian pyramid is
+    mixed with the mask's Gaussian pyramid at that scale, so low frequencies
+    blend over wide regions and fine detail over narrow ones."""
+    h, w = mask.shape
+    levels = max(1, min(levels, int(np.log2(max(1, min(h, w) // 8))) + 1))
+    # the pyramid is linear: mixing the bands of front and back by the mask
+    # is back plus the bands of (front - back) times the mask, so one pyramid
+    # (of the difference) does the work of two
+    back = back.astype(np.float32)
+    gm: list[np.ndarray] = [mask.astype(np.float32)]
+    gd: list[np.ndarray] = [front.astype(np.float32) - back]
+    for _ in range(levels - 1):
+        gm.append(cv2.pyrDown(gm[-1]))
+        gd.append(cv2.pyrDown(gd[-1]))
+    out = gd[-1] * gm[-1][..., None]
+    for i in range(levels - 2, -1, -1):
+        size = (gd[i].shape[1], gd[i].shape[0])
+        band = gd[i] - cv2.pyrUp(gd[i + 1], dstsize=size)
+        out = cv2.pyrUp(out, dstsize=size) + band * gm[i][..., None]
+    out += back
+    return out
+
+
+def _crop_roi(
+    frame_shape: tuple[int, ...], crop_size: tuple[int, int], matrix: np.ndarray
+) -> tuple[int, int, int, int, np.ndarray]:
+    """The frame region ``(x1, y1, x2, y2)`` under a crop, and the crop->ROI matrix."""
+    w, h = crop_size
+    inv: np.ndarray = np.asarray(cv2.invertAffineTransform(matrix))
+    corners = np.array([[0, 0], [w, 0], [0, h], [w, h]], np.float64) @ inv[:, :2].T + inv[:, 2]
+    fh, fw = frame_shape[:2]
+    x1, y1 = np.floor(corners.min(0)).astype(int)
+    x2, y2 = np.ceil(corners.max(0)).astype(int)
+    x1, y1, x2, y2 = max(x1, 0), max(y1, 0), min(x2, fw), min(y2, fh)
+    inv_roi = inv.copy()
+    inv_roi[:, 2] -= (x1, y1)
+    return x1, y1, x2, y2, inv_roi
+
+
+def _smallest_step(qa: float, qb: float, qc: float) -> float:
+    """The smallest ``c >= 0`` with ``qa c^2 + qb c + qc = 0`` (``qa > 0``); when
+    there is none, the ``c >= 0`` that comes closest (the parabola's vertex).
+    Clipped to ``[0, 2]``."""
+    disc = qb * qb - 4.0 * qa * qc
+    if disc >= 0.0:
+        roots = [r for r in ((-qb - np.sqrt(disc)) / (2.0 * qa), (-qb + np.sqrt(disc)) / (2.0 * qa)) if r >= 0.0]
+        if roots:
+            return float(min(min(roots), 2.0))
+    return float(np.clip(-qb / (2.0 * qa), 0.0, 2.0))
+
+
+def _luma(rgb: np.ndarray) -> np.ndarray:
+    return cv2.cvtColor(np.ascontiguousarray(rgb, dtype=np.float32), cv2.COLOR_RGB2GRAY)
+
+
+#: blur levels (frame pixels) tried to soften a new face that is sharper than its photo
+_BLUR_STEPS = (0.6, 0.9, 1.3, 1.8, 2.5, 3.5)
+#: how much sharper (ratio of fine to coarse detail) the new face must be before it is softened
+_SHARPER = 1.25
+#: unsharp-mask radius (frame pixels) and amounts tried to sharpen a new face
+#: that is softer than its photo
+_SHARPEN_SIGMA = 1.2
+_SHARPEN_STEPS = (0.25, 0.5, 0.75, 1.0, 1.5)
+#: side of the window in the middle of a face where its blur is measured
+_BLUR_WINDOW = 160
+
+
+def _sharpness(luma: np.ndarray, sel: np.ndarray) -> float:
+    """Fine structure over coarse structure of a luma patch under ``sel``:
+    the energy of the band from 1 to 3 px over that of the band from 3 to
+    8 px.  Defocus and motion blur lower it whatever the content; the finest
+    band (sensor noise, compression blocks) is left out, as it says nothing
+    about blur (:func:`match_detail` matches it separately).  The coarse band
+    is smooth, so it is measured at a quarter of the resolution."""
+    g1 = cv2.GaussianBlur(luma, (0, 0), 1.0)
+    g3 = cv2.GaussianBlur(luma, (0, 0), 3.0)
+    fine = float(np.mean((g1 - g3)[sel] ** 2))
+    h, w = luma.shape[:2]
+    if h >= 32 and w >= 32:
+        small = cv2.resize(g3, (w // 4, h // 4), interpolation=cv2.INTER_AREA)
+        keep = cv2.resize(sel.astype(np.uint8), (w // 4, h // 4), interpolation=cv2.INTER_NEAREST) > 0
+        # 3 -> 8 px at full size is 0.75 -> 2 px here: blur by sqrt(2^2 - 0.75^2)
+        band = small - cv2.GaussianBlur(small, (0, 0), 1.85)
+        coarse = float(np.mean(band[keep] ** 2)) if keep.any() else 0.0
+    else:
+        coarse = float(np.mean((g3 - cv2.GaussianBlur(luma, (0, 0), 8.0))[sel] ** 2))
+    return fine / max(coarse, 1e-6)
+
+
+def match_blur(
+    original: np.ndarray, new: np.ndarray, mask: np.ndarray, sel: np.ndarray, *, sharpen: bool = False
+) -> np.ndarray:
+    """``new`` (float32 RGB patch) softened under ``mask`` to the blur of
+    ``original`` (the photo at the same place), when the photo is clearly
+    softer: a sharp source face pasted into a defocused or motion-blurred
+    picture looks cut out.  The blur is the smallest Gaussian that brings the
+    new face's fine-to-coarse detail ratio down to the photo's.  With
+    ``sharpen``, a face clearly softer than the photo is sharpened towards it
+    (:func:`_sharpen`; photos only: in a video the amount would change from
+    frame to frame).  Otherwise unchanged."""
+    # blur is even over a face: on a large face a window in its middle says
+    # as much as the whole, for a fraction of the cost
+    moments = cv2.moments(sel.astype(np.uint8), binaryImage=True)
+    if moments["m00"] <= 0:
+        return new
+    cy, cx = int(moments["m01"] / moments["m00"]), int(moments["m10"] / moments["m00"])
+    half = _BLUR_WINDOW // 2
+    win = (slice(max(cy - half, 0), cy + half), slice(max(cx - half, 0), cx + half))
+    o_luma, n_luma, w_sel = _luma(original[win]), _luma(new[win]), sel[win]
+    if w_sel.sum() < 64:
+        o_luma, n_luma, w_sel, win = _luma(original), _luma(new), sel, (slice(None), slice(None))
+    want = _sharpness(o_luma, w_sel)
+    have = _sharpness(n_luma, w_sel)
+    if sharpen and have * _SHARPER < want:
+        return _sharpen(new, n_luma, mask, w_sel, want)
+    if have <= want * _SHARPER:
+        return new
+    blurred, sigma = new, 0.0
+    for sigma in _BLUR_STEPS:
+        if _sharpness(cv2.GaussianBlur(n_luma, (0, 0), sigma), w_sel) <= want * _SHARPER:
+            break
+    blurred = cv2.GaussianBlur(new, (0, 0), sigma)
+    # a little beyond the mask too, so the face's own outline (the jaw, the
+    # hairline) is softened like the rest; the photo there is as soft anyway
+    weight = np.clip(cv2.GaussianBlur(mask, (0, 0), 2.0 * sigma) * 2.0, 0.0, 1.0)
+    return new + (blurred - new) * weight[..., None]
+
+
+def _sharpen(new: np.ndarray, n_luma: np.ndarray, mask: np.ndarray, w_sel: np.ndarray, want: float) -> np.ndarray:
+    """``new`` sharpened under ``mask`` by the smallest unsharp mask (radius
+    :data:`_SHARPEN_SIGMA`, amounts :data:`_SHARPEN_STEPS`) that brings its
+    fine-to-coarse detail ratio up towards the photo's ``want``: a face
+    resampled from a smaller source, or through the working crop, looks
+    waxy beside the photo's own detail."""
+    amount = 0.0
+    soft = cv2.GaussianBlur(n_luma, (0, 0), _SHARPEN_SIGMA)
+    for amount in _SHARPEN_STEPS:
+        if _sharpness(n_luma + amount * (n_luma - soft), w_sel) * _SHARPER >= want:
+            break
+    # on luma alone: sharpening colour would only add coloured fringes
+    luma = _luma(new)
+    detail = (luma - cv2.GaussianBlur(luma, (0, 0), _SHARPEN_SIGMA)) * (amount * np.clip(mask, 0.0, 1.0))
+    return new + detail[..., None]
+
+
+def match_detail(
+    original: np.ndarray,
+    frame: np.ndarray,
+    mask: np.ndarray,
+    matrix: np.ndarray,
+    *,
+    sigma: float = 0.6,
+    out: np.ndarray | None = None,
+    blur_mask: np.ndarray | None = None,
+    sharpen: bool = False,
+) -> np.ndarray:
+    """Match the swapped face's fine detail to the photo's, at full resolution.
+
+    Resampling into and out of the working crop, and a source photo sharper
+    or softer than the target, leave the new face with more or less
+    pixel-level detail (grain, pores, sensor noise) than the skin around it.
+    Under ``mask`` (crop coordinates: the new face's bare skin) the detail
+    band (image minus its Gaussian low-pass at ``sigma``) is measured in
+    ``frame`` and in ``original``; too much is attenuated, too little is made
+    up with the original's own grain.  With ``blur_mask`` (crop
+    coordinates: the whole new face, features included) the new face is
+    first softened to the photo's own blur where the photo is clearly softer
+    (:func:`match_blur`).
+    Returns a new frame, or writes into ``out`` (which may be ``frame``
+    itself) and returns it."""
+    unchanged = frame if out is None else out
+    # only the footprint of the mask's bounding box, not of the whole crop
+    cx1, cy1, cw, ch = cv2.boundingRect((mask > 0.01).astype(np.uint8))
+    if cw * ch == 0:
+        return unchanged
+    sub = matrix.astype(np.float64).copy()
+    sub[:, 2] -= (cx1, cy1)
+    x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (cw, ch), sub)
+    if x2 <= x1 or y2 <= y1:
+        return unchanged
+    # both masks in one warp (two channels)
+    window = (slice(cy1, cy1 + ch), slice(cx1, cx1 + cw))
+    masks_in: np.ndarray = (
+        np.ascontiguousarray(mask[window], np.float32)
+        if blur_mask is None
+        else cv2.merge([mask[window].astype(np.float32), blur_mask[window].astype(np.float32)])
+    )
+    warped = cv2.warpAffine(masks_in, inv_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=(0.0,))
+    m = warped if blur_mask is None else warped[..., 0]
+    bx1, by1, bw, bh = cv2.boundingRect((m > 0.01).astype(np.uint8))
+    if bw * bh < 64:
+        return unchanged
+    bx2, by2 = bx1 + bw, by1 + bh
+    m = np.ascontiguousarray(m[by1:by2, bx1:bx2])
+    x1, y1, x2, y2 = x1 + bx1, y1 + by1, x1 + bx2, y1 + by2
+    orig = original[y1:y2, x1:x2].astype(np.float32)
+    new = frame[y1:y2, x1:x2].astype(np.float32)
+    sel = (m > 0.5).astype(np.uint8)
+    if cv2.countNonZero(sel) < 64:
+        return unchanged
+    if blur_mask is not None:
+        whole = np.ascontiguousarray(warped[by1:by2, bx1:bx2, 1])
+        if cv2.countNonZero((whole > 0.5).astype(np.uint8)) >= 64:
+            new = match_blur(orig, new, whole, whole > 0.5, sharpen=sharpen)
+
+    def band(x: np.ndarray) -> np.ndarray:
+        return x - cv2.GaussianBlur(x, (0, 0), sigma)
+
+    def mean_under(x: np.ndarray) -> float:
+        return float(cv2.mean(x, mask=sel)[0])
+
+    # everything is measured on luma (the band is linear: the band of the
+    # luma is the luma of the band, and so is the luma of a band times the mask)
+    bo_luma, bn_luma = band(_luma(orig)), band(_luma(new))
+    e_o = mean_under(bo_luma * bo_luma)
+    e_n = mean_under(bn_luma * bn_luma)
+    # move along one direction (the original's grain, or away from our own
+    # detail) by the amount c that makes the band energy equal: the band of
+    # the result is band_n + c * band(direction), a quadratic in c
+    add_grain = e_n < e_o
+    bd = band(bo_luma * m if add_grain else bn_luma * -m)
+    qa, qb, qc = mean_under(bd * bd), 2.0 * mean_under(bn_luma * bd), e_n - e_o
+    c = 0.0 if qa <= 1e-9 else _smallest_step(qa, qb, qc)
+    out = frame.copy() if out is None else out
+    if c != 0.0:
+        direction = band(orig) if add_grain else -band(new)
+        new += direction * (c * m)[..., None]
+    new += 0.5  # round to the nearest
+    out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
+    return out
+
+
+def paste_back(
+    frame: np.ndarray, crop: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, out: np.ndarray | None = None
+) -> np.ndarray:
+    """Put a working crop back into the frame.
+
+    ``matrix`` is the ``(2, 3)`` frame->crop transform used to cut the crop;
+    ``mask`` ``(h, w)`` in ``[0, 1]`` says where the crop replaces the frame.
+    Only the frame's region under the mask is touched; returns a new frame,
+    or writes into ``out`` (which may be ``frame`` itself) and returns it.
+    """
+    bx1, by1, bw, bh = cv2.boundingRect((mask > 1e-3).astype(np.uint8))
+    if out is None:
+        out = frame.copy()
+    elif out is not frame:
+        np.copyto(out, frame)
+    if bw == 0 or bh == 0:
+        return out
+    # the footprint of the mask's bounding box, not of the whole crop
+    bx2, by2 = bx1 + bw, by1 + bh
+    sub = matrix.astype(np.float64).copy()
+    sub[:, 2] -= (bx1, by1)
+    x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (int(bx2 - bx1), int(by2 - by1)), sub)
+    if x2 <= x1 or y2 <= y1:
+        return out
+    size = (x2 - x1, y2 - y1)
+    big = cv2.warpAffine(crop[by1:by2, bx1:bx2], inv_roi, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    m = cv2.warpAffine(
+        np.ascontiguousarray(mask[by1:by2, bx1:bx2], np.float32),
+        inv_roi,
+        size,
+        flags=cv2.INTER_LINEAR,
+        borderValue=(0.0,),
+    )
+    roi = frame[y1:y2, x1:x2]
+    out[y1:y2, x1:x2] = cv2.blendLinear(big, roi, m, 1.0 - m)
+    return out

@@ -1,0 +1,250 @@
+"""Composite a swapper's output into the target crop: masks, colour,
+multi-band blend, and the region to paste back.
+
+:func:`composite` runs the steps in order; each step is a pure function
+that returns a frozen value (:mod:`faceweave.compositing.values`).  Masks
+and shading are smooth, so they are built at half resolution and resized;
+colour and the multi-band blend run at full resolution.  Sizes are
+relative to the face size so results do not depend on the working size."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from faceweave.compositing.blend import laplacian_blend
+from faceweave.compositing.colour import (
+    ColourMatch,
+    SkinColour,
+    apply_statistics,
+    masked_stats,
+    shading_offset,
+    side_lighting,
+    to_lab,
+    to_rgb,
+)
+from faceweave.compositing.masks import box_mask, combine, feather
+from faceweave.compositing.occlusion import target_occlusion
+from faceweave.compositing.regions import feature_mask, forehead_fade, inner_face, mouth_mask, skin_region
+from faceweave.compositing.resample import half, half_mesh, upsample, upsampled_window
+from faceweave.compositing.values import ColourPlan, Composite, CompositeMasks, HalfCrop
+from faceweave.options import MaskOptions
+from faceweave.swappers.base import AlignedCrop, SwapOutput
+
+#: sizes as fractions of the face size: erosion and feather of the face edge,
+#: length of the fade from the top of the forehead, scale of the shading.
+#: (No erosion of the face edge: the side inset and the trust ramp on the
+#: coverage keep it off the mesh's very edge; an erosion also widened the
+#: line between the lips where the target shows, which cost identity.)
+EDGE_ERODE = 0.0
+EDGE_FEATHER = 0.015
+FOREHEAD_FADE = 0.08
+SHADING_SIGMA = 0.12
+#: limit on the per-channel contrast change of the colour transfer
+MAX_CONTRAST_GAIN = 1.6
+#: a difference in side lighting (lightness units) between source and target
+#: that makes the shading transfer complete
+SIDE_LIGHT_SPAN = 20.0
+#: bands of the multi-band blend
+BLEND_LEVELS = 5
+
+
+def composite(
+    target: AlignedCrop,
+    out: SwapOutput,
+    *,
+    mask_options: MaskOptions,
+    shading: float,
+    person_mask: np.ndarray | None = None,
+    colour: ColourMatch | None = None,
+    hands_mask: np.ndarray | None = None,
+) -> Composite:
+    """Blend ``out.face`` into ``out.background`` and say where to paste.
+
+    ``colour``: a fixed skin-colour mapping (video holds one per face over a
+    shot); without it the mapping is measured on this crop.  ``person_mask``
+    ``(S, S)`` in ``[0, 1]``: the person segmentation (what is not person
+    stays in front).  ``hands_mask``: ``(S, S)`` in ``[0, 1]``, hands in
+    front of the face; they keep the target crop's own pixels (not the
+    reshaped ones) and are left out of the paste mask, so the photo's own
+    pixels show there."""
+    hands = None if hands_mask is None else np.clip(hands_mask, 0.0, 1.0)
+    behind, person = hold_hands(out.background, target.pixels, hands, person_mask)
+    view = half_crop(out, behind, face_size=target.face_size)
+    masks = blend_masks(view, out, options=mask_options, person_mask=person, hands=hands, full=target.size)
+    plan = colour_plan(view, masks.skin, shading=shading, colour=colour)
+    pixels = blend_face(out, behind, masks.mask, plan, hands=hands)
+    return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail)
+
+
+def hold_hands(
+    background: np.ndarray, pixels: np.ndarray, hands: np.ndarray | None, person_mask: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The crop behind the new face ``(S, S, 3)`` uint8, and the person mask.
+
+    Hands in front of the face stay in front, and exactly where they are:
+    the reshaping warp moves only the face behind them, so under ``hands``
+    the target crop's own ``pixels`` replace the reshaped ``background``, and
+    the hands are left out of the person mask."""
+    if hands is None:
+        return background, person_mask
+    mixed = background * (1.0 - hands[..., None]) + pixels * hands[..., None]
+    behind = np.clip(mixed + 0.5, 0, 255).astype(np.uint8)
+    person = 1.0 - hands if person_mask is None else np.minimum(person_mask, 1.0 - hands)
+    return behind, person
+
+
+def half_crop(out: SwapOutput, behind: np.ndarray, *, face_size: float) -> HalfCrop:
+    """The new face, the crop behind it and the mesh at half resolution."""
+    return HalfCrop(
+        face_lab=to_lab(half(out.face)),
+        behind_lab=to_lab(half(behind)),
+        mesh=half_mesh(out.mesh),
+        face_size=face_size / 2.0,
+    )
+
+
+def face_region(view: HalfCrop, coverage: np.ndarray, options: MaskOptions) -> np.ndarray:
+    """``(s, s)`` float32: where the swapper's new face is trusted, feathered.
+
+    A partly covered pixel (a faded silhouette or stretched sliver) is not
+    trusted: only confident coverage counts, ramped over its upper half.
+    The mesh's outline runs along the very edge of the face, where a turned
+    source shows ear, hair or background: the region keeps to the face
+    inside it (:func:`~faceweave.compositing.regions.inner_face`)."""
+    size, fs, mesh = view.size, view.face_size, view.mesh
+    trusted = np.clip(half(coverage) * 2.0 - 1.0, 0.0, 1.0)
+    region = trusted * mouth_mask(size, mesh, grow=0.012 * fs) if options.mouth else trusted
+    region = region * inner_face(size, mesh, fs)
+    if not options.region:
+        return np.ones_like(region)
+    return feather(region, erode=EDGE_ERODE * fs, blur=EDGE_FEATHER * fs)
+
+
+def occlusion_mask(
+    view: HalfCrop,
+    skin: np.ndarray,
+    source_clean: np.ndarray | None,
+    *,
+    options: MaskOptions,
+    person_mask: np.ndarray | None,
+) -> np.ndarray | None:
+    """``(s, s)`` float32: where nothing is in front of the target face (its
+    own hair, hands or glasses, and what the person segmentation calls not
+    person), or ``None`` when neither test is on."""
+    occlusion = None
+    if options.occlusion:
+        clean = None if source_clean is None else half(source_clean)
+        occlusion = target_occlusion(view.behind_lab, view.mesh, skin, view.face_size, clean)
+    if person_mask is None:
+        return occlusion
+    person = half(person_mask)
+    return person if occlusion is None else combine(occlusion, person)
+
+
+def blend_masks(
+    view: HalfCrop,
+    out: SwapOutput,
+    *,
+    options: MaskOptions,
+    person_mask: np.ndarray | None,
+    hands: np.ndarray | None,
+    full: tuple[int, int],
+) -> CompositeMasks:
+    """The blend, paste and detail masks at the crop's ``full = (W, H)``,
+    and the skin where colour is measured (half resolution)."""
+    size, fs, mesh = view.size, view.face_size, view.mesh
+    skin = skin_region(size, mesh, fs)
+    occlusion = occlusion_mask(view, skin, out.source_clean, options=options, person_mask=person_mask)
+    box = box_mask(size, inset=0.02, blur=options.box_blur) if options.box else None
+    fade = forehead_fade(size, mesh, length=FOREHEAD_FADE * fs)
+    mask_h = combine(face_region(view, out.coverage, options), fade, occlusion, box)
+    bare = 1.0 - feather(feature_mask(size, mesh, grow=0.02 * fs), erode=0, blur=0.01 * fs)
+    return CompositeMasks(
+        mask=upsample(mask_h, full),
+        paste=paste_mask(mask_h, fs, boxed=box is not None, changed=out.changed, hands=hands),
+        detail=upsample(mask_h * bare, full),
+        skin=skin if occlusion is None else skin * (occlusion > 0.5),
+    )
+
+
+def paste_mask(
+    mask_h: np.ndarray, face_size: float, *, boxed: bool, changed: np.ndarray, hands: np.ndarray | None
+) -> np.ndarray:
+    """``(S, S)`` float32 in ``[0, 1]``: where the crop replaces the frame.
+
+    The blend mask ``mask_h`` (half resolution) grown and softened, so the
+    blend's soft edge is pasted whole; everywhere the reshaping warp
+    ``changed`` the crop; never over ``hands``, where the photo's own
+    pixels show (not their copy through the working crop)."""
+    size = (mask_h.shape[1], mask_h.shape[0])
+    grow = int(round(0.05 * face_size)) * 2 + 1
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow))
+    touched = cv2.dilate((mask_h > 0.002).astype(np.float32), kernel)
+    paste_h = feather(touched, erode=0, blur=0.015 * face_size)
+    if boxed:
+        paste_h = np.minimum(paste_h, box_mask(size, inset=0.0, blur=0.04))
+    paste = np.maximum(upsample(paste_h, (changed.shape[1], changed.shape[0])), changed)
+    if hands is not None:
+        paste = paste * (1.0 - hands)
+    return np.clip(paste, 0.0, 1.0)
+
+
+def colour_plan(view: HalfCrop, skin: np.ndarray, *, shading: float, colour: ColourMatch | None) -> ColourPlan:
+    """The colour mapping (measured on ``skin`` both faces show, unless a
+    fixed ``colour`` is given) and the target's low-frequency shading.
+
+    The shading is learnt on bare skin only (a beard, brows or hair would
+    darken it) and spread smoothly over the rest of the face.  A light from
+    one side on the source but not on the target (or the other way round)
+    is lighting, not identity: then more of the target's shading is taken
+    than ``shading`` asks."""
+    if colour is None:
+        colour = ColourMatch(
+            source=SkinColour(*masked_stats(view.face_lab, skin)),
+            target=SkinColour(*masked_stats(view.behind_lab, skin)),
+        )
+    gap = abs(side_lighting(view.face_lab, view.mesh, skin) - side_lighting(view.behind_lab, view.mesh, skin))
+    amount = float(np.clip(shading + gap / SIDE_LIGHT_SPAN, shading, 1.0))
+    matched = apply_statistics(view.face_lab, colour.source.stats, colour.target.stats, max_gain=MAX_CONTRAST_GAIN)
+    offset = shading_offset(matched, skin, view.behind_lab, skin, sigma=SHADING_SIGMA * view.face_size)
+    return ColourPlan(match=colour, shading=offset, amount=amount)
+
+
+def blend_window(mask: np.ndarray) -> tuple[int, int, int, int] | None:
+    """``(x0, y0, x1, y1)``: the blend's support, the mask's bounding box
+    grown by the coarsest pyramid level and clipped to the crop; ``None``
+    for an empty mask."""
+    x, y, w, h = cv2.boundingRect((mask > 0.002).astype(np.uint8))
+    if w <= 0 or h <= 0:
+        return None
+    margin = 2**BLEND_LEVELS
+    rows, cols = mask.shape
+    return max(x - margin, 0), max(y - margin, 0), min(x + w + margin, cols), min(y + h + margin, rows)
+
+
+def blend_face(
+    out: SwapOutput, behind: np.ndarray, mask: np.ndarray, plan: ColourPlan, *, hands: np.ndarray | None
+) -> np.ndarray:
+    """``(S, S, 3)`` uint8: the new face, colour-matched and shaded, blended
+    into ``behind`` under ``mask`` by the multi-band blend (full resolution,
+    only around the face).  Under ``hands`` the crop behind is kept: the
+    blend's low frequencies spread over wide regions, and a hand must not
+    take on the face's colour."""
+    pixels = behind.copy()
+    box = blend_window(mask)
+    if box is None:
+        return pixels
+    x0, y0, x1, y1 = box
+    roi = (slice(y0, y1), slice(x0, x1))
+    source, target = plan.match.source.stats, plan.match.target.stats
+    matched = apply_statistics(to_lab(out.face[roi]), source, target, max_gain=MAX_CONTRAST_GAIN)
+    shaded = matched + plan.amount * upsampled_window(plan.shading, (mask.shape[1], mask.shape[0]), box)
+    background = behind[roi].astype(np.float32)
+    front = np.where(out.coverage[roi][..., None] > 0.5, to_rgb(shaded), background).astype(np.float32)
+    blended = laplacian_blend(front, background, mask[roi], levels=BLEND_LEVELS)
+    if hands is not None:
+        held = hands[roi][..., None]
+        blended = blended * (1.0 - held) + background * held
+    pixels[roi] = np.clip(blended + 0.5, 0, 255).astype(np.uint8)
+    return pixels

@@ -1,0 +1,248 @@
+"""What covers a face, found by heuristics on the crop's colour and the mesh:
+``(H, W)`` float32 maps in ``[0, 1]``, 1 where the face itself shows.
+
+Two sides: the source's clean map (where the source photo shows its own bare
+face, so that its hair and hands do not travel with it) and the target's
+occluders (its hair, hands, glasses, a face mask in front of the face, which
+stay in front).  A beard, brows, eyes and lips are part of a face, not
+occluders.  Pure functions; sizes are fractions of the face size."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from faceweave.compositing.colour import to_lab
+from faceweave.compositing.masks import edge_connected, feather, polygon_mask, thin_dark
+from faceweave.compositing.regions import (
+    above_eyes,
+    across_face,
+    below_nose,
+    face_axis,
+    face_rim,
+    feature_mask,
+    outside_face,
+    skin_region,
+)
+from faceweave.compositing.resample import half, half_mesh
+from faceweave.compositing.skin import (
+    CENTRE_TOLERANCE,
+    darker_than_skin,
+    likelihood_from_distance,
+    occluder_free,
+    skin_distance,
+    skin_likelihood,
+    skin_statistics,
+)
+from faceweave.geometry import topology as topo
+from faceweave.swappers.base import AlignedCrop
+
+#: the rim of the face where hair hangs (and is looked for by hue and
+#: texture): outside the outline scaled by this, for the source (whose hair
+#: must not travel) and the target (whose hair must stay in front)
+SOURCE_HAIR_RIM = 0.65
+TARGET_HAIR_RIM = 0.75
+#: covered parts of the source face that reach its edge (hair coming in from
+#: outside) are grown by this much, so the dark rims of strands and the gaps
+#: between them do not show as streaks
+SOURCE_HAIR_GROW = 0.025
+#: the skin test in the middle of the source face, tighter than the target's
+#: (:data:`~faceweave.compositing.skin.CENTRE_TOLERANCE`): a strand of blond
+#: hair across a cheek is skin-light but far from skin in hue
+SOURCE_CENTRE_TOLERANCE = 4.0
+#: a face cover (mask, scarf) shows lips no redder than this (CIELAB a*) over
+#: the lower face's colour, and a lower face at least this light
+COVER_LIP_CONTRAST = 3.0
+COVER_MIN_LIGHTNESS = 55.0
+#: ... and differs from the middle of the forehead by at least this much (L or a*b*)
+COVER_MIN_DIFFERENCE = 8.0
+#: mesh point in the middle of the forehead
+FOREHEAD_CENTRE = 151
+#: glasses: the middle part of the gap between the inner eye corners that is
+#: sampled for the bridge, and the part of one line across it that must be dark
+GLASSES_SPAN = 0.6
+GLASSES_COVER = 0.85
+#: non-skin spots inside the face that touch nothing outside it and are
+#: smaller than this fraction of the face's area are not occluders
+ISLAND_MAX = 0.03
+
+
+def target_occlusion(
+    lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray, face_size: float, source_clean: np.ndarray | None
+) -> np.ndarray:
+    """``(H, W)`` float32: where the target face itself shows, low under its
+    own hair, hands, glasses or face mask (which stay in front).  ``lab``:
+    the target crop in CIELAB; ``skin``: its :func:`skin_region`;
+    ``source_clean``: the source's clean map on the same grid, when known
+    (what the source cannot give is not taken from it)."""
+    size = (lab.shape[1], lab.shape[0])
+    # its brows, eyes, lips and beard are not occluders
+    rim = face_rim(size, mesh, face_size, inner_scale=TARGET_HAIR_RIM)
+    # in the middle of the face only colours far from skin count (a
+    # shadow beside the nose is not an occluder, a microphone is)
+    distance = skin_distance(lab, *skin_statistics(lab, skin))
+    middle = likelihood_from_distance(distance, CENTRE_TOLERANCE)
+    free = occluder_free(lab, skin, face_size=face_size, hair_zone=rim, distance=distance)
+    target_skin = rim * free + (1.0 - rim) * middle
+    if ISLAND_MAX > 0:
+        target_skin = without_islands(target_skin, mesh, face_size)
+    # the target's moustache and beard are not occluders: the source's
+    # mouth and chin replace them
+    below = below_nose(size, mesh, soft=0.05 * face_size)
+    frames = thin_dark(lab[..., 0], width=0.08 * face_size)
+    if wears_glasses(size, mesh, frames, face_size):
+        # keep the whole frame: thin dark lines count as occluders, and
+        # around the eyes too, but not the eye openings and brows themselves
+        target_skin = np.minimum(target_skin, 1.0 - frames)
+        not_tested = feature_mask(size, mesh, grow=0.01 * face_size)
+    else:
+        not_tested = feature_mask(size, mesh, grow=0.05 * face_size)
+    occ = np.maximum(target_skin, np.maximum(not_tested, below))
+    # a face mask or a scarf over the nose, mouth and chin stays in front
+    covered = lower_face_cover(lab, mesh, skin, face_size)
+    if covered is not None:
+        occ = np.minimum(occ, 1.0 - covered)
+    if source_clean is not None:
+        occ = np.minimum(occ, source_clean)
+    occ = cv2.morphologyEx(occ, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3)))
+    return feather(occ, erode=0.008 * face_size, blur=0.012 * face_size)
+
+
+def lower_face_cover(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray, face_size: float) -> np.ndarray | None:
+    """Where a face mask or a scarf covers the lower face: ``[0, 1]``
+    float32 over the face below the eyes, or ``None`` when the lower face is
+    bare (almost always).
+
+    A cover is recognised by two things a bare face does not show together:
+    the lips are no redder than the skin around them (on a mask, the mesh's
+    "lips" are mask too), and that lower face is light (a bearded chin with
+    hidden lips is dark).  The cover is then the part of the face below the
+    eyes whose colour is close to the lower face's own."""
+    size = (lab.shape[1], lab.shape[0])
+    lips = polygon_mask(size, mesh[topo.lips_outer(), :2])
+    lower = skin * below_nose(size, mesh, soft=0.05 * face_size)
+    if lips.sum() < 8 or lower.sum() < 32:
+        return None
+    centre, spread = skin_statistics(lab, lower)
+    lip_red = float(np.median(lab[lips > 0.5][:, 1]))
+    if lip_red - float(centre[1]) > COVER_LIP_CONTRAST or float(centre[0]) < COVER_MIN_LIGHTNESS:
+        return None
+    # and it is not the skin: compared with the middle of the forehead, the
+    # lower face is clearly lighter or of another colour
+    forehead = np.zeros(lab.shape[:2], np.uint8)
+    cx, cy = (int(round(v)) for v in mesh[FOREHEAD_CENTRE, :2])
+    cv2.circle(forehead, (cx, cy), max(2, int(round(0.06 * face_size))), (1,), -1)
+    if forehead.sum() < 8:
+        return None
+    ref = np.median(lab[forehead > 0], axis=0)
+    lighter = float(centre[0] - ref[0])
+    chroma = float(np.hypot(centre[1] - ref[1], centre[2] - ref[2]))
+    if lighter < COVER_MIN_DIFFERENCE and chroma < COVER_MIN_DIFFERENCE:
+        return None
+    zone = 1.0 - above_eyes(size, mesh, soft=0.05 * face_size)
+    near = skin_likelihood(lab, centre, spread)
+    return feather(near * zone, erode=0, blur=0.02 * face_size)
+
+
+def source_clean_map(crop: AlignedCrop) -> np.ndarray:
+    """``(S, S)`` float32 in ``[0, 1]``: where the source crop shows its own
+    bare face.  Low over hair at the rim of the face and over the forehead,
+    and over background at its very edge; the middle of the face, the eyes,
+    brows, lips and a beard (darker than the skin, below the nose) count as
+    clean.  Covered parts that reach the edge of the face (hair coming in
+    from outside) are grown by :data:`SOURCE_HAIR_GROW`.  Built at half
+    resolution (it is smooth) and resized."""
+    full = crop.size
+    size, fs = (full[0] // 2, full[1] // 2), crop.face_size / 2.0
+    mesh = half_mesh(crop.mesh)
+    lab = to_lab(half(crop.pixels))
+    region = skin_region(size, mesh, fs)
+    rim = face_rim(size, mesh, fs, inner_scale=SOURCE_HAIR_RIM)
+    centre, spread = skin_statistics(lab, region)
+    distance = skin_distance(lab, centre, spread)
+    free = occluder_free(lab, region, face_size=fs, hair_zone=rim, distance=distance)
+    dark = darker_than_skin(lab, region, (centre, spread))
+    beard = below_nose(size, mesh, soft=0.05 * fs) * dark
+    # the middle of the source face is trusted unless its colour is far from
+    # skin (its shadows are not occluders, a strand of hair across the cheek
+    # is); the eyes, brows and lips are kept, but at the rim only where they
+    # are darker than skin (a brow's tail, not the hair beside it)
+    middle = (1.0 - rim) * likelihood_from_distance(distance, SOURCE_CENTRE_TOLERANCE)
+    features = feature_mask(size, mesh, grow=0.02 * fs) * np.maximum(1.0 - rim, dark)
+    keep = np.maximum(np.maximum(features, beard), middle)
+    # the mesh outline runs along the very edge of the face, where background,
+    # ears or hair show in the source: only the face well inside it is trusted
+    inside = feather(polygon_mask(size, mesh[topo.face_oval()]), erode=0.0235 * fs, blur=0.015 * fs)
+    bare = np.maximum(free, keep)
+    if ISLAND_MAX > 0:
+        bare = without_islands(bare, mesh, fs)
+    bare = _without_edge_hair(bare, mesh, SOURCE_HAIR_GROW * fs)
+    clean = (bare * inside).astype(np.float32)
+    return np.asarray(cv2.resize(clean, full, interpolation=cv2.INTER_LINEAR))
+
+
+def _without_edge_hair(bare: np.ndarray, mesh: np.ndarray, radius: float) -> np.ndarray:
+    """``bare`` with the covered parts that reach the edge of the face grown
+    by ``radius`` pixels: hair comes in from outside the face, and a strand's
+    own dark rim and the gaps between strands go with it (isolated specks
+    are left alone)."""
+    if radius <= 0:
+        return bare
+    size = (bare.shape[1], bare.shape[0])
+    hair = edge_connected((bare < 0.5).astype(np.uint8), outside_face(size, mesh))
+    k = int(round(radius)) * 2 + 1
+    hair = cv2.dilate(hair, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    return np.minimum(bare, 1.0 - hair.astype(np.float32))
+
+
+def without_islands(skin: np.ndarray, mesh: np.ndarray, face_size: float) -> np.ndarray:
+    """``skin`` (soft, 1 = bare skin) with small non-skin islands inside the
+    face cleared.  Hair, hands and microphones come in from beyond the face;
+    small dark spots that touch nothing outside it are the face's own
+    (nostrils, eyeliner wings, eye corners, moles) and go with the source."""
+    size = (skin.shape[1], skin.shape[0])
+    edge = outside_face(size, mesh)
+    covered = ((skin < 0.5) & (edge == 0)).astype(np.uint8)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(covered, connectivity=8)
+    if n <= 1:
+        return skin
+    reaching = edge_connected(covered, edge)
+    small = stats[:, cv2.CC_STAT_AREA] < ISLAND_MAX * face_size * face_size
+    small[0] = False
+    islands = small[labels] & (reaching == 0)
+    if not islands.any():
+        return skin
+    k = max(3, int(round(0.02 * face_size)) * 2 + 1)
+    grown = cv2.dilate(islands.astype(np.uint8), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    return np.maximum(skin, grown.astype(np.float32))
+
+
+def wears_glasses(size: tuple[int, int], mesh: np.ndarray, frames: np.ndarray, face_size: float) -> bool:
+    """Whether a thin dark bar runs across the nose bridge between the eyes,
+    as the bridge of a pair of glasses does.
+
+    Lines across the face are sampled at several heights around the top of
+    the nose bridge, over the middle :data:`GLASSES_SPAN` of the gap between
+    the inner eye corners; glasses cover nearly all of one such line with
+    ``frames``.  Frown lines and wrinkles run along the face or are short,
+    so they cover only part of every line."""
+    del size  # the sample points are clipped to ``frames`` itself
+    _, down = face_axis(mesh)
+    across = across_face(mesh)
+    gap = abs(float((mesh[topo.LEFT_EYE_INNER, :2] - mesh[topo.RIGHT_EYE_INNER, :2]) @ across))
+    t = np.linspace(-0.5, 0.5, 24, dtype=np.float32) * gap * GLASSES_SPAN
+    levels = np.linspace(-0.10, 0.02, 9, dtype=np.float32) * face_size
+    slack = np.linspace(-0.015, 0.015, 5, dtype=np.float32) * face_size
+    bridge = mesh[topo.NOSE_BRIDGE_TOP, :2].astype(np.float32)
+    # (levels, slack, samples, 2) points; a bar counts where it is dark within the slack
+    pts = (
+        bridge
+        + levels[:, None, None, None] * down
+        + slack[None, :, None, None] * down
+        + t[None, None, :, None] * across
+    )
+    h, w = frames.shape
+    xi = np.clip(np.round(pts[..., 0]).astype(int), 0, w - 1)
+    yi = np.clip(np.round(pts[..., 1]).astype(int), 0, h - 1)
+    dark = frames[yi, xi].max(axis=1) > 0.5  # (levels, samples)
+    return bool(dark.mean(axis=1).max() >= GLASSES_COVER)

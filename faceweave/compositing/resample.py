@@ -1,0 +1,44 @@
+"""Maps made at half resolution and brought back.  Masks and shading are
+smooth, so they are built on a crop halved in each direction and resized;
+colour and the multi-band blend stay at full resolution."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+
+def half(image: np.ndarray) -> np.ndarray:
+    """``image`` ``(H, W, ...)`` area-averaged to ``(H // 2, W // 2, ...)``."""
+    return np.asarray(cv2.resize(image, (image.shape[1] // 2, image.shape[0] // 2), interpolation=cv2.INTER_AREA))
+
+
+def half_mesh(mesh: np.ndarray) -> np.ndarray:
+    """A ``(N, 3)`` mesh in crop pixels moved to the :func:`half` crop's
+    pixels (pixel centres kept aligned); depth is left as it is."""
+    out = mesh.copy()
+    out[:, :2] = (out[:, :2] + 0.5) / 2.0 - 0.5
+    return out
+
+
+def upsample(half_map: np.ndarray, full: tuple[int, int]) -> np.ndarray:
+    """A map made at half resolution resized (bilinear) to ``full = (W, H)``."""
+    return np.asarray(cv2.resize(half_map, full, interpolation=cv2.INTER_LINEAR))
+
+
+def upsampled_window(half_map: np.ndarray, full: tuple[int, int], box: tuple[int, int, int, int]) -> np.ndarray:
+    """The window ``box = (x0, y0, x1, y1)`` of :func:`upsample` ``(half_map,
+    full)``, without resizing the rest."""
+    x0, y0, x1, y1 = box
+    sx, sy = half_map.shape[1] / full[0], half_map.shape[0] / full[1]
+    # window pixel (u, v) is crop pixel (x0 + u, y0 + v), which resize samples at (x + 0.5) * s - 0.5
+    m = np.array([[sx, 0.0, (x0 + 0.5) * sx - 0.5], [0.0, sy, (y0 + 0.5) * sy - 0.5]], np.float64)
+    return np.asarray(
+        cv2.warpAffine(
+            half_map,
+            m,
+            (x1 - x0, y1 - y0),
+            flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+            borderMode=cv2.BORDER_REPLICATE,
+        )
+    )
