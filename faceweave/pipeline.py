@@ -22,14 +22,17 @@ import cv2
 import numpy as np
 
 from faceweave.analysis import FaceAnalyser, mesh_box
-from faceweave.blend import match_detail, paste_back
-from faceweave.color import ColourMatch
-from faceweave.composite import Composite, composite, source_clean_map
+from faceweave.analysis.hands import HandDetector
+from faceweave.analysis.segmenter import SelfieSegmenter
+from faceweave.compositing.blend import match_detail, paste_back
+from faceweave.compositing.colour import ColourMatch
+from faceweave.compositing.composite import composite
+from faceweave.compositing.occlusion import source_clean_map
+from faceweave.compositing.values import Composite
 from faceweave.errors import InputError, NoFaceError
 from faceweave.geometry.align import crop_matrix, transform_points
 from faceweave.geometry.expression import ExpressionCorrection, expression_ratios, next_correction
 from faceweave.io import image_from_array, read_image
-from faceweave.masks import HandDetector, SelfieSegmenter
 from faceweave.options import SwapOptions
 from faceweave.provenance.stamp import Provenance, stamp_image
 from faceweave.selection import order_faces, select_faces
@@ -365,7 +368,7 @@ class FaceSwapper:
         colour: ColourMatch | None = None,
     ) -> np.ndarray:
         """Swap one face of an RGB frame; returns a new frame.  ``colour``: a
-        fixed colour mapping (see :func:`faceweave.composite.composite`)."""
+        fixed colour mapping (see :func:`faceweave.compositing.composite.composite`)."""
         timings = {} if timings is None else timings
         with timed(timings, "crop"):
             crop = cut_crop(pixels, face, face_size=self.working_size(face))

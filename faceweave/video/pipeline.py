@@ -16,8 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from faceweave.color import ColourMatch, SkinColour
-from faceweave.composite import skin_colour
+from faceweave.compositing.colour import ColourMatch, SkinColour, skin_colour
 from faceweave.errors import NoFaceError, NoMatchingFaceError, TooSmallToMarkError
 from faceweave.io import write_image
 from faceweave.pipeline import FaceSwapper, ImageInput, cut_crop
