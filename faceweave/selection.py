@@ -118,10 +118,11 @@ def _by_reference(
     ref = np.asarray(reference, dtype=np.float32)
     if ref.shape != (128,):
         raise InvalidOptionError(f"reference embedding: expected shape (128,), got {ref.shape}")
-    missing = [i for i in ordered if faces[i].embedding is None]
+    embeddings = {i: faces[i].embedding for i in ordered}
+    missing = [i for i, embedding in embeddings.items() if embedding is None]
     if missing:
         raise InvalidOptionError(f"face selection by reference needs embeddings, but face(s) {missing} have none")
-    distance = {i: float(np.linalg.norm(faces[i].embedding - ref)) for i in ordered}
+    distance = {i: float(np.linalg.norm(e - ref)) for i, e in embeddings.items() if e is not None}
     matches = sorted((i for i in ordered if distance[i] <= threshold), key=lambda i: distance[i])
     if not matches:
         nearest = min(distance.values())

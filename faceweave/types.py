@@ -33,6 +33,24 @@ def _frozen_array(value: np.ndarray, *, shape: tuple[int | None, ...], name: str
     return arr
 
 
+def checked_array(value: np.ndarray, *, shape: tuple[int | None, ...], dtype: type, name: str) -> np.ndarray:
+    """A read-only view of ``value`` after checking its dtype and shape
+    (``None`` in ``shape``: any size; a read-only array is kept as it is).
+    No copy and no conversion: the per-face images of a swap are large and
+    already of the right kind, so a wrong one is a bug to report, not to
+    correct."""
+    if not isinstance(value, np.ndarray) or value.dtype != dtype:
+        got = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
+        raise ValueError(f"{name}: expected a {np.dtype(dtype)} array, got {got}")
+    if value.ndim != len(shape) or any(s is not None and s != a for s, a in zip(shape, value.shape, strict=False)):
+        raise ValueError(f"{name}: expected shape {shape}, got {value.shape}")
+    if not value.flags.writeable:
+        return value
+    view = value.view()
+    view.setflags(write=False)
+    return view
+
+
 @dataclass(frozen=True)
 class BBox:
     """Axis-aligned box in pixels, ``x1 <= x2``, ``y1 <= y2``."""
@@ -97,9 +115,17 @@ class Pose:
     roll: float
 
     def distance(self, other: Pose) -> float:
+        """Degrees between the two poses, all three angles."""
         return float(
             np.sqrt((self.yaw - other.yaw) ** 2 + (self.pitch - other.pitch) ** 2 + (self.roll - other.roll) ** 2)
         )
+
+    def view_distance(self, other: Pose) -> float:
+        """Degrees between the two views of the head: yaw and pitch only.
+        Roll tilts the head in the picture's plane and shows the same parts
+        of the face, so it says nothing about which source photo fits a
+        target (the pipeline's source choice and ``SwappedFace.pose_gap``)."""
+        return float(np.hypot(self.yaw - other.yaw, self.pitch - other.pitch))
 
 
 @dataclass(frozen=True)

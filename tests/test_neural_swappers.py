@@ -12,7 +12,7 @@ from faceweave.embedders import ArcFaceEmbedder, EmbeddingConverter
 from faceweave.errors import InvalidOptionError, ModelFormatError, ModelSignatureError
 from faceweave.geometry.templates import points5, template_points, warp_to_template
 from faceweave.swappers import AlignedCrop, SourceFace, Swapper
-from faceweave.swappers.neural import NEURAL_SWAPPERS, create_neural_swapper, read_emap
+from faceweave.swappers.neural import NEURAL_SWAPPERS, read_emap
 from faceweave.swappers.neural.base import (
     PreparedSource,
     blend_factor,
@@ -87,7 +87,7 @@ def build(name: str, *, batch="N", gain=1.0, offset=0.0, **kwargs):
             source_first=spec.family == "hyperswap",
         )
     )
-    return create_neural_swapper(name, model, **kwargs), model
+    return NEURAL_SWAPPERS[name].create(model, **kwargs), model
 
 
 def raw_embedding(crop: AlignedCrop) -> np.ndarray:
@@ -393,23 +393,29 @@ def test_pixel_boost_keeps_more_detail_than_the_plain_model():
 def test_signature_and_option_errors():
     emb = embedder()
     with pytest.raises(ModelSignatureError, match="named 'target'"):
-        create_neural_swapper("hyperswap_1a_256", OrtModel(converter_model()), embedder=emb)
+        NEURAL_SWAPPERS["hyperswap_1a_256"].create(OrtModel(converter_model()), embedder=emb)
     with pytest.raises(ModelSignatureError, match=r"\[N, 3, 128, 128\]"):
-        create_neural_swapper("inswapper_128", OrtModel(swapper_model(256, [512])), embedder=emb, emap=EMAP)
+        NEURAL_SWAPPERS["inswapper_128"].create(OrtModel(swapper_model(256, [512])), embedder=emb, emap=EMAP)
     with pytest.raises(ModelSignatureError, match=r"\[N, 512\]"):
-        create_neural_swapper("hyperswap_1a_256", OrtModel(swapper_model(256, [256])), embedder=emb)
+        NEURAL_SWAPPERS["hyperswap_1a_256"].create(OrtModel(swapper_model(256, [256])), embedder=emb)
     with pytest.raises(ModelSignatureError, match=r"\[N, 3, 112, 112\]"):
-        create_neural_swapper("blendswap_256", OrtModel(swapper_model(256, [3, 256, 256])))
+        NEURAL_SWAPPERS["blendswap_256"].create(OrtModel(swapper_model(256, [3, 256, 256])))
     with pytest.raises(ModelSignatureError, match="emap"):
-        create_neural_swapper("inswapper_128", OrtModel(swapper_model(128, [512])), embedder=emb, emap=np.eye(4))
+        NEURAL_SWAPPERS["inswapper_128"].create(OrtModel(swapper_model(128, [512])), embedder=emb, emap=np.eye(4))
     with pytest.raises(InvalidOptionError, match="embedder"):
-        create_neural_swapper("hyperswap_1a_256", OrtModel(swapper_model(256, [512])))
+        NEURAL_SWAPPERS["hyperswap_1a_256"].create(OrtModel(swapper_model(256, [512])))
     with pytest.raises(InvalidOptionError, match="multiple of the model size"):
-        create_neural_swapper("hyperswap_1a_256", OrtModel(swapper_model(256, [512])), embedder=emb, pixel_boost=384)
+        NEURAL_SWAPPERS["hyperswap_1a_256"].create(OrtModel(swapper_model(256, [512])), embedder=emb, pixel_boost=384)
     with pytest.raises(InvalidOptionError, match=r"\[0, 1\]"):
-        create_neural_swapper("hyperswap_1a_256", OrtModel(swapper_model(256, [512])), embedder=emb, weight=1.5)
-    with pytest.raises(InvalidOptionError, match="unknown neural swapper"):
-        create_neural_swapper("roop", OrtModel(swapper_model(256, [512])))
+        NEURAL_SWAPPERS["hyperswap_1a_256"].create(OrtModel(swapper_model(256, [512])), embedder=emb, weight=1.5)
+    # an unknown name: the registry's one error, whichever factory would have built it
+    from faceweave.options import SwapOptions
+    from faceweave.sessions import ModelSessions
+    from faceweave.swappers import SwapperContext, create_swapper
+
+    options = SwapOptions()
+    with pytest.raises(InvalidOptionError, match="unknown swapper 'roop'; available: .*inswapper_128"):
+        create_swapper("roop", SwapperContext(options=options, sessions=ModelSessions(options.runtime)))
 
 
 # -- a real photo through the pipeline's own pieces -----------------------------
@@ -438,7 +444,7 @@ def test_full_swap_on_a_real_photo(astronaut, astronaut_face, name, gain, offset
     fs.swapper, _ = build(name, gain=gain, offset=offset)
     crop = cut_crop(pixels, face, face_size=fs.working_size(face))
     source = fs.swapper.prepare_source(SourceFace(index=0, path=None, face=face, crop=crop))
-    out = fs.swap_face(pixels, face, source)
+    out = fs.swap_many(pixels, [(face, source)])
     assert out.shape == pixels.shape and out.dtype == np.uint8
     box = face.bbox.scaled(2.2).clipped(pixels.shape[1], pixels.shape[0])
     far = np.ones(pixels.shape[:2], bool)
@@ -451,3 +457,74 @@ def test_full_swap_on_a_real_photo(astronaut, astronaut_face, name, gain, offset
         assert change < 4.0
     else:
         assert change > 15.0
+
+
+# -- the swapper contract -----------------------------------------------------------
+@pytest.mark.parametrize("name", ["mesh", *ALL])
+def test_every_registered_swapper_declares_its_capabilities(name):
+    """The pipeline reads ``adjusts_expression`` and ``batches`` instead of
+    probing: every registered kind declares both, and has the protocol's methods."""
+    from faceweave.swappers.mesh import MeshSwapper
+
+    cls = MeshSwapper if name == "mesh" else NEURAL_SWAPPERS[name].cls
+    assert isinstance(cls.adjusts_expression, bool) and isinstance(cls.batches, bool)
+    for method in ("prepare", "prepare_source", "swap", "swap_batch", "close"):
+        assert callable(getattr(cls, method))
+
+
+def test_a_neural_swapper_refuses_an_expression_correction():
+    from faceweave.geometry.expression import ExpressionCorrection
+
+    swapper, _ = build("inswapper_128")
+    assert not swapper.adjusts_expression and swapper.batches
+    with pytest.raises(InvalidOptionError, match="expression"):
+        swapper.swap(synthetic_source(), synthetic_crop(), correction=ExpressionCorrection())
+
+
+def _crop_with(**changes):
+    crop = synthetic_crop(64)
+    values = {"pixels": crop.pixels, "matrix": crop.matrix, "mesh": crop.mesh, "face_size": crop.face_size}
+    return {**values, **changes}
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({}, None),
+        ({"pixels": np.zeros((64, 48, 3), np.uint8)}, "square"),
+        ({"pixels": np.zeros((64, 64, 3), np.float32)}, "uint8"),
+        ({"pixels": np.zeros((64, 64), np.uint8)}, r"shape \(None, None, 3\)"),
+        ({"matrix": np.eye(3)}, r"shape \(2, 3\)"),
+        ({"mesh": np.zeros((468, 3), np.float32)}, r"shape \(478, 3\)"),
+        ({"mesh": np.zeros((478, 3), np.float64)}, "float32"),
+        ({"face_size": 0.0}, "positive"),
+    ],
+)
+def test_an_aligned_crop_checks_its_arrays(changes, message):
+    if message is None:
+        crop = AlignedCrop(**_crop_with())
+        assert not crop.pixels.flags.writeable and not crop.mesh.flags.writeable
+        return
+    with pytest.raises(ValueError, match=message):
+        AlignedCrop(**_crop_with(**changes))
+
+
+def test_a_swap_output_checks_its_arrays_against_the_face():
+    from faceweave.swappers import SwapOutput
+
+    s = 32
+    good = {
+        "face": np.zeros((s, s, 3), np.uint8),
+        "background": np.zeros((s, s, 3), np.uint8),
+        "coverage": np.zeros((s, s), np.float32),
+        "mesh": np.zeros((478, 3), np.float32),
+        "changed": np.zeros((s, s), np.float32),
+    }
+    out = SwapOutput(**good)
+    assert not out.face.flags.writeable and out.source_clean is None
+    with pytest.raises(ValueError, match=r"coverage: expected shape \(32, 32\)"):
+        SwapOutput(**{**good, "coverage": np.zeros((s, s + 1), np.float32)})
+    with pytest.raises(ValueError, match="source clean"):
+        SwapOutput(**good, source_clean=np.zeros((s, s), np.float64))
+    with pytest.raises(ValueError, match="source clean map"):
+        SourceFace(**{**vars(synthetic_source()), "clean": np.zeros((3, 3), np.float32)})

@@ -477,7 +477,8 @@ def _widened(mesh, factor):
     ],
 )
 def test_check_expression_corrects_the_mouth_width_it_reads(swapper, path, seen_factor, expect_width, monkeypatch):
-    from faceweave.pipeline import EXPRESSION_GAIN, EXPRESSION_ROUNDS, cut_crop
+    from faceweave.expression import EXPRESSION_GAIN, EXPRESSION_ROUNDS
+    from faceweave.pipeline import cut_crop
 
     assert EXPRESSION_GAIN == 1.7 and EXPRESSION_ROUNDS == 1
     pixels = read_image(path(COLLINS)).pixels
@@ -551,7 +552,7 @@ def test_the_expression_check_brings_the_mouth_width_read_off_the_result_closer(
 def test_small_faces_are_not_checked(swapper, path, monkeypatch):
     import cv2
 
-    from faceweave.pipeline import EXPRESSION_MIN_FACE
+    from faceweave.expression import EXPRESSION_MIN_FACE
 
     calls = []
     original = swapper.check_expression

@@ -1,5 +1,28 @@
-"""Swappers: one small class per kind behind :class:`Swapper`, built by name."""
+"""Swappers: one small class per kind behind :class:`Swapper`, built by name
+from a :class:`SwapperContext`."""
 
-from faceweave.swappers.base import AlignedCrop, SourceFace, SwapOutput, Swapper, available_swappers, create_swapper
+from faceweave.swappers.base import (
+    AlignedCrop,
+    Precomputed,
+    SourceFace,
+    SwapOutput,
+    Swapper,
+    SwapperContext,
+    SwapperFactory,
+    available_swappers,
+    create_swapper,
+    swapper_factory,
+)
 
-__all__ = ["AlignedCrop", "SourceFace", "Swapper", "SwapOutput", "available_swappers", "create_swapper"]
+__all__ = [
+    "AlignedCrop",
+    "Precomputed",
+    "SourceFace",
+    "SwapOutput",
+    "Swapper",
+    "SwapperContext",
+    "SwapperFactory",
+    "available_swappers",
+    "create_swapper",
+    "swapper_factory",
+]

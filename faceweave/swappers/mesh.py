@@ -16,6 +16,7 @@ generator needed.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -36,7 +37,7 @@ from faceweave.geometry.warp import (
     triangle_affines,
     triangle_facing,
 )
-from faceweave.swappers.base import AlignedCrop, SourceFace, SwapOutput
+from faceweave.swappers.base import AlignedCrop, Precomputed, SourceFace, SwapOutput, SwapperContext
 
 #: below this facing cosine a source triangle's texture is taken from its mirror
 _TURNED_AWAY = 0.05
@@ -72,7 +73,7 @@ _ANCHORS = np.concatenate(
 
 
 @dataclass(frozen=True, eq=False)
-class MeshTexture:
+class MeshTexture(Precomputed):
     """Where each output triangle takes its texture in the source crop.
 
     ``coords`` ``(T, 3, 2)``: source-crop coordinates of each triangle's
@@ -157,8 +158,10 @@ class MeshSwapper:
     """Shape-aware texture swap on mediapipe's 478-point mesh."""
 
     name = "mesh"
-    #: :meth:`swap` takes a ``correction`` (see :meth:`faceweave.pipeline.FaceSwapper.check_expression`)
+    #: :meth:`swap` takes a ``correction`` (see :class:`faceweave.expression.ExpressionChecker`)
     adjusts_expression = True
+    #: no batched inference: each face is cut from the frame as swapped so far
+    batches = False
 
     def __init__(self, *, shape_transfer: float = 1.0) -> None:
         self.shape_transfer = shape_transfer
@@ -178,7 +181,7 @@ class MeshSwapper:
         """``correction``: changes to the new lips and eyelids (the
         pipeline's expression check)."""
         size = target.size
-        texture = source.prepared if source.prepared is not None else source_texture(source.crop.mesh)
+        texture = source.prepared if isinstance(source.prepared, MeshTexture) else source_texture(source.crop.mesh)
         amount = self.shape_transfer * shape_confidence(source.face.pose.yaw, head_pose(target.mesh).yaw)
         new_mesh = transfer_shape(target.mesh, source.crop.mesh, amount=amount, correction=correction)
         background, changed = self._reshape(target, new_mesh)
@@ -186,6 +189,10 @@ class MeshSwapper:
         return SwapOutput(
             face=face, background=background, coverage=coverage, mesh=new_mesh, changed=changed, source_clean=clean
         )
+
+    def swap_batch(self, source: SourceFace, targets: Sequence[AlignedCrop]) -> list[SwapOutput]:
+        """:meth:`swap` for each crop (nothing is shared between faces)."""
+        return [self.swap(source, target) for target in targets]
 
     @staticmethod
     def _reshape(target: AlignedCrop, new_mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -239,3 +246,8 @@ class MeshSwapper:
         if source.clean is not None:
             clean = cv2.remap(source.clean, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         return face, coverage, clean
+
+
+def mesh_swapper(context: SwapperContext) -> MeshSwapper:
+    """The registry's factory: a :class:`MeshSwapper` with the options' ``shape_transfer``."""
+    return MeshSwapper(shape_transfer=context.options.shape_transfer)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from faceweave.errors import InvalidOptionError
 from faceweave.swappers.neural.base import (
     InferenceModel,
     NeuralSpec,
@@ -78,13 +77,6 @@ def _entries() -> dict[str, NeuralEntry]:
 NEURAL_SWAPPERS: Mapping[str, NeuralEntry] = MappingProxyType(_entries())
 
 
-def create_neural_swapper(name: str, model: InferenceModel, **kwargs: Any) -> NeuralSwapper:
-    """Build the neural swapper registered as ``name`` around a loaded ``model``."""
-    if name not in NEURAL_SWAPPERS:
-        raise InvalidOptionError(f"unknown neural swapper {name!r}; available: {', '.join(sorted(NEURAL_SWAPPERS))}")
-    return NEURAL_SWAPPERS[name].create(model, **kwargs)
-
-
 __all__ = [
     "NEURAL_SWAPPERS",
     "BlendSwap",
@@ -98,6 +90,5 @@ __all__ = [
     "PreparedSource",
     "SimSwap",
     "UniFace",
-    "create_neural_swapper",
     "read_emap",
 ]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import cv2
 import numpy as np
@@ -34,8 +34,11 @@ import numpy as np
 from faceweave.errors import InvalidOptionError, ModelSignatureError
 from faceweave.geometry.templates import points5, warp_to_template
 from faceweave.runtime.model import RunnableModel, TensorLike
-from faceweave.swappers.base import AlignedCrop, SourceFace, SwapOutput
+from faceweave.swappers.base import AlignedCrop, Precomputed, SourceFace, SwapOutput
 from faceweave.swappers.neural.pixel_boost import boost_factor, tile, untile
+
+if TYPE_CHECKING:
+    from faceweave.geometry.expression import ExpressionCorrection
 
 #: the model protocols are shared by every model-using component
 TensorInfo = TensorLike
@@ -72,9 +75,15 @@ class NeuralSpec:
     source_template: str | None = None
     source_size: int | None = None
 
+    def source_alignment(self) -> tuple[str, int]:
+        """``(source_template, source_size)`` of a family that takes a source image."""
+        if self.source_template is None or self.source_size is None:
+            raise ModelSignatureError(f"{self.name}: takes a source image but names no source template and size")
+        return self.source_template, self.source_size
+
 
 @dataclass(frozen=True, eq=False)
-class PreparedSource:
+class PreparedSource(Precomputed):
     """``tensor``: what the model's ``source`` input gets for one face,
     ``(1, 512)`` float32 or ``(1, 3, h, w)`` float32."""
 
@@ -147,7 +156,7 @@ def box_mask(size: int, *, blur: float = 0.3, padding: tuple[float, float, float
     mask[:, : max(area, left)] = 0
     mask[:, -max(area, right) :] = 0
     if amount > 0:
-        mask = cv2.GaussianBlur(mask, (0, 0), amount * 0.25)
+        mask = np.asarray(cv2.GaussianBlur(mask, (0, 0), amount * 0.25), np.float32)
     return mask
 
 
@@ -170,6 +179,10 @@ class NeuralSwapper:
 
     #: mix the target embedding in after L2-normalising it (FaceFusion does for most families)
     normalize_target_embedding = True
+    #: the model makes a face from an identity and a crop: no lips or lids to adjust
+    adjusts_expression = False
+    #: all faces of a frame (and their pixel-boost tiles) go through one inference
+    batches = True
 
     def __init__(
         self,
@@ -195,7 +208,8 @@ class NeuralSwapper:
         self.converter = converter
         self.boost = boost_factor(spec.size, pixel_boost)
         self.mask_blur = mask_blur
-        self.mask_padding = tuple(mask_padding)
+        top, right, bottom, left = mask_padding
+        self.mask_padding = (top, right, bottom, left)
         self.weight = weight
         self.max_batch = max_batch
         if spec.source == "embedding" and embedder is None:
@@ -208,7 +222,8 @@ class NeuralSwapper:
         if spec.source == "embedding":
             check_shape(self._source_info, [None, 512], model=spec.name)
         else:
-            check_shape(self._source_info, [None, 3, spec.source_size, spec.source_size], model=spec.name)
+            side = spec.source_alignment()[1]
+            check_shape(self._source_info, [None, 3, side, side], model=spec.name)
         names = [o.name for o in model.outputs]
         self._output = "output" if "output" in names else names[0]
 
@@ -222,7 +237,12 @@ class NeuralSwapper:
     def prepare_source(self, source: SourceFace) -> SourceFace:
         return dataclasses.replace(source, prepared=PreparedSource(tensor=self.source_tensor(source)))
 
-    def swap(self, source: SourceFace, target: AlignedCrop) -> SwapOutput:
+    def swap(
+        self, source: SourceFace, target: AlignedCrop, *, correction: ExpressionCorrection | None = None
+    ) -> SwapOutput:
+        """One face; ``correction`` is refused (``adjusts_expression`` is off)."""
+        if correction is not None:
+            raise InvalidOptionError(f"{self.name} cannot adjust a face's expression")
         return self.swap_batch(source, [target])[0]
 
     def swap_batch(self, source: SourceFace, targets: Sequence[AlignedCrop]) -> list[SwapOutput]:
@@ -260,14 +280,20 @@ class NeuralSwapper:
 
     def source_embedding(self, source: SourceFace) -> np.ndarray:
         """``(512,)`` raw (not normalised) embedding of the source crop's face."""
-        return self.embedder.embed_raw([(source.crop.pixels, points5(source.crop))])[0]
+        return self.identity_embedder().embed_raw([(source.crop.pixels, points5(source.crop))])[0]
 
     def source_image(self, source: SourceFace) -> np.ndarray:
         """``(1, 3, h, w)`` float32 RGB ``[0, 1]`` source crop on the spec's source template."""
-        crop, _ = warp_to_template(
-            source.crop.pixels, points5(source.crop), self.spec.source_template, self.spec.source_size
-        )
+        template, side = self.spec.source_alignment()
+        crop, _ = warp_to_template(source.crop.pixels, points5(source.crop), template, side)
         return image_tensor(crop)
+
+    def identity_embedder(self) -> Embedder:
+        """The embedder (the constructor makes sure the families and weights
+        that need one have it)."""
+        if self.embedder is None:
+            raise InvalidOptionError(f"{self.spec.name} needs an identity embedder ({self.spec.embedder})")
+        return self.embedder
 
     # -- helpers ----------------------------------------------------------
     def run(self, target: np.ndarray, source: np.ndarray) -> np.ndarray:
@@ -288,7 +314,7 @@ class NeuralSwapper:
         if self.weight == 0.5 or self.spec.source != "embedding":
             return np.repeat(src, len(targets), axis=0)
         items = [(t.pixels, points5(t)) for t in targets]
-        target_embeddings = self.embedder.embed_raw(items)
+        target_embeddings = self.identity_embedder().embed_raw(items)
         if self.normalize_target_embedding:
             target_embeddings = target_embeddings / np.linalg.norm(target_embeddings, axis=1, keepdims=True)
         b = blend_factor(self.weight)
@@ -300,7 +326,7 @@ class NeuralSwapper:
         w, h = target.size
         inv = cv2.invertAffineTransform(m)
         face = cv2.warpAffine(swapped, inv, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-        coverage = cv2.warpAffine(mask, inv, (w, h), flags=cv2.INTER_LINEAR, borderValue=0.0)
+        coverage = cv2.warpAffine(mask, inv, (w, h), flags=cv2.INTER_LINEAR)  # constant border: 0
         return SwapOutput(
             face=np.clip(np.rint(face), 0, 255).astype(np.uint8),
             background=target.pixels,

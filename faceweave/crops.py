@@ -1,0 +1,68 @@
+"""The square working crop around a face, and how large the face is in it.
+
+Pure functions: :func:`cut_crop` is the alignment step every swap starts
+with (source and target alike); paste-back is its inverse (see
+:func:`faceweave.compositing.blend.paste_back`).
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from faceweave.geometry.align import crop_matrix, transform_points
+from faceweave.swappers import AlignedCrop
+from faceweave.types import Face
+
+#: crop side over face size: room for the reshaping warp and the blend
+CROP_MARGIN = 1.8
+#: smallest face size in a working crop, pixels
+MIN_WORKING_SIZE = 96
+
+
+def working_face_size(face: Face, configured: int) -> int:
+    """Face size in the working crop: ``configured``, but no more than a
+    little above the face's own size (a small face gains nothing from a
+    large crop, and costs grow with its area)."""
+    return int(round(min(configured, max(MIN_WORKING_SIZE, face.size * 1.25))))
+
+
+def cut_crop(pixels: np.ndarray, face: Face, *, face_size: int) -> AlignedCrop:
+    """The square working crop around ``face`` in which the face measures
+    ``face_size`` pixels.  Large faces are halved with ``pyrDown`` first so
+    that the downscale does not alias."""
+    m, side = crop_matrix(face.bbox, face_size=face_size, margin=CROP_MARGIN)
+    scale = m[0, 0]
+    src, warp = pixels, m
+    if scale < 0.5:
+        src, warp = _halved_region(pixels, m, side)
+    crop = cv2.warpAffine(src, warp, (side, side), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    mesh = transform_points(face.mesh, m)
+    return AlignedCrop(pixels=crop, matrix=m, mesh=mesh, face_size=float(face_size))
+
+
+def _halved_region(pixels: np.ndarray, m: np.ndarray, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """A padded region around the crop, halved until the rest of the scale
+    ``m[0, 0]`` is above 1/2, and the matrix from that region to the crop."""
+    scale = m[0, 0]
+    inv = cv2.invertAffineTransform(m)
+    x1, y1 = np.floor(inv[:, 2]).astype(int) - 2
+    x2, y2 = np.ceil(inv @ np.array([side, side, 1.0])).astype(int) + 2
+    h, w = pixels.shape[:2]
+    region = cv2.copyMakeBorder(
+        pixels[max(y1, 0) : min(y2, h), max(x1, 0) : min(x2, w)],
+        max(0, -y1),
+        max(0, y2 - h),
+        max(0, -x1),
+        max(0, x2 - w),
+        cv2.BORDER_REPLICATE,
+    )
+    offset = np.array([x1, y1], np.float64)
+    src, pre = region, 1.0
+    while scale / pre < 0.5 and min(src.shape[:2]) > 8:
+        src = cv2.pyrDown(src)
+        pre *= 0.5
+    m_local = m.copy()
+    m_local[:, 2] += m[:, :2] @ offset  # account for the region's origin
+    m_local[:, :2] /= pre
+    return src, m_local
