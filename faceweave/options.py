@@ -14,6 +14,9 @@ SelectionMode = Literal["one", "many", "reference", "index"]
 FaceOrder = Literal["left-right", "right-left", "top-bottom", "bottom-top", "large-small", "small-large", "best-score"]
 FACE_ORDERS: tuple[str, ...] = FaceOrder.__args__  # type: ignore[attr-defined]
 SELECTION_MODES: tuple[str, ...] = SelectionMode.__args__  # type: ignore[attr-defined]
+#: the face size in the working crop of video swaps unless one is given (``faceweave swap``
+#: and the service's ``video_working_size``): smaller than a photo's, as every frame pays for it
+VIDEO_WORKING_SIZE = 192
 
 
 class _Options(BaseModel):

@@ -320,7 +320,7 @@ def test_readyz_while_models_load_is_a_quiet_503(tmp_path: Path, monkeypatch, ca
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr("faceweave.service.app.JobModels", SlowModels)
+    monkeypatch.setattr("faceweave.service.node.JobModels", SlowModels)
     caplog.set_level(logging.DEBUG)
     with TestClient(create_app(settings(tmp_path, sync_slots=1)), raise_server_exceptions=False) as client:
         try:

@@ -326,9 +326,9 @@ def test_a_model_missing_on_this_server_is_422_without_its_folder(client, faces_
 def test_messages_name_no_server_folder(tmp_path: Path):
     from faceweave.options import RuntimeOptions
     from faceweave.service.errors import clean_message, model_folders
+    from faceweave.service.jobs import RunConfig
     from faceweave.service.settings import ServiceSettings
     from faceweave.service.storage import Storage
-    from faceweave.service.worker import RunConfig
 
     models = tmp_path / "models"
     hide = (str(tmp_path / "storage"), *model_folders(RuntimeOptions(models_dir=str(models))))

@@ -73,10 +73,7 @@ from faceweave.cli.swap_flags import (
 )
 from faceweave.cli.video import DEFAULT_VIDEO_QUALITY
 from faceweave.errors import InvalidOptionError
-from faceweave.options import SELECTION_MODES, SwapOptions
-
-#: default face size in the working crop for video targets
-VIDEO_WORKING_SIZE = 192
+from faceweave.options import SELECTION_MODES, VIDEO_WORKING_SIZE, SwapOptions
 
 
 def swap_command(

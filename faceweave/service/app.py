@@ -1,162 +1,26 @@
 """The app factory: :func:`create_app` builds a FastAPI app from settings.
 
-There is no module-level app: the :class:`Service` (store, storage, models,
-worker pool, auth, limits, metrics, audit log) is created by the app's
-lifespan handler, hangs off ``app.state.service`` and is closed when the app
-stops.  Models load on a background thread so that ``/healthz`` answers at
-once and ``/readyz`` says 503 until they are warm.
+There is no module-level app: the :class:`~faceweave.service.node.Service`
+(store, storage, models, worker pool, auth, limits, metrics, audit log) is
+created by the app's lifespan handler, hangs off ``app.state.service`` and is
+closed when the app stops.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
 
-from faceweave.errors import NotReadyError
 from faceweave.service import errors
-from faceweave.service.auth import Authenticator, RateLimiter
 from faceweave.service.docs import install_docs
-from faceweave.service.lockout import FailureLimiter
 from faceweave.service.metrics import Metrics, MetricsMiddleware
-from faceweave.service.models import JobModels, SlotPool
+from faceweave.service.node import Service
 from faceweave.service.settings import ServiceSettings, load_settings
-from faceweave.service.storage import Storage
-from faceweave.service.store import JobStore
 from faceweave.service.verify import install_verify
 from faceweave.service.web import install_web
-from faceweave.service.worker import RunConfig, WorkerPool
-
-log = logging.getLogger("faceweave.service")
-#: abandoned uploads and scratch files older than this are deleted by the sweeper
-_STALE_UPLOAD_S = 3600.0
-
-
-class Service:
-    """Everything one running app owns; :meth:`start` it, then :meth:`close` it."""
-
-    def __init__(self, settings: ServiceSettings, *, metrics: Metrics | None = None) -> None:
-        from faceweave.provenance.audit import AuditLog
-
-        settings.check_bind()
-        self.settings = settings
-        self.storage = Storage(settings.storage)
-        self.store = JobStore(settings.database_url)
-        self.auth = Authenticator(settings.auth)
-        self.limiter = RateLimiter(settings.limits)
-        self.auth_failures = FailureLimiter(
-            max_failures=settings.limits.auth_failures, window_s=settings.limits.auth_failure_window_s
-        )
-        self.metrics = metrics or Metrics()
-        self.audit = AuditLog(settings.audit_path)
-        self.config = RunConfig.from_settings(settings, self.storage)
-        self.slots = SlotPool()
-        self.pool = WorkerPool(
-            store=self.store,
-            storage=self.storage,
-            config=self.config,
-            poll_interval_s=settings.poll_interval_s,
-            metrics=self.metrics,
-            audit=self.audit,
-        )
-        #: distributed mode: jobs go to the Celery broker and this node runs none
-        self.dispatcher = None
-        if settings.distributed:
-            from faceweave.service.distributed.dispatch import Dispatcher
-
-            self.dispatcher = Dispatcher(settings, self.store)
-        self.ready = threading.Event()
-        self.load_error: str | None = None
-        self._closing = threading.Event()
-        self._threads: list[threading.Thread] = []
-
-    @property
-    def hide(self) -> tuple[str, ...]:
-        return (str(self.storage.root), *errors.model_folders(self.settings.runtime))
-
-    def start(self) -> None:
-        """Load the models on a background thread, then start the workers and the sweeper."""
-        self.sweep()
-        for target, name in ((self._load, "faceweave-load"), (self._sweeper, "faceweave-sweeper")):
-            thread = threading.Thread(target=target, name=name, daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def check_ready(self) -> None:
-        if not self.ready.is_set():
-            detail = f": {self.load_error}" if self.load_error else "; models are loading"
-            raise NotReadyError(f"the service is not ready{detail}")
-
-    def _load(self) -> None:
-        try:
-            for _ in range(self.settings.sync_slots):
-                if self._closing.is_set():
-                    return
-                models = JobModels()
-                models.prepare()
-                self.slots.add(models)
-            workers = []
-            for _ in range(0 if self.dispatcher is not None else self.settings.workers):
-                if self._closing.is_set():
-                    return
-                models = JobModels()
-                models.prepare()
-                workers.append(models)
-            self.pool.start(workers)
-            self.ready.set()
-            log.info("ready: %d worker(s), %d sync slot(s)", self.pool.size, self.settings.sync_slots)
-        except Exception as exc:
-            self.load_error = errors.clean_message(f"{type(exc).__name__}: {exc}", self.hide)
-            log.exception("cannot load the models")
-
-    def job_queued(self, job_id: str) -> None:
-        """Tell the workers that ``job_id`` was queued (the pool, or the broker in distributed mode)."""
-        if self.dispatcher is not None:
-            self.dispatcher.publish(job_id)
-        else:
-            self.pool.wake()
-
-    def _sweeper(self) -> None:
-        while not self._closing.wait(self.settings.sweep_interval_s):
-            try:
-                self.sweep()
-            except Exception:
-                log.exception("sweep failed")
-
-    def sweep(self, *, now: float | None = None) -> dict[str, Any]:
-        """Requeue jobs of dead workers, delete expired jobs with their files,
-        and delete stale uploads.  Returns what it did."""
-        now = time.time() if now is None else now
-        distributed: dict[str, Any] = {}
-        if self.dispatcher is not None:  # requeues jobs of dead workers and publishes them again
-            distributed = self.dispatcher.sweep(now=now)
-            requeued, failed = distributed.pop("requeued"), distributed.pop("failed")
-        else:
-            requeued, failed = self.store.requeue_expired(max_attempts=self.settings.max_attempts, now=now)
-        deleted = []
-        for job in self.store.expired(now=now):
-            self.storage.remove_job(job.id)
-            if self.store.delete(job.id):
-                deleted.append(job.id)
-        stale = self.storage.sweep(older_than_s=_STALE_UPLOAD_S, now=now)
-        if requeued:
-            self.pool.wake()
-        return {"requeued": requeued, "failed": failed, "deleted": deleted, "stale_uploads": stale, **distributed}
-
-    def close(self) -> None:
-        self._closing.set()
-        self.pool.stop()
-        for thread in self._threads:
-            thread.join(timeout=30)
-        self.slots.close()
-        if self.dispatcher is not None:
-            self.dispatcher.close()
-        self.store.close()
 
 
 def create_app(settings: ServiceSettings | None = None) -> FastAPI:

@@ -49,11 +49,11 @@ def install_docs(app: FastAPI) -> None:
 
 
 def _answer(package: str, name: str, media_type: str, policy: str) -> FileResponse:
-    path = resources.files(package).joinpath(name)
+    path = resources.files(package).joinpath(name)  # a file of the installed package
     return FileResponse(
-        path,
+        str(path),
         media_type=media_type,
-        headers={  # type: ignore[arg-type]
+        headers={
             "Cache-Control": "no-cache",
             "Content-Security-Policy": policy,
             "Referrer-Policy": "no-referrer",

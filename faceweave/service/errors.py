@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -165,62 +166,89 @@ def validation_message(exc: ValidationError | RequestValidationError) -> str:
     return f"invalid option {name}: {first.get('msg', 'invalid')}"
 
 
-def install(app: FastAPI, *, hide: tuple[str, ...] = ()) -> None:  # noqa: C901 - to be split into steps (issue 14)
-    """Register the handlers on ``app``; ``hide``: strings (storage root) cut from messages."""
+class _Handlers:
+    """The app's exception handlers; ``hide``: strings (storage root) cut from messages."""
 
-    def count(request: Request, code: str) -> None:
-        service = getattr(request.app.state, "service", None)
-        if service is not None:
-            service.metrics.errors.labels(code=code).inc()
+    def __init__(self, hide: tuple[str, ...]) -> None:
+        self.hide = hide
 
-    async def faceweave_error(request: Request, exc: fe.FaceweaveError) -> JSONResponse:
+    async def faceweave_error(self, request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, fe.FaceweaveError)  # registered for FaceweaveError only
         status = status_for(exc)
-        headers: dict[str, str] = {}
-        if isinstance(exc, fe.AuthenticationError):
-            headers["WWW-Authenticate"] = "Bearer"
-        if isinstance(exc, fe.RateLimitedError):
-            headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
-        if isinstance(exc, fe.RequestTimeoutError):
-            headers["Connection"] = "close"  # the rest of the body is not read: this connection is done
         if isinstance(exc, fe.ClientDisconnectedError):
             log.info("client closed %s %s mid-request", request.method, request.url.path)
         if status >= 500 and not isinstance(exc, fe.NotReadyError):  # loading or busy is not a failure
             log.error("request %s %s failed", request.method, request.url.path, exc_info=exc)
-        count(request, exc.code)
-        message = clean_message(str(exc), hide) or type(exc).__name__
-        return error_response(status, exc.code, message, headers or None)
+        _count(request, exc.code)
+        message = clean_message(str(exc), self.hide) or type(exc).__name__
+        return error_response(status, exc.code, message, error_headers(exc) or None)
 
-    async def validation_error(request: Request, exc: Exception) -> JSONResponse:
-        count(request, "invalid_option")
-        return error_response(422, "invalid_option", clean_message(validation_message(exc), hide))  # type: ignore[arg-type]
+    async def validation_error(self, request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ValidationError | RequestValidationError)  # registered for these only
+        _count(request, "invalid_option")
+        return error_response(422, "invalid_option", clean_message(validation_message(exc), self.hide))
 
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(self, request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)  # registered for it only
         code = _HTTP_CODES.get(exc.status_code, "http_error")
-        count(request, code)
+        _count(request, code)
         detail = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
         return error_response(exc.status_code, code, detail, dict(exc.headers or {}) or None)
 
-    async def client_disconnect(request: Request, exc: Exception) -> JSONResponse:
+    async def client_disconnect(self, request: Request, exc: Exception) -> JSONResponse:
         """Starlette's ``ClientDisconnect`` met outside :func:`receive_form`: as its error."""
-        return await faceweave_error(request, fe.ClientDisconnectedError("the client closed the connection"))
+        return await self.faceweave_error(request, fe.ClientDisconnectedError("the client closed the connection"))
 
-    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+    async def internal_error(self, request: Request, exc: Exception) -> JSONResponse:
         log.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
-        count(request, "internal_error")
+        _count(request, "internal_error")
         return error_response(500, "internal_error", "internal server error; the details are in the server log")
 
-    app.add_exception_handler(fe.FaceweaveError, faceweave_error)  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, validation_error)
-    app.add_exception_handler(ValidationError, validation_error)
-    app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
-    app.add_exception_handler(ClientDisconnect, client_disconnect)
-    app.add_exception_handler(Exception, internal_error)
+
+def error_headers(exc: fe.FaceweaveError) -> dict[str, str]:
+    """The headers an error answer carries: how to authenticate, when to retry,
+    that the connection is done (the rest of a timed-out body is not read)."""
+    headers: dict[str, str] = {}
+    if isinstance(exc, fe.AuthenticationError):
+        headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, fe.RateLimitedError):
+        headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
+    if isinstance(exc, fe.RequestTimeoutError):
+        headers["Connection"] = "close"
+    return headers
 
 
-def job_error(exc: BaseException, hide: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``code`` and ``message`` to store for a job that failed with ``exc``."""
+def _count(request: Request, code: str) -> None:
+    """One error of ``code`` in ``/metrics`` (once the service is up)."""
+    service = getattr(request.app.state, "service", None)
+    if service is not None:
+        service.metrics.errors.labels(code=code).inc()
+
+
+def install(app: FastAPI, *, hide: tuple[str, ...] = ()) -> None:
+    """Register the handlers on ``app``; ``hide``: strings (storage root) cut from messages."""
+    handlers = _Handlers(hide)
+    app.add_exception_handler(fe.FaceweaveError, handlers.faceweave_error)
+    app.add_exception_handler(RequestValidationError, handlers.validation_error)
+    app.add_exception_handler(ValidationError, handlers.validation_error)
+    app.add_exception_handler(StarletteHTTPException, handlers.http_error)
+    app.add_exception_handler(ClientDisconnect, handlers.client_disconnect)
+    app.add_exception_handler(Exception, handlers.internal_error)
+
+
+@dataclass(frozen=True)
+class JobProblem:
+    """What the store records about a failed job: a stable ``code`` and a
+    one-line ``message`` without server paths."""
+
+    code: str
+    message: str
+
+
+def job_error(exc: BaseException, hide: tuple[str, ...] = ()) -> JobProblem:
+    """What to store for a job that failed with ``exc``."""
     if isinstance(exc, fe.FaceweaveError):
-        return {"code": exc.code, "message": clean_message(str(exc), hide) or type(exc).__name__}
+        return JobProblem(exc.code, clean_message(str(exc), hide) or type(exc).__name__)
     if isinstance(exc, ValidationError):
-        return {"code": "invalid_option", "message": clean_message(validation_message(exc), hide)}
-    return {"code": "internal_error", "message": "internal error; the details are in the server log"}
+        return JobProblem("invalid_option", clean_message(validation_message(exc), hide))
+    return JobProblem("internal_error", "internal error; the details are in the server log")

@@ -12,9 +12,13 @@ import queue
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from faceweave.errors import NotReadyError
 from faceweave.options import SwapOptions
+
+if TYPE_CHECKING:
+    from faceweave.pipeline import FaceSwapper
 
 
 class JobModels:
@@ -24,14 +28,14 @@ class JobModels:
         from faceweave.analysis import FaceAnalyser
 
         self.analyser = FaceAnalyser(SwapOptions().analysis)
-        self._swapper = None
+        self._swapper: FaceSwapper | None = None
         self._options: SwapOptions | None = None
 
     def prepare(self) -> float:
         """Load and warm up the models; returns the milliseconds it took."""
         return self.swapper(SwapOptions()).prepare()
 
-    def swapper(self, options: SwapOptions):
+    def swapper(self, options: SwapOptions) -> FaceSwapper:
         """A :class:`FaceSwapper` with ``options`` sharing this object's analyser."""
         from faceweave.pipeline import FaceSwapper
 

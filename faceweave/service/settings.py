@@ -40,7 +40,7 @@ from pydantic import (
 )
 
 from faceweave.errors import InvalidOptionError, UnreadableFileError
-from faceweave.options import RuntimeOptions
+from faceweave.options import VIDEO_WORKING_SIZE, RuntimeOptions
 
 ENV_PREFIX = "FACEWEAVE_"
 LOCAL_USER = "local"
@@ -179,7 +179,7 @@ class ServiceSettings(_Settings):
     poll_interval_s: float = Field(0.5, gt=0)
     results_ttl_s: float = Field(24 * 3600.0, gt=0)
     sweep_interval_s: float = Field(60.0, gt=0)
-    video_working_size: int = Field(192, ge=96, le=1024)
+    video_working_size: int = Field(VIDEO_WORKING_SIZE, ge=96, le=1024)
     broker: str | None = Field(
         None, description="Celery broker URL (redis://...): distributed mode; this node queues jobs there and runs none"
     )
@@ -297,12 +297,13 @@ def _known_names(loc: tuple) -> list[str]:
     """The field names of the settings section at ``loc`` (``()`` is the top level)."""
     from pydantic import BaseModel
 
-    model: type = ServiceSettings
+    model: type[BaseModel] = ServiceSettings
     for part in loc:
-        field = model.model_fields.get(str(part)) if isinstance(model, type) and issubclass(model, BaseModel) else None
-        model = field.annotation if field is not None else None
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        field = model.model_fields.get(str(part))
+        section = field.annotation if field is not None else None
+        if not (isinstance(section, type) and issubclass(section, BaseModel)):
             return []
+        model = section
     return sorted(model.model_fields)
 
 

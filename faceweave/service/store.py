@@ -12,14 +12,17 @@ never both claim a job or both finish it:
   in the queue (or fails them after ``max_attempts``).
 
 Times are seconds since the epoch (floats); file paths are relative to the
-storage folder.
+storage folder.  (Over 350 lines on purpose: every conditional update of the
+one table is here, side by side, so the rules of who may change a job read
+in one place.)
 """
 
 from __future__ import annotations
 
+import builtins
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,17 +36,15 @@ from sqlalchemy import (
     delete,
     event,
     func,
+    insert,
     select,
     update,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from faceweave.errors import InvalidOptionError
-
-STATES = ("queued", "running", "succeeded", "failed", "cancelled")
-ACTIVE = ("queued", "running")
-TERMINAL = ("succeeded", "failed", "cancelled")
+from faceweave.errors import InvalidOptionError, JobStateError
+from faceweave.service.jobdata import ACTIVE, STATES, TERMINAL, JobInputs, JobResult, JobState, parse_result
 
 
 class _Base(DeclarativeBase):
@@ -80,14 +81,16 @@ class JobRow(_Base):
 
 @dataclass(frozen=True)
 class JobRecord:
-    """One job as read from the store (a snapshot; the row may change after)."""
+    """One job as read from the store (a snapshot; the row may change after).
+    ``options`` are :class:`~faceweave.service.jobspec.JobOptions` as stored
+    (only the ones given); ``inputs`` and ``result`` are parsed from their JSON."""
 
     id: str
     owner: str
     kind: str
-    state: str
+    state: JobState
     options: dict[str, Any]
-    inputs: dict[str, Any]
+    inputs: JobInputs
     created_at: float
     output_path: str | None = None
     preview_path: str | None = None
@@ -97,7 +100,7 @@ class JobRecord:
     eta_s: float | None = None
     error_code: str | None = None
     error_message: str | None = None
-    result: dict[str, Any] | None = None
+    result: JobResult | None = None
     started_at: float | None = None
     finished_at: float | None = None
     attempts: int = 0
@@ -105,6 +108,15 @@ class JobRecord:
     lease_expires: float | None = None
     heartbeat_at: float | None = None
     expires_at: float | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> JobRecord:
+        """The record of one ``jobs`` row (its JSON columns parsed)."""
+        values = dict(row)
+        values["state"] = JobState(values["state"])
+        values["inputs"] = JobInputs.model_validate(values["inputs"])
+        values["result"] = parse_result(values["kind"], values["result"])
+        return cls(**values)
 
 
 def new_job_id() -> str:
@@ -135,25 +147,30 @@ class JobStore:
         owner: str,
         kind: str,
         options: dict[str, Any],
-        inputs: dict[str, Any],
+        inputs: JobInputs | Mapping[str, Any],
         job_id: str | None = None,
         now: float | None = None,
     ) -> JobRecord:
-        values = dict(
+        """Queue a new job; ``inputs`` as :class:`JobInputs` or its JSON."""
+        stored = inputs if isinstance(inputs, JobInputs) else JobInputs.model_validate(inputs)
+        values: dict[str, Any] = dict(
             id=job_id or new_job_id(),
             owner=owner,
             kind=kind,
-            state="queued",
+            state=JobState.QUEUED,
             options=options,
-            inputs=inputs,
+            inputs=stored.stored(),
             created_at=time.time() if now is None else now,
             progress=0.0,
             frames_done=0,
             attempts=0,
         )
         with self.engine.begin() as conn:
-            conn.execute(JobRow.__table__.insert().values(**values))
-        return self.get(values["id"])  # type: ignore[return-value]
+            conn.execute(insert(JobRow).values(**values))
+        created = self.get(values["id"])
+        if created is None:  # only if someone deleted it within these microseconds
+            raise JobStateError(f"job {values['id']} was deleted as it was created")
+        return created
 
     def get(self, job_id: str, *, owner: str | None = None) -> JobRecord | None:
         """The job, or ``None`` when unknown or (with ``owner``) someone else's."""
@@ -162,21 +179,21 @@ class JobStore:
             query = query.where(JobRow.owner == owner)
         with self.engine.connect() as conn:
             row = conn.execute(query).mappings().first()
-        return None if row is None else JobRecord(**dict(row))
+        return None if row is None else JobRecord.from_row(row)
 
-    def list(self, *, owner: str, limit: int = 100, offset: int = 0) -> list[JobRecord]:
+    def list(self, *, owner: str, limit: int = 100, offset: int = 0) -> builtins.list[JobRecord]:
         """The owner's jobs, newest first."""
         query = (
             select(JobRow).where(JobRow.owner == owner).order_by(JobRow.created_at.desc()).limit(limit).offset(offset)
         )
         with self.engine.connect() as conn:
-            return [JobRecord(**dict(r)) for r in conn.execute(query).mappings()]
+            return [JobRecord.from_row(r) for r in conn.execute(query).mappings()]
 
     def counts(self) -> dict[str, int]:
         """Number of jobs in each state (every state present, 0 when none)."""
         with self.engine.connect() as conn:
             rows = conn.execute(select(JobRow.state, func.count()).group_by(JobRow.state)).all()
-        out = dict.fromkeys(STATES, 0)
+        out = {str(state): 0 for state in STATES}
         out.update({state: int(n) for state, n in rows})
         return out
 
@@ -245,7 +262,7 @@ class JobStore:
         output_path: str | None = None,
         error_code: str | None = None,
         error_message: str | None = None,
-        result: dict[str, Any] | None = None,
+        result: JobResult | None = None,
     ) -> bool:
         """Record the outcome, once: ``True`` only for the worker and attempt
         that hold the running job.  The caller keeps its output only then."""
@@ -260,7 +277,7 @@ class JobStore:
             output_path=output_path,
             error_code=error_code,
             error_message=error_message,
-            result=result,
+            result=result.stored() if result is not None else None,
             eta_s=None,
         )
         if state == "succeeded":
@@ -321,7 +338,9 @@ class JobStore:
             return conn.execute(query).rowcount == 1
 
     # -- housekeeping --------------------------------------------------------
-    def requeue_expired(self, *, max_attempts: int, now: float | None = None) -> tuple[list[str], list[str]]:
+    def requeue_expired(
+        self, *, max_attempts: int, now: float | None = None
+    ) -> tuple[builtins.list[str], builtins.list[str]]:
         """Running jobs whose lease has run out (their worker died): back to
         the queue, or failed with ``worker_lost`` once they used ``max_attempts``.
         Returns ``(requeued ids, failed ids)``."""
@@ -332,7 +351,8 @@ class JobStore:
                     JobRow.state == "running", JobRow.lease_expires < now
                 )
             ).all()
-        requeued, failed = [], []
+        requeued: builtins.list[str] = []
+        failed: builtins.list[str] = []
         for job_id, attempts, worker in stale:
             give_up = attempts >= max_attempts
             values: dict[str, Any] = (
@@ -370,19 +390,19 @@ class JobStore:
                 (failed if give_up else requeued).append(job_id)
         return requeued, failed
 
-    def expired(self, *, now: float | None = None, limit: int = 500) -> list[JobRecord]:
+    def expired(self, *, now: float | None = None, limit: int = 500) -> builtins.list[JobRecord]:
         """Finished jobs whose results have expired."""
         now = time.time() if now is None else now
         query = select(JobRow).where(JobRow.state.in_(TERMINAL), JobRow.expires_at < now).limit(limit)
         with self.engine.connect() as conn:
-            return [JobRecord(**dict(r)) for r in conn.execute(query).mappings()]
+            return [JobRecord.from_row(r) for r in conn.execute(query).mappings()]
 
     def set_fields(self, job_id: str, **values: Any) -> None:
         """Write columns directly (tests and operators; workers use the methods above)."""
         with self.engine.begin() as conn:
             conn.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
 
-    def ids(self, states: Iterable[str]) -> list[str]:
+    def ids(self, states: Iterable[str]) -> builtins.list[str]:
         with self.engine.connect() as conn:
             return list(conn.execute(select(JobRow.id).where(JobRow.state.in_(tuple(states)))).scalars())
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from faceweave.errors import (
     ClientDisconnectedError,
@@ -36,6 +36,9 @@ from faceweave.errors import (
 )
 from faceweave.service.settings import LimitSettings
 from faceweave.service.storage import Storage
+
+if TYPE_CHECKING:
+    from python_multipart.multipart import MultipartCallbacks
 
 _MAX_HEADER_BYTES = 8 * 1024
 #: python-multipart's own limit (it raises on a longer one); RFC 2046 asks for at most 70
@@ -94,7 +97,7 @@ class _Receiver:
         self.parts = 0
         self.field_count = 0
 
-    def callbacks(self) -> dict:
+    def callbacks(self) -> MultipartCallbacks:
         return {
             "on_part_begin": self.part_begin,
             "on_header_field": self.header_field,
@@ -258,7 +261,7 @@ def _boundary(content_type: str | None, content_length: str | None, limits: Limi
     return boundary
 
 
-async def _timed(chunks: AsyncIterator[bytes], limits: LimitSettings) -> AsyncIterator[bytes]:
+async def _timed(chunks: AsyncIterator[bytes], limits: LimitSettings) -> AsyncGenerator[bytes, None]:
     """``chunks`` as they come, all within ``limits.upload_timeout_s`` and each
     within ``limits.upload_idle_s`` of the one before.
 

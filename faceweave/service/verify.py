@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
 from faceweave.errors import InvalidOptionError
-from faceweave.service.auth import Caller
+from faceweave.service.deps import CallerDep, ServiceDep
 from faceweave.service.errors import AUTH_STATUSES, UPLOAD_STATUSES, error_responses
-from faceweave.service.routes import current_caller
 from faceweave.service.uploads import inspect_upload, receive_form
 
 verify_router = APIRouter()
@@ -54,13 +53,12 @@ def _frames(fields: dict[str, list[str]]) -> int:
 @verify_router.post(
     "/v1/verify", tags=["verify"], openapi_extra=_BODY, responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES)
 )
-async def verify(request: Request, caller: Caller = Depends(current_caller)) -> dict[str, Any]:
+async def verify(request: Request, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
     """Read the label and detect the watermark of one uploaded image or video.
     ``marked`` is true when either is found; a video is checked on ``frames``
     frames spread evenly."""
     from faceweave.provenance.verify import verify_file
 
-    service = request.app.state.service
     limits = service.settings.limits
     form = await receive_form(
         request.stream(),

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from faceweave.errors import (
@@ -40,9 +40,8 @@ from faceweave.errors import (
     NotReadyError,
     UnsupportedFormatError,
 )
-from faceweave.service.auth import Caller
+from faceweave.service.deps import CallerDep, ServiceDep
 from faceweave.service.errors import AUTH_STATUSES, UPLOAD_STATUSES, error_responses
-from faceweave.service.routes import current_caller
 from faceweave.service.uploads import UploadedFile, inspect_upload, receive_form
 from faceweave.types import Face
 
@@ -165,9 +164,8 @@ def _form_options(fields: dict[str, list[str]]) -> dict[str, Any]:
     },
     responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 503),
 )
-async def list_faces(request: Request, caller: Caller = Depends(current_caller)) -> dict[str, Any]:
+async def list_faces(request: Request, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
     """The faces in a target photo (or a video's first frame with faces), in ``face_index`` order."""
-    service = request.app.state.service
     service.check_ready()
     limits = service.settings.limits
     form = await receive_form(

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Float, Integer, String, and_, delete, func, or_, select, update
+from sqlalchemy import JSON, Float, Integer, String, and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -186,7 +186,7 @@ class SegmentStore:
             )
         )
         with self.engine.begin() as conn:
-            conn.execute(SegmentRow.__table__.insert(), rows)
+            conn.execute(insert(SegmentRow), rows)
 
     def get(self, job_id: str, attempt: int, index: int) -> SegmentRecord | None:
         with self.engine.connect() as conn:
@@ -341,8 +341,8 @@ class SegmentStore:
         """``(job id, attempt)`` of every attempt with unfinished rows."""
         with self.engine.connect() as conn:
             return [
-                tuple(r)
-                for r in conn.execute(
+                (str(job_id), int(attempt))
+                for job_id, attempt in conn.execute(
                     select(SegmentRow.job_id, SegmentRow.attempt).where(SegmentRow.state != "done").distinct()
                 ).all()
             ]

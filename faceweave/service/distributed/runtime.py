@@ -51,9 +51,9 @@ class WorkerRuntime:
         """Connect to the store and load and warm up the models (in the process that runs tasks)."""
         from faceweave.provenance.audit import AuditLog
         from faceweave.service.distributed.records import open_store
+        from faceweave.service.jobs import RunConfig
         from faceweave.service.models import JobModels
         from faceweave.service.storage import Storage
-        from faceweave.service.worker import RunConfig
 
         with self._lock:
             if self.store is not None:

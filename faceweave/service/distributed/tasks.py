@@ -5,7 +5,8 @@
   is done).  A video job of more than ``settings.segment_frames`` frames is
   planned into segments (:func:`plan_segments`), given to its segments and
   one ``run_segment`` task is published per segment; any other job runs here
-  with :func:`~faceweave.service.worker.run_job`.
+  with :func:`~faceweave.service.worker.run_job`.  The steps shared with the
+  embedded worker (audit line, input removal) are in :mod:`faceweave.service.jobs`.
 * ``faceweave.run_segment(job_id, attempt, index)``: claim the segment row,
   swap its frames into a part on the shared storage
   (:func:`~faceweave.video.segmented.swap_segment`); the last segment done
@@ -13,6 +14,9 @@
 * ``faceweave.join_segments(job_id, attempt)``: concatenate the parts with
   the input's audio into ``result-<attempt>.<ext>`` (written atomically) and
   record the outcome, once, under the :data:`SEGMENTED` holder.
+
+(Over 350 lines on purpose: the three tasks hand a job to each other through
+the same rows and leases, and read best next to each other.)
 """
 
 from __future__ import annotations
@@ -20,16 +24,25 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from faceweave.errors import InvalidOptionError, NoFaceError
 from faceweave.service.distributed.celery_app import TASK_JOB, TASK_JOIN, TASK_SEGMENT
 from faceweave.service.distributed.records import JOIN, SEGMENTED, SegmentRecord, claim_job, hand_to_segments
 from faceweave.service.distributed.runtime import WorkerRuntime
-from faceweave.service.errors import job_error
+from faceweave.service.errors import JobProblem, job_error
+from faceweave.service.jobdata import JobState, VideoResult
+from faceweave.service.jobs import NO_FACE_WARNING, JobOutcome, discard_earlier_attempts, remove_inputs, write_audit
 from faceweave.service.jobspec import JobOptions
+from faceweave.service.models import JobModels
 from faceweave.service.store import JobRecord
-from faceweave.service.worker import JobOutcome, _remove_inputs, discard_earlier_attempts, run_job, write_audit
+from faceweave.service.worker import run_job
+
+if TYPE_CHECKING:
+    from faceweave.provenance.stamp import Provenance
+    from faceweave.video.concat import JoinedVideo
+    from faceweave.video.pipeline import VideoSwapper, VideoSwapReport
 
 log = logging.getLogger("faceweave.service.distributed")
 
@@ -70,7 +83,7 @@ def _plan(rt: WorkerRuntime, job: JobRecord):
     from faceweave.video.concat import join_kind
     from faceweave.video.segments import plan_segments
 
-    if job.kind != "video" or not rt.settings.segment_frames or job.inputs.get("map"):
+    if job.kind != "video" or not rt.settings.segment_frames or job.inputs.map:
         return None
     try:
         options = JobOptions.model_validate(job.options)
@@ -79,7 +92,7 @@ def _plan(rt: WorkerRuntime, job: JobRecord):
         join_kind(f"result.{options.output_format('video')}")
         video = options.video_options()
         plan = plan_segments(
-            rt.storage.resolve(job.inputs["target"]),
+            rt.storage.resolve(job.inputs.target),
             segments=rt.settings.segments,
             min_frames=rt.settings.segment_frames,
             start=video.start,
@@ -142,11 +155,11 @@ def _start_segments(rt: WorkerRuntime, job: JobRecord, models, plan, worker_id: 
 def _preview(rt: WorkerRuntime, job: JobRecord, models, options: JobOptions, provenance, path):
     """The first swapped frame, for ``GET /v1/jobs/{id}/preview``; ``None`` when no face is found."""
     video = _video_swapper(rt, job, models, options)
-    prepared = video.prepare_sources([rt.storage.resolve(p) for p in job.inputs["sources"]])
+    prepared = video.prepare_sources([rt.storage.resolve(p) for p in job.inputs.sources])
     try:
         video.preview(
             prepared,
-            rt.storage.resolve(job.inputs["target"]),
+            rt.storage.resolve(job.inputs.target),
             path,
             reference=_reference(rt, job),
             options=rt.config.video_options(options.video_options(), provenance),
@@ -158,9 +171,8 @@ def _preview(rt: WorkerRuntime, job: JobRecord, models, options: JobOptions, pro
 
 # ---------------------------------------------------------------- a segment
 def segment_task(rt: WorkerRuntime, job_id: str, attempt: int, index: int) -> str:
-    from faceweave.video.segmented import swap_segment
-    from faceweave.video.segments import Segment
-
+    """Swap one segment into its part; the last one done publishes the join.
+    Returns what happened: skipped, released, failed or done."""
     job = _segmented(rt, job_id, attempt)
     if job is None:
         return "skipped"
@@ -170,42 +182,56 @@ def segment_task(rt: WorkerRuntime, job_id: str, attempt: int, index: int) -> st
         if row is None:
             return "skipped"
         if row.tries > rt.settings.max_attempts:
-            return _fail(
-                rt,
-                job,
-                None,
-                code="worker_lost",
-                message=f"segment {index} of this job lost its worker {row.tries - 1} time(s)",
-            )
+            message = f"segment {index} of this job lost its worker {row.tries - 1} time(s)"
+            return _fail(rt, job, None, code="worker_lost", message=message)
         part = rt.storage.resolve(row.part_path or "")
         stop = threading.Event()
+        report: VideoSwapReport | None = None
         error: Exception | None = None
         with _Beat(rt, job, row, worker_id, stop):
             try:
-                options = JobOptions.model_validate(job.options)
-                join = rt.segments.get(job_id, attempt, JOIN)
-                video_options = rt.config.video_options(options.video_options(), _provenance(rt, join))
-                video = _video_swapper(rt, job, models, options)
-                prepared = video.prepare_sources([rt.storage.resolve(p) for p in job.inputs["sources"]])
-                _, report = swap_segment(
-                    video,
-                    prepared,
-                    rt.storage.resolve(job.inputs["target"]),
-                    Segment(**row.plan),
-                    part,
-                    reference=_reference(rt, job),
-                    options=video_options,
-                    stop=stop,
-                )
+                report = _swap_segment(rt, job, models, row, part, stop)
             except Exception as exc:  # noqa: BLE001 - the job's outcome, unless stopped
                 error = exc
     if stop.is_set():  # cancelled, or the job was taken back
         part.unlink(missing_ok=True)
         rt.segments.release(job_id, attempt, index, worker_id)
         return "released"
-    if error is not None:
+    if error is not None or report is None:
         part.unlink(missing_ok=True)
         return _fail(rt, job, error)
+    return _segment_done(rt, job, index, worker_id, report, part)
+
+
+def _swap_segment(
+    rt: WorkerRuntime, job: JobRecord, models: JobModels, row: SegmentRecord, part: Path, stop: threading.Event
+) -> VideoSwapReport:
+    """Swap the frames of the segment ``row`` into ``part``, with the job attempt's provenance."""
+    from faceweave.video.segmented import swap_segment
+    from faceweave.video.segments import Segment
+
+    options = JobOptions.model_validate(job.options)
+    join = rt.segments.get(job.id, job.attempts, JOIN)
+    video_options = rt.config.video_options(options.video_options(), _provenance(rt, join))
+    video = _video_swapper(rt, job, models, options)
+    prepared = video.prepare_sources([rt.storage.resolve(p) for p in job.inputs.sources])
+    _, report = swap_segment(
+        video,
+        prepared,
+        rt.storage.resolve(job.inputs.target),
+        Segment(**row.plan),
+        part,
+        reference=_reference(rt, job),
+        options=video_options,
+        stop=stop,
+    )
+    return report
+
+
+def _segment_done(
+    rt: WorkerRuntime, job: JobRecord, index: int, worker_id: str, report: VideoSwapReport, part: Path
+) -> str:
+    """Record the segment's report; the last segment done publishes the join."""
     done = dict(
         frames=report.frames,
         frames_with_swap=report.frames_with_swap,
@@ -213,20 +239,19 @@ def segment_task(rt: WorkerRuntime, job_id: str, attempt: int, index: int) -> st
         scene_cuts=report.scene_cuts,
         worker=worker_id,
     )
-    if not rt.segments.finish(job_id, attempt, index, worker_id, report=done):
+    if not rt.segments.finish(job.id, job.attempts, index, worker_id, report=done):
         part.unlink(missing_ok=True)
         return "released"
-    if rt.segments.open_join(job_id, attempt):
-        rt.publish(TASK_JOIN, job_id, attempt)
-        rt.segments.mark_published(job_id, attempt, JOIN)
+    if rt.segments.open_join(job.id, job.attempts):
+        rt.publish(TASK_JOIN, job.id, job.attempts)
+        rt.segments.mark_published(job.id, job.attempts, JOIN)
     return "done"
 
 
 # ---------------------------------------------------------------- the join
 def join_task(rt: WorkerRuntime, job_id: str, attempt: int) -> str:
-    from faceweave.video.concat import join_segments
-    from faceweave.video.segments import Segment, SegmentPart
-
+    """Join the parts into the result and record the outcome, once.
+    Returns what happened: skipped, released, failed or succeeded."""
     job = _segmented(rt, job_id, attempt)
     if job is None:
         return "skipped"
@@ -236,48 +261,20 @@ def join_task(rt: WorkerRuntime, job_id: str, attempt: int) -> str:
         return "skipped"
     rows = [r for r in rt.segments.rows(job_id, attempt) if r.index != JOIN]
     options = JobOptions.model_validate(job.options)
-    folder = rt.storage.job_dir(job_id)
-    output = folder / f"result-{attempt}.{options.output_format('video')}"
+    output = rt.storage.job_dir(job_id) / f"result-{attempt}.{options.output_format('video')}"
     stop = threading.Event()
     with _Beat(rt, job, row, worker_id, stop):
         try:
-            video = options.video_options()
-            parts = [
-                SegmentPart(
-                    segment=Segment(**r.plan),
-                    path=rt.storage.resolve(r.part_path or ""),
-                    frames=int((r.report or {}).get("frames", 0)),
-                )
-                for r in rows
-            ]
-            target = rt.storage.resolve(job.inputs["target"])
-            joined = join_segments(
-                parts, output, audio_from=target if video.audio else None, start=video.start, end=video.end
-            )
+            joined = _join_parts(rt, job, options, rows, output)
         except Exception as exc:  # noqa: BLE001 - the job's outcome
             output.unlink(missing_ok=True)
             return _fail(rt, job, exc)
-    reports = [r.report or {} for r in rows]
-    swapped = sum(int(r.get("frames_with_swap", 0)) for r in reports)
-    faces = sum(int(r.get("faces_swapped", 0)) for r in reports)
-    result = dict(
-        frames=joined.frames,
-        frames_with_swap=swapped,
-        faces_swapped=faces,
-        scene_cuts=sum(int(r.get("scene_cuts", 0)) for r in reports),
-        duration_s=round(joined.duration, 4),
-        audio=joined.audio,
-        broken_at=None,
-        run_id=f"{int(row.plan['run_id']):06x}",
-        segments=len(rows),
-        segment_workers=[r.get("worker") for r in reports],
-        warning=None if swapped else "no face to swap was found; the video is unchanged",
-    )
+    result = _joined_result(joined, rows, run_id=int(row.plan["run_id"]))
     held = rt.store.finish(
         job_id,
         worker_id=SEGMENTED,
         attempt=attempt,
-        state="succeeded",
+        state=JobState.SUCCEEDED,
         ttl_s=rt.config.ttl_s,
         output_path=rt.storage.relative(output),
         result=result,
@@ -289,6 +286,45 @@ def join_task(rt: WorkerRuntime, job_id: str, attempt: int) -> str:
     outcome = JobOutcome(state="succeeded", seconds=0.0, output=rt.storage.relative(output), result=result)
     write_audit(rt.audit, job, outcome=outcome, error=None, provenance=_provenance(rt, row), hide=rt.config.hide)
     return "succeeded"
+
+
+def _join_parts(
+    rt: WorkerRuntime, job: JobRecord, options: JobOptions, rows: list[SegmentRecord], output: Path
+) -> JoinedVideo:
+    """Concatenate the segments' parts with the input's audio into ``output``."""
+    from faceweave.video.concat import join_segments
+    from faceweave.video.segments import Segment, SegmentPart
+
+    video = options.video_options()
+    parts = [
+        SegmentPart(
+            segment=Segment(**r.plan),
+            path=rt.storage.resolve(r.part_path or ""),
+            frames=int((r.report or {}).get("frames", 0)),
+        )
+        for r in rows
+    ]
+    target = rt.storage.resolve(job.inputs.target)
+    return join_segments(parts, output, audio_from=target if video.audio else None, start=video.start, end=video.end)
+
+
+def _joined_result(joined: JoinedVideo, rows: list[SegmentRecord], *, run_id: int) -> VideoResult:
+    """The job's result: the joined video's figures and the segments' reports summed."""
+    reports = [r.report or {} for r in rows]
+    swapped = sum(int(r.get("frames_with_swap", 0)) for r in reports)
+    return VideoResult(
+        frames=joined.frames,
+        frames_with_swap=swapped,
+        faces_swapped=sum(int(r.get("faces_swapped", 0)) for r in reports),
+        scene_cuts=sum(int(r.get("scene_cuts", 0)) for r in reports),
+        duration_s=round(joined.duration, 4),
+        audio=joined.audio,
+        broken_at=None,
+        run_id=f"{run_id:06x}",
+        segments=len(rows),
+        segment_workers=[r.get("worker") for r in reports],
+        warning=None if swapped else NO_FACE_WARNING,
+    )
 
 
 # ---------------------------------------------------------------- helpers
@@ -340,17 +376,17 @@ def _segmented(rt: WorkerRuntime, job_id: str, attempt: int) -> JobRecord | None
     if not rt.opened:
         rt.open()
     job = rt.store.get(job_id)
-    if job is None or job.state != "running" or job.worker_id != SEGMENTED or job.attempts != attempt:
+    if job is None or job.state != JobState.RUNNING or job.worker_id != SEGMENTED or job.attempts != attempt:
         return None
     return job
 
 
-def _video_swapper(rt: WorkerRuntime, job: JobRecord, models, options: JobOptions):
+def _video_swapper(rt: WorkerRuntime, job: JobRecord, models: JobModels, options: JobOptions) -> VideoSwapper:
     from faceweave.video.pipeline import VideoSwapper
 
     swap_options = options.swap_options(
         kind="video",
-        has_reference=bool(job.inputs.get("reference")),
+        has_reference=bool(job.inputs.reference),
         max_pixels=rt.config.max_pixels,
         video_working_size=rt.config.video_working_size,
         runtime=rt.config.runtime,
@@ -358,11 +394,11 @@ def _video_swapper(rt: WorkerRuntime, job: JobRecord, models, options: JobOption
     return VideoSwapper(models.swapper(swap_options))
 
 
-def _reference(rt: WorkerRuntime, job: JobRecord):
-    return rt.storage.resolve(job.inputs["reference"]) if job.inputs.get("reference") else None
+def _reference(rt: WorkerRuntime, job: JobRecord) -> Path | None:
+    return rt.storage.resolve(job.inputs.reference) if job.inputs.reference else None
 
 
-def _provenance(rt: WorkerRuntime, join: SegmentRecord | None):
+def _provenance(rt: WorkerRuntime, join: SegmentRecord | None) -> Provenance:
     """The job attempt's provenance (one run id for all its segments)."""
     from faceweave.provenance.stamp import Provenance
 
@@ -381,8 +417,8 @@ def _fail(
     message: str | None = None,
 ) -> str:
     """Record the job as failed (once) and remove its parts."""
-    problem = job_error(error, rt.config.hide) if error is not None else {"code": code, "message": message}
-    if problem["code"] == "internal_error":
+    problem = job_error(error, rt.config.hide) if error is not None else JobProblem(code or "", message or "")
+    if problem.code == "internal_error":
         log.error("job %s failed", job.id, exc_info=error)
     held = rt.store.finish(
         job.id,
@@ -390,13 +426,13 @@ def _fail(
         attempt=job.attempts,
         state="failed",
         ttl_s=rt.config.ttl_s,
-        error_code=problem["code"],
-        error_message=problem["message"],
+        error_code=problem.code,
+        error_message=problem.message,
     )
     if not held:
         return "released"
     _cleanup(rt, job, job.attempts)
-    outcome = JobOutcome(state="failed", seconds=0.0, error_code=problem["code"])
+    outcome = JobOutcome(state="failed", seconds=0.0, error_code=problem.code)
     write_audit(rt.audit, job, outcome=outcome, error=error, provenance=None, hide=rt.config.hide)
     return "failed"
 
@@ -404,4 +440,4 @@ def _fail(
 def _cleanup(rt: WorkerRuntime, job: JobRecord, attempt: int) -> None:
     shutil.rmtree(rt.storage.job_dir(job.id) / f"parts-{attempt}", ignore_errors=True)
     rt.segments.delete(job.id)
-    _remove_inputs(job, rt.storage)
+    remove_inputs(job, rt.storage)
