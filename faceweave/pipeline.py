@@ -24,20 +24,18 @@ import numpy as np
 
 from faceweave.analysis import FaceAnalyser
 from faceweave.analysis.occluders import Occluders
-from faceweave.compositing.blend import match_detail, paste_back
 from faceweave.compositing.colour import ColourMatch
-from faceweave.compositing.composite import composite
-from faceweave.compositing.values import Composite
-from faceweave.crops import cut_crop, working_face_size
+from faceweave.crops import cut_crop
 from faceweave.enhancement import Enhancers
-from faceweave.errors import InputError, NoFaceError
+from faceweave.errors import InputError
 from faceweave.expression import ExpressionChecker
 from faceweave.options import SwapOptions
 from faceweave.provenance.stamp import Provenance, stamp_image
-from faceweave.selection import order_faces, select_faces
+from faceweave.render import FaceRenderer
 from faceweave.sessions import ModelSessions
 from faceweave.sources import SOURCE_CACHE, ImageInput, SourceCache
 from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, SwapperContext, create_swapper
+from faceweave.targets import TargetFaces
 from faceweave.threads import single_threaded_blas
 from faceweave.timing import timed
 from faceweave.types import Face, Image, SwappedFace, SwapResult
@@ -61,10 +59,12 @@ class FaceSwapper:
 
     Owns its models; call :meth:`close` or use it as a context manager.
     Its components: ``analyser``, ``swapper``, ``sources``
-    (:class:`~faceweave.sources.SourceCache`), ``expression``
-    (:class:`~faceweave.expression.ExpressionChecker`), ``enhancers``
-    (:class:`~faceweave.enhancement.Enhancers`), ``sessions``
-    (:class:`~faceweave.sessions.ModelSessions`), and the occluder models.
+    (:class:`~faceweave.sources.SourceCache`), ``targets``
+    (:class:`~faceweave.targets.TargetFaces`), ``expression``
+    (:class:`~faceweave.expression.ExpressionChecker`), ``occluders``,
+    ``renderer`` (:class:`~faceweave.render.FaceRenderer`), ``enhancers``
+    (:class:`~faceweave.enhancement.Enhancers`) and ``sessions``
+    (:class:`~faceweave.sessions.ModelSessions`).
     """
 
     def __init__(
@@ -99,9 +99,11 @@ class FaceSwapper:
             self.close()
             raise
         self.sources = SourceCache(self.analyser, self.swapper, options=options, capacity=source_cache)
+        self.targets = TargetFaces(self.analyser, options)
         self.expression = ExpressionChecker(self.analyser, options)
         #: the person segmentation and hand models, when the mask options ask for them
         self.occluders = Occluders.from_options(options.masks)
+        self.renderer = FaceRenderer(options, occluders=self.occluders, expression=self.expression)
 
     @property
     def pool(self) -> SessionPool | None:
@@ -174,15 +176,8 @@ class FaceSwapper:
         return self.sources.reference_embedding(reference)
 
     def find_faces(self, pixels: np.ndarray, timings: dict[str, float] | None = None) -> list[Face]:
-        """The target's faces.  When only the largest face will be swapped the
-        tiled small-face pass is skipped, unless the quick pass finds nothing."""
-        sel = self.options.selection
-        only_largest = sel.mode == "one" and sel.order == "large-small" and sel.min_face_size == 0
-        if only_largest and self.options.analysis.small_faces:
-            found = self.analyser.analyse(pixels, small_faces=False, timings=timings)
-            if found:
-                return found
-        return self.analyser.analyse(pixels, timings=timings)
+        """The target's faces (:meth:`TargetFaces.find <faceweave.targets.TargetFaces.find>`)."""
+        return self.targets.find(pixels, timings)
 
     # -- swapping ---------------------------------------------------------
     def choose_source(self, sources: Sequence[SourceFace], face: Face) -> SourceFace:
@@ -193,48 +188,7 @@ class FaceSwapper:
 
     def working_size(self, face: Face) -> int:
         """Face size in the working crop (:func:`~faceweave.crops.working_face_size`)."""
-        return working_face_size(face, self.options.working_size)
-
-    def finish_face(
-        self,
-        pixels: np.ndarray,
-        crop: AlignedCrop,
-        out: SwapOutput,
-        timings: dict[str, float],
-        *,
-        into: np.ndarray | None = None,
-        colour: ColourMatch | None = None,
-        still: bool = False,
-    ) -> np.ndarray:
-        """Masks, colour and blending of a swapper's output, pasted into the
-        frame: a new frame, or written into ``into`` (a caller-owned copy of
-        ``pixels`` that several faces are pasted into, so that a frame with
-        many faces is copied once)."""
-        comp = self._composite(crop, out, timings, colour)
-        with timed(timings, "paste"):
-            if into is None:
-                pasted = paste_back(pixels, comp.pixels, comp.paste, crop.matrix)
-                return match_detail(
-                    pixels, pasted, comp.detail, crop.matrix, out=pasted, blur_mask=comp.mask, sharpen=still
-                )
-            paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
-            # the grain and blur to match are the target photo's own
-            return match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask, sharpen=still)
-
-    def _composite(
-        self, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float], colour: ColourMatch | None
-    ) -> Composite:
-        found = self.occluders.find(crop.pixels, timings)
-        with timed(timings, "blend"):
-            return composite(
-                crop,
-                out,
-                mask_options=self.options.masks,
-                shading=self.options.shading,
-                person_mask=found.person,
-                colour=colour,
-                hands_mask=found.hands,
-            )
+        return self.renderer.face_size(face)
 
     def check_expression(
         self,
@@ -248,55 +202,6 @@ class FaceSwapper:
         (:meth:`ExpressionChecker.check <faceweave.expression.ExpressionChecker.check>`
         with this swapper); returns the output to use."""
         return self.expression.check(self.swapper, crop, source, out, timings, colour)
-
-    def _swap_batched(
-        self,
-        pixels: np.ndarray,
-        chosen: Sequence[tuple[Face, SourceFace]],
-        timings: dict[str, float],
-        colours: Sequence[ColourMatch | None],
-        *,
-        still: bool = False,
-    ) -> np.ndarray:
-        """Several faces through a swapper that batches: one inference per
-        source for all its faces (crops are cut from the frame before any
-        face is pasted), then each face is finished in order."""
-        with timed(timings, "crop"):
-            crops = [cut_crop(pixels, face, face_size=self.working_size(face)) for face, _ in chosen]
-        outputs: dict[int, SwapOutput] = {}
-        groups: dict[int, list[int]] = {}
-        for k, (_, source) in enumerate(chosen):
-            groups.setdefault(id(source), []).append(k)
-        with timed(timings, "swap"):
-            for members in groups.values():
-                results = self.swapper.swap_batch(chosen[members[0]][1], [crops[k] for k in members])
-                outputs.update(zip(members, results, strict=False))
-        out = pixels.copy()
-        for k, (crop, colour) in enumerate(zip(crops, colours, strict=False)):
-            self.finish_face(pixels, crop, outputs[k], timings, into=out, colour=colour, still=still)
-        return out
-
-    def _swap_in_turn(
-        self,
-        pixels: np.ndarray,
-        chosen: Sequence[tuple[Face, SourceFace]],
-        timings: dict[str, float],
-        colours: Sequence[ColourMatch | None],
-        *,
-        still: bool = False,
-    ) -> np.ndarray:
-        """Face by face into one copy of the frame; each face is cut from the
-        frame as swapped so far, so a nearer face ends on top."""
-        out = pixels.copy()
-        for (face, source), colour in zip(chosen, colours, strict=False):
-            with timed(timings, "crop"):
-                crop = cut_crop(out, face, face_size=self.working_size(face))
-            with timed(timings, "swap"):
-                result = self.swapper.swap(source, crop)
-            if still and self.expression.wanted(face.size):
-                result = self.check_expression(crop, source, result, timings, colour)
-            self.finish_face(pixels, crop, result, timings, into=out, colour=colour, still=still)
-        return out
 
     def enhance(self, pixels: np.ndarray, faces: Sequence[Face], timings: dict[str, float] | None = None) -> np.ndarray:
         """The optional face and frame enhancers on a swapped frame (a frame
@@ -321,10 +226,7 @@ class FaceSwapper:
         sharpened (in a video both would change from frame to frame)."""
         timings = {} if timings is None else timings
         colours = list(colours) if colours is not None else [None] * len(chosen)
-        if len(chosen) > 1 and self.swapper.batches:
-            out = self._swap_batched(pixels, chosen, timings, colours, still=still)
-        else:
-            out = self._swap_in_turn(pixels, chosen, timings, colours, still=still)
+        out = self.renderer.render(self.swapper, pixels, chosen, timings, colours, still=still)
         return self.enhance(out, [face for face, _ in chosen], timings)
 
     def swap_faces(
@@ -398,16 +300,7 @@ class FaceSwapper:
             if reference is None:
                 raise InputError("selection mode 'reference' needs a reference face image")
             ref = self.reference_embedding(reference)
-        found = self.find_faces(target_image.pixels, timings)
-        if not found:
-            raise NoFaceError(
-                f"no face found in target image {target_image.label}", role="target", path=target_image.path
-            )
-        faces = [found[i] for i in order_faces(found, self.options.selection.order)]
-        if ref is not None:
-            with timed(timings, "embed"):
-                faces = [self.analyser.embed(target_image.pixels, f) for f in faces]
-        indices = select_faces(faces, self.options.selection, reference=ref)
+        faces, indices = self.targets.select(target_image, timings, reference=ref)
         image, swapped = self.swap_faces(target_image.pixels, faces, indices, prepared, timings)
         alpha = target_image.alpha
         if alpha is not None and alpha.shape[:2] != image.shape[:2]:  # a frame enhancer scaled the image

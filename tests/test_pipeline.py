@@ -555,13 +555,13 @@ def test_small_faces_are_not_checked(swapper, path, monkeypatch):
     from faceweave.expression import EXPRESSION_MIN_FACE
 
     calls = []
-    original = swapper.check_expression
+    original = swapper.expression.check
 
-    def counting(crop, source, out, timings, colour=None):
+    def counting(model, crop, source, out, timings, colour=None):
         calls.append(crop.face_size)
-        return original(crop, source, out, timings, colour)
+        return original(model, crop, source, out, timings, colour)
 
-    monkeypatch.setattr(swapper, "check_expression", counting)
+    monkeypatch.setattr(swapper.expression, "check", counting)
     pixels = read_image(path(COLLINS)).pixels
     face = swapper.find_faces(pixels)[0]
     assert face.size > EXPRESSION_MIN_FACE

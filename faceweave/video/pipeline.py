@@ -1,35 +1,38 @@
-"""Video face swap as a stream: a decoder thread, tracking in the calling
-thread, a small pool of render threads, and an encoder thread, joined by
-bounded queues so that memory does not grow with the length of the video."""
+"""Video face swap: :class:`VideoSwapper` wires a :class:`FaceTracker`, a
+:class:`~faceweave.video.planning.FramePlanner` and a :class:`FaceSwapper`'s
+renderer into a :class:`~faceweave.video.stream.FrameStream` (decoder thread,
+tracking in the calling thread, render threads, encoder thread, bounded
+queues), and makes single-frame previews."""
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
-from typing import NamedTuple
+from typing import cast
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
-from faceweave.compositing.colour import ColourMatch, SkinColour, skin_colour
 from faceweave.errors import NoFaceError, NoMatchingFaceError, TooSmallToMarkError
 from faceweave.io import write_image
-from faceweave.pipeline import FaceSwapper, ImageInput, cut_crop
+from faceweave.pipeline import FaceSwapper, ImageInput
 from faceweave.provenance.stamp import Provenance, image_metadata, stamp_image, writer_stamp
-from faceweave.selection import order_faces, select_faces
 from faceweave.swappers import SourceFace
 from faceweave.threads import single_threaded_blas
 from faceweave.timing import timed
 from faceweave.types import Face
-from faceweave.video.io import VideoFrame, VideoReader, VideoWriter
-from faceweave.video.tracker import FaceTracker, Track
+from faceweave.video.io import VideoFrame, VideoInfo, VideoReader, VideoWriter
+from faceweave.video.planning import FramePlanner, PeopleMap, PlannedFace, TrackStates
+from faceweave.video.stream import FrameStream
+from faceweave.video.swap_work import SwapWork
+from faceweave.video.tracker import FaceTracker
 
-_END = object()
+__all__ = ["PeopleMap", "PlannedFace", "SwapWork", "VideoOptions", "VideoSwapReport", "VideoSwapper"]
 
 
 @dataclass(frozen=True)
@@ -79,47 +82,7 @@ class VideoOptions:
     provenance: Provenance | None = None
 
 
-@dataclass(frozen=True, eq=False)
-class PeopleMap:
-    """A source per person of the video (``faceweave people`` indices):
-    ``centres`` ``(P, 128)`` the people's mean embeddings, ``sources`` the
-    prepared sources of the mapped people."""
-
-    centres: np.ndarray
-    sources: dict[int, list[SourceFace]]
-    threshold: float = 0.65
-
-    def person_of(self, embedding: np.ndarray) -> int | None:
-        """The index of the nearest person within the threshold, or None."""
-        if len(self.centres) == 0:
-            return None
-        distances = np.linalg.norm(self.centres - embedding[None, :], axis=1)
-        best = int(np.argmin(distances))
-        return best if distances[best] < self.threshold else None
-
-
-#: seconds over which a face's target skin colour follows the picture
-COLOUR_TIME = 0.5
-#: face size of the small crop the target skin colour is measured on
-COLOUR_FACE_SIZE = 64
-#: the target skin colour is measured again at most this often (seconds)
-COLOUR_INTERVAL = 0.1
-
-
-class PlannedFace(NamedTuple):
-    """One face of a frame to swap: where, with which source, and the colour
-    mapping held for its track."""
-
-    face: Face
-    source: SourceFace
-    colour: ColourMatch | None = None
-
-
-class _Stop(Exception):
-    """Raised inside the encoder to abandon the output."""
-
-
-def _check_markable(size: tuple[int, int], provenance: Provenance | None) -> None:
+def check_markable(size: tuple[int, int], provenance: Provenance | None) -> None:
     """Refuse up front frames too small for the invisible watermark (when it
     is on), rather than failing at the first frame written."""
     from faceweave.provenance.watermark import MIN_SIDE
@@ -137,70 +100,12 @@ class VideoSwapper:
 
     def __init__(self, swapper: FaceSwapper) -> None:
         self.swapper = swapper
-        #: each source's skin colour, measured once per run
-        self._source_colours: dict[SourceFace, SkinColour] = {}
+        self.planner = FramePlanner(swapper)
+        #: the track states of trackers planned without states of their own
+        #: (:meth:`plan_frame`), held while the tracker lives
+        self._states: WeakKeyDictionary[FaceTracker, TrackStates] = WeakKeyDictionary()
 
     # -- per frame ------------------------------------------------------------
-    def _selected(
-        self, tracks: Sequence[Track], pixels: np.ndarray, reference: np.ndarray | None
-    ) -> tuple[list[Face], list[int], list[Track]]:
-        """The faces in selection order, the selected indices, and the track
-        of each face (same order)."""
-        faces = [t.face for t in tracks]
-        if reference is not None:
-            for track in tracks:
-                if track.embedding is None:
-                    track.embedding = self.swapper.analyser.embed(pixels, track.face).embedding
-            faces = [t.face.with_embedding(t.embedding) for t in tracks]
-        order = order_faces(faces, self.swapper.options.selection.order)
-        faces, ordered = [faces[i] for i in order], [tracks[i] for i in order]
-        try:
-            return faces, select_faces(faces, self.swapper.options.selection, reference=reference), ordered
-        except NoMatchingFaceError:
-            return faces, [], ordered
-
-    def _plan_mapped(
-        self, frame: VideoFrame, tracks: Sequence[Track], mapping: PeopleMap, timings: dict[str, float]
-    ) -> list[PlannedFace]:
-        """Each tracked face that belongs to a mapped person gets that
-        person's source (the track's identity is found once)."""
-        plan = []
-        for track in sorted(tracks, key=lambda t: t.face.bbox.area):
-            if "person" not in track.extra:
-                with timed(timings, "embed"):
-                    embedding = self.swapper.analyser.embed(frame.pixels, track.face).embedding
-                track.extra["person"] = mapping.person_of(embedding)
-            sources = mapping.sources.get(track.extra["person"])
-            if sources:
-                source = self.swapper.choose_source(sources, track.face)
-                plan.append(PlannedFace(track.face, source, self._colour(frame, track, source, timings)))
-        return plan
-
-    def _source_colour(self, source: SourceFace) -> SkinColour:
-        colour = self._source_colours.get(source)
-        if colour is None:
-            colour = self._source_colours[source] = skin_colour(source.crop, source.clean)
-        return colour
-
-    def _colour(self, frame: VideoFrame, track: Track, source: SourceFace, timings: dict[str, float]) -> ColourMatch:
-        """The colour mapping of a tracked face, held steady over the shot:
-        the source's skin colour is measured once, the target's follows the
-        face's skin with an exponential moving average (time constant
-        ``COLOUR_TIME`` seconds, measured every ``COLOUR_INTERVAL``),
-        restarted for a new track (a new face, or any face after a scene cut)
-        and when the track's source changes."""
-        held = track.extra.get("colour")
-        if held is not None and held[0] is source and frame.time - held[2] < COLOUR_INTERVAL:
-            return ColourMatch(source=self._source_colour(source), target=held[1])
-        with timed(timings, "colour"):
-            crop = cut_crop(frame.pixels, track.face, face_size=COLOUR_FACE_SIZE)
-            now = skin_colour(crop)
-            if held is not None and held[0] is source:
-                step = 1.0 - float(np.exp(-max(frame.time - held[2], 0.0) / COLOUR_TIME))
-                now = held[1].towards(now, step)
-            track.extra["colour"] = (source, now, frame.time)
-            return ColourMatch(source=self._source_colour(source), target=now)
-
     def plan_frame(
         self,
         frame: VideoFrame,
@@ -210,23 +115,20 @@ class VideoSwapper:
         timings: dict[str, float],
         mapping: PeopleMap | None = None,
         found: list[Face] | None = None,
+        *,
+        states: TrackStates | None = None,
     ) -> list[PlannedFace]:
         """Track the faces of ``frame`` (in frame order: the tracker holds
         state) and decide which face gets which source, smaller faces first
         so that a nearer, larger face ends on top.  ``found``: the frame's
-        scheduled detection, made ahead (:meth:`FaceTracker.detect_ahead`)."""
+        scheduled detection, made ahead (:meth:`FaceTracker.detect_ahead`).
+        ``states``: what is held per track (a run's); by default one kept
+        for ``tracker``."""
         with timed(timings, "track"):
             tracks = tracker.update(frame.pixels, frame.time, found=found)
-        if not tracks:
-            return []
-        if mapping is not None:
-            return self._plan_mapped(frame, tracks, mapping, timings)
-        faces, indices, picked = self._selected(tracks, frame.pixels, reference)
-        plan = []
-        for i in sorted(indices, key=lambda k: faces[k].bbox.area):
-            source = self.swapper.choose_source(sources, faces[i])
-            plan.append(PlannedFace(faces[i], source, self._colour(frame, picked[i], source, timings)))
-        return plan
+        if states is None:
+            states = self._states.setdefault(tracker, TrackStates())
+        return self.planner.plan(frame, tracks, states, sources, reference, timings, mapping)
 
     def render(self, pixels: np.ndarray, plan: Sequence[PlannedFace], timings: dict[str, float]) -> np.ndarray:
         """Apply a frame's plan; frames are independent here, so several
@@ -278,7 +180,7 @@ class VideoSwapper:
                 pixels, count = self.swap_frame(frame, tracker, prepared, ref, {}, mapping)
                 if count or frame_index is not None:
                     marked = stamp_image(pixels, provenance)
-                    write_image(output, marked, **image_metadata(provenance, output))
+                    write_image(output, marked, xmp=image_metadata(provenance, output).get("xmp"))
                     return frame.index
         if frame_index is not None:
             raise NoMatchingFaceError(
@@ -315,9 +217,10 @@ class VideoSwapper:
     def prepare_sources(self, sources: Sequence[ImageInput] | Sequence[SourceFace]) -> list[SourceFace]:
         """Source photos prepared once (already prepared ones pass through),
         so a preview and the whole run share them."""
-        if sources and all(isinstance(s, SourceFace) for s in sources):
-            return list(sources)
-        return self.swapper.load_sources(sources)
+        prepared = [s for s in sources if isinstance(s, SourceFace)]
+        if sources and len(prepared) == len(sources):
+            return prepared
+        return self.swapper.load_sources(cast("Sequence[ImageInput]", sources))  # not all prepared: load them
 
     def _reader(self, target: str | Path, options: VideoOptions) -> VideoReader:
         """A reader of ``target`` with the trim, rate and scale of ``options``,
@@ -357,24 +260,14 @@ class VideoSwapper:
         return replace(options, provenance=self.swapper.run_provenance())
 
     # -- whole video ----------------------------------------------------------
-    def swap_video(self, *args, **kwargs) -> VideoSwapReport:
-        """Swap the selected faces in every frame of ``target`` into ``output``
-        (see :meth:`_swap_video` for the arguments), with one BLAS thread:
-        the pipeline's own threads already use the cores.  Every frame gets
-        the watermark and the file the label of ``options.provenance``
-        (:meth:`marked`: the default options mark too)."""
-        kwargs["options"] = self.marked(kwargs.get("options") or VideoOptions())
-        with single_threaded_blas():
-            return self._swap_video(*args, **kwargs)
-
-    def _swap_video(  # noqa: C901 - to be split into steps (issue 14)
+    def swap_video(
         self,
         sources: Sequence[ImageInput] | Sequence[SourceFace],
         target: str | Path,
         output: str | Path,
         *,
         reference: ImageInput | None = None,
-        options: VideoOptions = VideoOptions(),
+        options: VideoOptions | None = None,
         progress: Callable[[int, int | None], None] | None = None,
         stop: threading.Event | None = None,
         mapping: PeopleMap | None = None,
@@ -383,171 +276,77 @@ class VideoSwapper:
 
         Frames flow decoder thread (decoding, and the scheduled face
         detections) -> bounded queue -> this thread (tracking and planning)
-        -> render threads -> bounded queue -> encoder thread.  Frames without a face
-        pass through untouched.  On any error, or when ``stop`` is set, or on
-        KeyboardInterrupt, the output is abandoned: nothing is left under its
-        name."""
+        -> render threads -> bounded queue -> encoder thread
+        (:class:`~faceweave.video.stream.FrameStream`), with one BLAS thread:
+        the pipeline's own threads already use the cores.  Frames without a
+        face pass through untouched.  Every frame gets the watermark and the
+        file the label of ``options.provenance`` (:meth:`marked`: the default
+        options mark too).  ``progress(frames, expected or None)`` after each
+        frame.  On any error, or when ``stop`` is set (raised as
+        KeyboardInterrupt; the event is only read), or on KeyboardInterrupt,
+        the output is abandoned: nothing is left under its name."""
+        marked = self.marked(options or VideoOptions())
+        with single_threaded_blas():
+            return self._swap_video(sources, target, Path(output), reference, marked, progress, stop, mapping)
+
+    def _swap_video(
+        self,
+        sources: Sequence[ImageInput] | Sequence[SourceFace],
+        target: str | Path,
+        output: Path,
+        reference: ImageInput | None,
+        options: VideoOptions,
+        progress: Callable[[int, int | None], None] | None,
+        stop: threading.Event | None,
+        mapping: PeopleMap | None,
+    ) -> VideoSwapReport:
         started = time.perf_counter()
-        output = Path(output)
         prepared = self.prepare_sources(sources) if mapping is None else []
         ref = self._reference(reference) if mapping is None else None
         # with a map any person may be wanted: look for every face
         small = self._small_faces() or mapping is not None
         tracker = FaceTracker(self.swapper.analyser, detect_every=options.detect_every, small_faces=small)
-        stop = stop or threading.Event()  # the caller's: a stop it asked for
-        halt = threading.Event()  # ours: set by the caller's stop or by an error in any thread
-
-        def halted() -> bool:
-            return halt.is_set() or stop.is_set()
-
-        def fail(exc: BaseException) -> None:
-            errors.append(exc)
-            halt.set()
-
-        timings: dict[str, float] = {}
-        frames_in: queue.Queue = queue.Queue(maxsize=options.queue_size)
-        frames_out: queue.Queue = queue.Queue(maxsize=options.queue_size)
-        errors: list[BaseException] = []
-
         reader = self._reader(target, options)
         try:
-            _check_markable(reader.frame_size, options.provenance)
+            check_markable(reader.frame_size, options.provenance)
         except BaseException:
             reader.close()
             tracker.close()
             raise
-        info = reader.info
+        work = SwapWork(self, tracker, prepared, ref, mapping)
+        open_writer = partial(self._writer, target, output, reader.info, options)
+        stream = FrameStream(
+            reader, open_writer, work, queue_size=options.queue_size, workers=options.workers, stop=stop
+        )
         total = reader.expected_frames
-
-        def put(q: queue.Queue, item) -> bool:
-            while not halted():
-                try:
-                    q.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        detect_timings: dict[str, float] = {}  # only the decoder thread writes it
-
-        def decode() -> None:
-            """Decode, and run the scheduled detections here, ahead of the
-            tracking thread (the schedule depends only on the frame index)."""
-            try:
-                with reader:
-                    for frame in reader:
-                        found = None
-                        if tracker.due(frame.index):
-                            with timed(detect_timings, "detect"):
-                                found = tracker.detect_ahead(frame.pixels)
-                        if not put(frames_in, (frame, found)):
-                            return
-            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
-                fail(exc)
-            finally:
-                put(frames_in, _END)
-
-        written = {"frames": 0}
-        render_timings: dict[str, float] = {}  # only the encoder thread writes it
-
-        def render(pixels: np.ndarray, plan: list) -> tuple[np.ndarray, dict[str, float]]:
-            frame_timings: dict[str, float] = {}
-            return self.render(pixels, plan, frame_timings), frame_timings
-
-        def encode() -> None:
-            fps = Fraction(options.fps).limit_denominator(1001) if options.fps else None
-            try:
-                with VideoWriter(
-                    output,
-                    info=info,
-                    fps=fps,
-                    codec=options.codec,
-                    quality=options.crf,
-                    preset=options.preset,
-                    audio_from=str(target) if options.audio else None,
-                    audio_start=options.start,
-                    audio_end=options.end,
-                    **writer_stamp(options.provenance),
-                ) as writer:
-                    while True:
-                        try:
-                            item = frames_out.get(timeout=0.1)
-                        except queue.Empty:
-                            if halted():
-                                raise _Stop() from None
-                            continue
-                        if item is _END:
-                            if halted():
-                                raise _Stop()
-                            break
-                        pixels, t = item
-                        if isinstance(pixels, Future):
-                            try:
-                                pixels, frame_timings = pixels.result()
-                            except CancelledError:
-                                raise _Stop() from None
-                            for key, value in frame_timings.items():
-                                render_timings[key] = render_timings.get(key, 0.0) + value
-                        writer.write(pixels, t)
-                        written["frames"] += 1
-            except _Stop:
-                pass
-            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
-                fail(exc)
-
-        decoder = threading.Thread(target=decode, name="faceweave-decode", daemon=True)
-        encoder = threading.Thread(target=encode, name="faceweave-encode", daemon=True)
-        pool = ThreadPoolExecutor(max_workers=max(1, options.workers), thread_name_prefix="faceweave-render")
-        decoder.start()
-        encoder.start()
-        frames = with_swap = faces = 0
         try:
-            while True:
-                try:
-                    item = frames_in.get(timeout=0.1)
-                except queue.Empty:
-                    if halted():
-                        break
-                    continue
-                if item is _END:
-                    break
-                item, found = item
-                plan = self.plan_frame(item, tracker, prepared, ref, timings, mapping, found)
-                frames += 1
-                with_swap += bool(plan)
-                faces += len(plan)
-                # a frame enhancer changes every frame (and its size), faces or not
-                busy = plan or self.swapper.frame_enhancer is not None
-                pixels = pool.submit(render, item.pixels, plan) if busy else item.pixels
-                if not put(frames_out, (pixels, item.time)):
-                    break
-                if progress is not None:
-                    progress(frames, total)
-        except BaseException:
-            halt.set()
-            raise
+            frames = stream.run(None if progress is None else lambda done: progress(done, total))
         finally:
-            if not halted():
-                put(frames_out, _END)
-            else:
-                pool.shutdown(wait=False, cancel_futures=True)
-            decoder.join()
-            encoder.join()
-            pool.shutdown(wait=True)
             tracker.close()
-        for key, value in [*render_timings.items(), *detect_timings.items()]:
-            timings[key] = timings.get(key, 0.0) + value
-        if errors:
-            raise errors[0]
-        if stop.is_set():
-            raise KeyboardInterrupt("video swap stopped")
         return VideoSwapReport(
             output=output,
             frames=frames,
-            frames_with_swap=with_swap,
-            faces_swapped=faces,
+            frames_with_swap=work.frames_with_swap,
+            faces_swapped=work.faces_swapped,
             scene_cuts=tracker.scene_cuts,
             seconds=time.perf_counter() - started,
             broken_at=reader.broken_at,
-            timings_ms=timings,
+            timings_ms=work.timings_ms(),
+        )
+
+    def _writer(self, target: str | Path, output: Path, info: VideoInfo, options: VideoOptions) -> VideoWriter:
+        """The writer of ``output`` (opened on the encoder thread), with the
+        audio of ``target`` when ``options`` keep it, marked as they say."""
+        fps = Fraction(options.fps).limit_denominator(1001) if options.fps else None
+        return VideoWriter(
+            output,
+            info=info,
+            fps=fps,
+            codec=options.codec,
+            quality=options.crf,
+            preset=options.preset,
+            audio_from=str(target) if options.audio else None,
+            audio_start=options.start,
+            audio_end=options.end,
+            **writer_stamp(options.provenance),
         )

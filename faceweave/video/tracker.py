@@ -36,14 +36,15 @@ def is_scene_cut(previous: np.ndarray | None, current: np.ndarray, *, threshold:
 
 @dataclass
 class Track:
-    """One face followed over time (mutable, owned by :class:`FaceTracker`)."""
+    """One face followed over time (mutable, owned by :class:`FaceTracker`).
+    ``id`` is never reused: a track that ends is gone, and what a pipeline
+    holds per track it keys by id (:class:`~faceweave.video.planning.TrackStates`)."""
 
     id: int
     face: Face
     filter: OneEuroFilter
     embedding: np.ndarray | None = None
     age: int = 0
-    extra: dict = field(default_factory=dict)
     #: the mesh in video mode, following this face (made at its first follow)
     follower: MeshFollower | None = field(default=None, repr=False, compare=False)
 

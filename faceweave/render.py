@@ -1,0 +1,149 @@
+"""The faces of one frame made and pasted in: :class:`FaceRenderer`.
+
+For each ``(face, source)``: cut the working crop, let the swapper make the
+new face, look at its expression (photos only), composite it with the masks
+and colour of the options, and paste it back with the frame's own detail.
+A swapper that ``batches`` gets every crop of a frame (per source) in one
+call; any other swaps face by face, each face cut from the frame as swapped
+so far, so a nearer face ends on top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from faceweave.analysis.occluders import Occluders
+from faceweave.compositing.blend import match_detail, paste_back
+from faceweave.compositing.colour import ColourMatch
+from faceweave.compositing.composite import composite
+from faceweave.compositing.values import Composite
+from faceweave.crops import cut_crop, working_face_size
+from faceweave.expression import ExpressionChecker
+from faceweave.options import SwapOptions
+from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, Swapper
+from faceweave.timing import timed
+from faceweave.types import Face
+
+#: one face to swap and the source to swap it with
+Pair = tuple[Face, SourceFace]
+
+
+class FaceRenderer:
+    """Cuts, swaps, checks and finishes faces for one owner's options.
+
+    ``occluders``: the person and hand models of the masks (owned by the
+    caller); ``expression``: the photo's expression check.  The swapper is
+    given per call: the renderer holds no model of its own."""
+
+    def __init__(self, options: SwapOptions, *, occluders: Occluders, expression: ExpressionChecker) -> None:
+        self.options = options
+        self.occluders = occluders
+        self.expression = expression
+
+    def render(
+        self,
+        swapper: Swapper,
+        pixels: np.ndarray,
+        chosen: Sequence[Pair],
+        timings: dict[str, float],
+        colours: Sequence[ColourMatch | None],
+        *,
+        still: bool = False,
+    ) -> np.ndarray:
+        """A new ``(H, W, 3)`` frame with each face of ``chosen`` swapped in
+        order (``colours``: a fixed colour mapping per face, or ``None``;
+        ``still``: a photo, whose faces are checked and sharpened)."""
+        if len(chosen) > 1 and swapper.batches:
+            return self._batched(swapper, pixels, chosen, timings, colours, still=still)
+        return self._in_turn(swapper, pixels, chosen, timings, colours, still=still)
+
+    def _batched(
+        self,
+        swapper: Swapper,
+        pixels: np.ndarray,
+        chosen: Sequence[Pair],
+        timings: dict[str, float],
+        colours: Sequence[ColourMatch | None],
+        *,
+        still: bool,
+    ) -> np.ndarray:
+        """One inference per source for all its faces (crops are cut from the
+        frame before any face is pasted), then each face is finished in order."""
+        with timed(timings, "crop"):
+            crops = [cut_crop(pixels, face, face_size=self.face_size(face)) for face, _ in chosen]
+        outputs: dict[int, SwapOutput] = {}
+        groups: dict[int, list[int]] = {}
+        for k, (_, source) in enumerate(chosen):
+            groups.setdefault(id(source), []).append(k)
+        with timed(timings, "swap"):
+            for members in groups.values():
+                results = swapper.swap_batch(chosen[members[0]][1], [crops[k] for k in members])
+                outputs.update(zip(members, results, strict=False))
+        out = pixels.copy()
+        for k, (crop, colour) in enumerate(zip(crops, colours, strict=False)):
+            self.finish(pixels, crop, outputs[k], timings, into=out, colour=colour, still=still)
+        return out
+
+    def _in_turn(
+        self,
+        swapper: Swapper,
+        pixels: np.ndarray,
+        chosen: Sequence[Pair],
+        timings: dict[str, float],
+        colours: Sequence[ColourMatch | None],
+        *,
+        still: bool,
+    ) -> np.ndarray:
+        """Face by face into one copy of the frame, each cut from the frame
+        as swapped so far."""
+        out = pixels.copy()
+        for (face, source), colour in zip(chosen, colours, strict=False):
+            with timed(timings, "crop"):
+                crop = cut_crop(out, face, face_size=self.face_size(face))
+            with timed(timings, "swap"):
+                result = swapper.swap(source, crop)
+            if still and self.expression.wanted(face.size):
+                result = self.expression.check(swapper, crop, source, result, timings, colour)
+            self.finish(pixels, crop, result, timings, into=out, colour=colour, still=still)
+        return out
+
+    def face_size(self, face: Face) -> int:
+        """Face size in the working crop (:func:`~faceweave.crops.working_face_size`)."""
+        return working_face_size(face, self.options.working_size)
+
+    def finish(
+        self,
+        pixels: np.ndarray,
+        crop: AlignedCrop,
+        out: SwapOutput,
+        timings: dict[str, float],
+        *,
+        into: np.ndarray,
+        colour: ColourMatch | None = None,
+        still: bool = False,
+    ) -> None:
+        """Masks, colour and blending of a swapper's output, pasted into
+        ``into``: a caller-owned copy of ``pixels`` that the frame's faces are
+        pasted into (so a frame with many faces is copied once), while the
+        grain and blur to match are read off ``pixels``, the target's own."""
+        comp = self._composite(crop, out, timings, colour)
+        with timed(timings, "paste"):
+            paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
+            match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask, sharpen=still)
+
+    def _composite(
+        self, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float], colour: ColourMatch | None
+    ) -> Composite:
+        found = self.occluders.find(crop.pixels, timings)
+        with timed(timings, "blend"):
+            return composite(
+                crop,
+                out,
+                mask_options=self.options.masks,
+                shading=self.options.shading,
+                person_mask=found.person,
+                colour=colour,
+                hands_mask=found.hands,
+            )

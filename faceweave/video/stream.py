@@ -1,0 +1,233 @@
+"""Frames as a stream (:class:`FrameStream`): a decoder thread, planning in
+the calling thread, a pool of render threads and an encoder thread, joined by
+bounded queues so that memory does not grow with the length of the video.
+
+The stream is generic over where frames come from (a :class:`FrameSource`:
+a :class:`~faceweave.video.io.VideoReader` today, a camera or a network
+stream tomorrow), where they go (a :class:`FrameSink`, opened on the encoder
+thread: a :class:`~faceweave.video.io.VideoWriter`), what is done to them
+(a :class:`FrameWork`), and how a decoded frame is handed on
+(a :class:`QueuePolicy`).
+
+Errors: an error in any thread halts every thread promptly and is raised
+from :meth:`FrameStream.run` once they have wound down; the caller's
+``stop`` event is only read, never set, and a set stop is raised as
+KeyboardInterrupt.  The sink is left by an exception (``_Stop``, or the
+error) whenever the run does not complete, so it abandons its output."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, closing
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar, cast
+
+import numpy as np
+
+from faceweave.video.io import VideoFrame
+
+#: what the decoder thread finds for a frame ahead of planning (``FrameWork.ahead``)
+A = TypeVar("A")
+#: a frame's plan (``FrameWork.plan``)
+P = TypeVar("P")
+
+#: the last item of a queue: the stage before it is done
+_END = object()
+
+
+class FrameSource(Protocol):
+    """Frames in order, read on the decoder thread, closed there when done."""
+
+    def __iter__(self) -> Iterator[VideoFrame]: ...
+
+    def close(self) -> None: ...
+
+
+class FrameSink(Protocol):
+    """Where the stream's frames go, in order: ``(H, W, 3)`` uint8 RGB pixels
+    shown at ``time`` seconds.  Used as a context manager on the encoder
+    thread; leaving it by an exception abandons the output."""
+
+    def write(self, pixels: np.ndarray, time: float | None = None) -> None: ...
+
+
+class FrameWork(Protocol[A, P]):
+    """What the stream does to each frame, stage by stage."""
+
+    def ahead(self, frame: VideoFrame) -> A:
+        """On the decoder thread: work that depends on the frame alone
+        (the scheduled face detections), handed to :meth:`plan`."""
+        ...
+
+    def plan(self, frame: VideoFrame, ahead: A) -> P | None:
+        """On the calling thread, in frame order (it may hold state): the
+        frame's plan, or ``None`` to pass the frame through untouched."""
+        ...
+
+    def render(self, pixels: np.ndarray, plan: P) -> np.ndarray:
+        """On a render thread: the frame's new pixels (frames are
+        independent here, so several are rendered at once)."""
+        ...
+
+
+class QueuePolicy(Protocol):
+    """How the decoder thread hands a frame to planning.
+
+    :class:`BlockingQueue` (files): wait while the queue is full, so that
+    every frame is swapped.  A live source would hand on the newest frame
+    and drop stale ones, counting them (never the end marker)."""
+
+    def offer(self, q: queue.Queue, item: object, halted: Callable[[], bool]) -> bool:
+        """Put ``item`` on ``q``; ``False`` when the stream halted first."""
+        ...
+
+
+@dataclass(frozen=True)
+class BlockingQueue:
+    """Wait for room in the queue, looking every ``poll_s`` seconds whether
+    the stream halted."""
+
+    poll_s: float = 0.1
+
+    def offer(self, q: queue.Queue, item: object, halted: Callable[[], bool]) -> bool:
+        while not halted():
+            try:
+                q.put(item, timeout=self.poll_s)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+
+class _Stop(Exception):
+    """Raised inside the encoder to abandon the output."""
+
+
+class FrameStream(Generic[A, P]):
+    """Decode -> plan -> render -> encode, once (:meth:`run`).
+
+    ``open_sink`` is called on the encoder thread.  ``queue_size``: frames
+    held between decoding and planning, and between planning and encoding;
+    ``workers``: render threads.  ``policy`` hands decoded frames on (frames
+    to the encoder always wait for room: they are written in order)."""
+
+    def __init__(
+        self,
+        source: FrameSource,
+        open_sink: Callable[[], AbstractContextManager[FrameSink]],
+        work: FrameWork[A, P],
+        *,
+        queue_size: int = 8,
+        workers: int = 2,
+        stop: threading.Event | None = None,
+        policy: QueuePolicy = BlockingQueue(),
+    ) -> None:
+        self.source, self.open_sink, self.work = source, open_sink, work
+        self.workers = max(1, workers)
+        self.policy = policy
+        self._blocking = BlockingQueue()
+        self._stop = stop or threading.Event()  # the caller's: a stop it asked for, only read
+        self._halt = threading.Event()  # ours: set by an error in any thread (or the caller's stop)
+        self._errors: list[BaseException] = []
+        self._frames_in: queue.Queue = queue.Queue(maxsize=queue_size)
+        self._frames_out: queue.Queue = queue.Queue(maxsize=queue_size)
+        #: frames planned (and handed to the encoder)
+        self.frames = 0
+
+    def halted(self) -> bool:
+        return self._halt.is_set() or self._stop.is_set()
+
+    def _fail(self, exc: BaseException) -> None:
+        self._errors.append(exc)
+        self._halt.set()
+
+    def _take(self, q: queue.Queue) -> object:
+        """The next item of ``q``, or the end marker once the stream halted
+        while waiting."""
+        while True:
+            try:
+                return q.get(timeout=self._blocking.poll_s)
+            except queue.Empty:
+                if self.halted():
+                    return _END
+
+    # -- threads --------------------------------------------------------------
+    def _decode(self) -> None:
+        """Decode, and do each frame's work ahead of planning."""
+        try:
+            with closing(self.source):
+                for frame in self.source:
+                    if not self.policy.offer(self._frames_in, (frame, self.work.ahead(frame)), self.halted):
+                        return
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            self._fail(exc)
+        finally:
+            self.policy.offer(self._frames_in, _END, self.halted)
+
+    def _encode(self) -> None:
+        """Write the frames in order, waiting for each one's render."""
+        try:
+            with self.open_sink() as sink:
+                while True:
+                    item = self._take(self._frames_out)
+                    if item is _END:
+                        if self.halted():
+                            raise _Stop()
+                        break
+                    pixels, time = cast("tuple[np.ndarray | Future[np.ndarray], float]", item)
+                    if isinstance(pixels, Future):
+                        try:
+                            pixels = pixels.result()
+                        except CancelledError:
+                            raise _Stop() from None
+                    sink.write(pixels, time)
+        except _Stop:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            self._fail(exc)
+
+    def _plan_all(self, pool: ThreadPoolExecutor, progress: Callable[[int], None] | None) -> None:
+        """Plan the decoded frames in order and hand them, or their renders, to the encoder."""
+        while True:
+            item = self._take(self._frames_in)
+            if item is _END:
+                return
+            frame, ahead = cast("tuple[VideoFrame, A]", item)
+            plan = self.work.plan(frame, ahead)
+            self.frames += 1
+            pixels = frame.pixels if plan is None else pool.submit(self.work.render, frame.pixels, plan)
+            if not self._blocking.offer(self._frames_out, (pixels, frame.time), self.halted):
+                return
+            if progress is not None:
+                progress(self.frames)
+
+    # -- the run --------------------------------------------------------------
+    def run(self, progress: Callable[[int], None] | None = None) -> int:
+        """Stream every frame of the source into the sink; returns the number
+        of frames.  ``progress(frames)`` is called after each frame planned."""
+        decoder = threading.Thread(target=self._decode, name="faceweave-decode", daemon=True)
+        encoder = threading.Thread(target=self._encode, name="faceweave-encode", daemon=True)
+        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="faceweave-render")
+        decoder.start()
+        encoder.start()
+        try:
+            self._plan_all(pool, progress)
+        except BaseException:
+            self._halt.set()
+            raise
+        finally:
+            if not self.halted():
+                self._blocking.offer(self._frames_out, _END, self.halted)
+            else:
+                pool.shutdown(wait=False, cancel_futures=True)
+            decoder.join()
+            encoder.join()
+            pool.shutdown(wait=True)
+        if self._errors:
+            raise self._errors[0]
+        if self._stop.is_set():
+            raise KeyboardInterrupt("video swap stopped")
+        return self.frames
