@@ -15,8 +15,9 @@ from typing import NamedTuple
 import numpy as np
 
 from faceweave.compositing.colour import ColourMatch, SkinColour, skin_colour
+from faceweave.crops import cut_crop
 from faceweave.errors import NoMatchingFaceError
-from faceweave.pipeline import FaceSwapper, cut_crop
+from faceweave.pipeline import FaceSwapper
 from faceweave.selection import order_faces, select_faces
 from faceweave.swappers import SourceFace
 from faceweave.timing import timed
@@ -146,7 +147,7 @@ class FramePlanner:
             embedded = []
             for track in tracks:
                 if track.embedding is None:
-                    track.embedding = self._embedding(pixels, track.face)
+                    track.embedding = self.swapper.analyser.embedding(pixels, track.face)
                 embedded.append(track.face.with_embedding(track.embedding))
             faces = embedded
         order = order_faces(faces, self.swapper.options.selection.order)
@@ -171,7 +172,7 @@ class FramePlanner:
             state = states.of(track.id)
             if not state.identified:
                 with timed(timings, "embed"):
-                    embedding = self._embedding(frame.pixels, track.face)
+                    embedding = self.swapper.analyser.embedding(frame.pixels, track.face)
                 state = replace(state, identified=True, person=mapping.person_of(embedding))
                 states.set(track.id, state)
             sources = mapping.sources.get(state.person) if state.person is not None else None
@@ -179,12 +180,6 @@ class FramePlanner:
                 source = self.swapper.choose_source(sources, track.face)
                 plan.append(PlannedFace(track.face, source, self._colour(frame, track, states, source, timings)))
         return plan
-
-    def _embedding(self, pixels: np.ndarray, face: Face) -> np.ndarray:
-        """``(128,)`` the embedding of a tracked face."""
-        embedding = self.swapper.analyser.embed(pixels, face).embedding
-        assert embedding is not None, "FaceAnalyser.embed always sets the embedding"
-        return embedding
 
     def _source_colour(self, source: SourceFace) -> SkinColour:
         colour = self._source_colours.get(source)
