@@ -9,45 +9,63 @@ import typer
 
 from faceweave.cli import console, preflight
 
+_HostFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--host",
+        metavar="ADDR",
+        help="Address to listen on (default 127.0.0.1; other addresses need authentication configured).",
+    ),
+]
+
+_PortFlag = Annotated[int | None, typer.Option("--port", metavar="PORT", help="Port (default 8000).")]
+
+_ConfigFlag = Annotated[
+    Path | None,
+    typer.Option("--config", metavar="FILE", help="Settings file, TOML or JSON (also FACEWEAVE_CONFIG)."),
+]
+
+_DatabaseFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--database", metavar="URL", help="Job store, an SQLAlchemy URL (default sqlite:///<storage>/jobs.db)."
+    ),
+]
+
+_StorageFlag = Annotated[
+    Path | None, typer.Option("--storage", metavar="DIR", help="Folder for uploads, results and the audit log.")
+]
+
+_WorkersFlag = Annotated[
+    int | None, typer.Option("--workers", metavar="N", min=0, help="Embedded job workers (default 1).")
+]
+
+_BrokerFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--broker",
+        metavar="URL",
+        help="Celery broker (redis://HOST:6379/0): distributed mode, jobs run on `faceweave worker` nodes.",
+    ),
+]
+
+_LogLevelFlag = Annotated[
+    str, typer.Option("--log-level", metavar="LEVEL", help="Server log level: debug, info, warning, error.")
+]
+
+_VerboseFlag = Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")]
+
 
 def serve_command(
-    host: Annotated[
-        str | None,
-        typer.Option(
-            "--host",
-            metavar="ADDR",
-            help="Address to listen on (default 127.0.0.1; other addresses need authentication configured).",
-        ),
-    ] = None,
-    port: Annotated[int | None, typer.Option("--port", metavar="PORT", help="Port (default 8000).")] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", metavar="FILE", help="Settings file, TOML or JSON (also FACEWEAVE_CONFIG)."),
-    ] = None,
-    database: Annotated[
-        str | None,
-        typer.Option(
-            "--database", metavar="URL", help="Job store, an SQLAlchemy URL (default sqlite:///<storage>/jobs.db)."
-        ),
-    ] = None,
-    storage: Annotated[
-        Path | None, typer.Option("--storage", metavar="DIR", help="Folder for uploads, results and the audit log.")
-    ] = None,
-    workers: Annotated[
-        int | None, typer.Option("--workers", metavar="N", min=0, help="Embedded job workers (default 1).")
-    ] = None,
-    broker: Annotated[
-        str | None,
-        typer.Option(
-            "--broker",
-            metavar="URL",
-            help="Celery broker (redis://HOST:6379/0): distributed mode, jobs run on `faceweave worker` nodes.",
-        ),
-    ] = None,
-    log_level: Annotated[
-        str, typer.Option("--log-level", metavar="LEVEL", help="Server log level: debug, info, warning, error.")
-    ] = "info",
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
+    host: _HostFlag = None,
+    port: _PortFlag = None,
+    config: _ConfigFlag = None,
+    database: _DatabaseFlag = None,
+    storage: _StorageFlag = None,
+    workers: _WorkersFlag = None,
+    broker: _BrokerFlag = None,
+    log_level: _LogLevelFlag = "info",
+    verbose: _VerboseFlag = False,
 ) -> None:
     """Serve the faceweave API (/v1, /docs, /healthz, /readyz, /metrics) until Ctrl-C.
 

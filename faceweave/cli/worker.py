@@ -9,60 +9,76 @@ import typer
 
 from faceweave.cli import console, preflight
 
+_BrokerFlag = Annotated[
+    str | None,
+    typer.Option("--broker", metavar="URL", help="Celery broker, e.g. redis://HOST:6379/0 (also FACEWEAVE_BROKER)."),
+]
+
+_DatabaseFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--database",
+        metavar="URL",
+        help="Job store shared with the API nodes, e.g. postgresql+psycopg://USER:PASS@HOST/DB.",
+    ),
+]
+
+_StorageFlag = Annotated[
+    Path | None,
+    typer.Option("--storage", metavar="DIR", help="Storage folder shared with the API nodes (a NAS mount)."),
+]
+
+_ConfigFlag = Annotated[
+    Path | None,
+    typer.Option("--config", metavar="FILE", help="Settings file, TOML or JSON (also FACEWEAVE_CONFIG)."),
+]
+
+_ConcurrencyFlag = Annotated[
+    int,
+    typer.Option(
+        "--concurrency",
+        "-c",
+        metavar="N",
+        min=1,
+        max=64,
+        help="Jobs run at once (processes, or threads with --pool threads); each has its own models.",
+    ),
+]
+
+_PoolFlag = Annotated[str, typer.Option("--pool", "-P", metavar="POOL", help="prefork (default), threads or solo.")]
+
+_ExecutionProviderFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--execution-provider", metavar="NAME", help="Where neural models run: cpu, cuda, cann, tensorrt, ..."
+    ),
+]
+
+_DeviceIdFlag = Annotated[
+    int | None, typer.Option("--device-id", metavar="N", min=0, help="Accelerator index (cuda:N, NPU N).")
+]
+
+_NameFlag = Annotated[
+    str | None, typer.Option("--name", "-n", metavar="NAME", help="Worker name (default faceweave@<host>).")
+]
+
+_LogLevelFlag = Annotated[str, typer.Option("--log-level", metavar="LEVEL", help="debug, info, warning, error.")]
+
+_VerboseFlag = Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")]
+
 
 def worker_command(
-    broker: Annotated[
-        str | None,
-        typer.Option(
-            "--broker", metavar="URL", help="Celery broker, e.g. redis://HOST:6379/0 (also FACEWEAVE_BROKER)."
-        ),
-    ] = None,
-    database: Annotated[
-        str | None,
-        typer.Option(
-            "--database",
-            metavar="URL",
-            help="Job store shared with the API nodes, e.g. postgresql+psycopg://USER:PASS@HOST/DB.",
-        ),
-    ] = None,
-    storage: Annotated[
-        Path | None,
-        typer.Option("--storage", metavar="DIR", help="Storage folder shared with the API nodes (a NAS mount)."),
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", metavar="FILE", help="Settings file, TOML or JSON (also FACEWEAVE_CONFIG)."),
-    ] = None,
-    concurrency: Annotated[
-        int,
-        typer.Option(
-            "--concurrency",
-            "-c",
-            metavar="N",
-            min=1,
-            max=64,
-            help="Jobs run at once (processes, or threads with --pool threads); each has its own models.",
-        ),
-    ] = 1,
-    pool: Annotated[
-        str, typer.Option("--pool", "-P", metavar="POOL", help="prefork (default), threads or solo.")
-    ] = "prefork",
-    execution_provider: Annotated[
-        str | None,
-        typer.Option(
-            "--execution-provider", metavar="NAME", help="Where neural models run: cpu, cuda, cann, tensorrt, ..."
-        ),
-    ] = None,
-    device_id: Annotated[
-        int | None, typer.Option("--device-id", metavar="N", min=0, help="Accelerator index (cuda:N, NPU N).")
-    ] = None,
-    name: Annotated[
-        str | None, typer.Option("--name", "-n", metavar="NAME", help="Worker name (default faceweave@<host>).")
-    ] = None,
-    log_level: Annotated[
-        str, typer.Option("--log-level", metavar="LEVEL", help="debug, info, warning, error.")
-    ] = "info",
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
+    broker: _BrokerFlag = None,
+    database: _DatabaseFlag = None,
+    storage: _StorageFlag = None,
+    config: _ConfigFlag = None,
+    concurrency: _ConcurrencyFlag = 1,
+    pool: _PoolFlag = "prefork",
+    execution_provider: _ExecutionProviderFlag = None,
+    device_id: _DeviceIdFlag = None,
+    name: _NameFlag = None,
+    log_level: _LogLevelFlag = "info",
+    verbose: _VerboseFlag = False,
 ) -> None:
     """Take jobs from the broker until stopped (SIGTERM or Ctrl-C finish the running jobs first).
 
@@ -73,34 +89,21 @@ def worker_command(
     built: dict = {}
 
     def body(term: console.Terminal) -> int:
-        from faceweave.errors import InvalidOptionError
-        from faceweave.service.distributed.worker_main import POOLS
-        from faceweave.service.settings import load_settings
-
-        settings = load_settings(
-            config,
-            overrides={
-                "broker": broker,
-                "database": database,
-                "storage": storage,
-                "runtime.execution_provider": execution_provider,
-                "runtime.device_id": device_id,
-            },
+        overrides = {
+            "broker": broker,
+            "database": database,
+            "storage": storage,
+            "runtime.execution_provider": execution_provider,
+            "runtime.device_id": device_id,
+        }
+        built["settings"] = _checked_settings(config, overrides, pool=pool, log_level=log_level)
+        runtime = built["settings"].runtime
+        device = (
+            runtime.execution_provider
+            if runtime.execution_provider == "cpu"
+            else (f"{runtime.execution_provider}:{runtime.device_id}")
         )
-        if not settings.broker:
-            raise InvalidOptionError("a worker needs a broker: --broker redis://HOST:6379/0 (or FACEWEAVE_BROKER)")
-        if pool not in POOLS:
-            raise InvalidOptionError(f"--pool must be one of {', '.join(POOLS)}; got {pool!r}")
-        if log_level.lower() not in ("debug", "info", "warning", "error"):
-            raise InvalidOptionError(f"--log-level must be debug, info, warning or error; got {log_level!r}")
-        preflight.check_storage(settings.storage)
-        preflight.check_database(settings.database_url)
-        preflight.check_broker(settings.broker)  # fail now, not retry forever
-        built["settings"] = settings
-        device = settings.runtime.execution_provider
-        if device != "cpu":
-            device = f"{device}:{settings.runtime.device_id}"
-        term.note(f"faceweave worker: {concurrency} x {pool} on {device}; storage {settings.storage}")
+        term.note(f"faceweave worker: {concurrency} x {pool} on {device}; storage {built['settings'].storage}")
         return console.EXIT_OK
 
     code = console.run(verbose, body)
@@ -115,3 +118,23 @@ def worker_command(
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     code = run_worker(built["settings"], pool=pool, concurrency=concurrency, node=name, loglevel=log_level.upper())
     raise typer.Exit(code)
+
+
+def _checked_settings(config, overrides: dict, *, pool: str, log_level: str):
+    """The worker's settings, its flags checked, and the storage, database and
+    broker reached once now (a bad one is one clear line, not a retry loop)."""
+    from faceweave.errors import InvalidOptionError
+    from faceweave.service.distributed.worker_main import POOLS
+    from faceweave.service.settings import load_settings
+
+    settings = load_settings(config, overrides=overrides)
+    if not settings.broker:
+        raise InvalidOptionError("a worker needs a broker: --broker redis://HOST:6379/0 (or FACEWEAVE_BROKER)")
+    if pool not in POOLS:
+        raise InvalidOptionError(f"--pool must be one of {', '.join(POOLS)}; got {pool!r}")
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise InvalidOptionError(f"--log-level must be debug, info, warning or error; got {log_level!r}")
+    preflight.check_storage(settings.storage)
+    preflight.check_database(settings.database_url)
+    preflight.check_broker(settings.broker)
+    return settings
