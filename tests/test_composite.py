@@ -413,3 +413,78 @@ def test_upsampled_window_is_the_window_of_the_resized_half_map(full):
     for box in [(0, 0, w, h), (13, 7, w - 3, h - 5), (40, 50, 120, 140)]:
         window = upsampled_window(half, full, box)
         np.testing.assert_allclose(window, whole[box[1] : box[3], box[0] : box[2]], atol=0.02)
+
+
+def _composite_value(**change):
+    from faceweave.compositing.values import Composite
+
+    fields = {
+        "pixels": np.zeros((8, 8, 3), np.uint8),
+        "mask": np.zeros((8, 8), np.float32),
+        "paste": np.zeros((8, 8), np.float32),
+        "detail": np.zeros((8, 8), np.float32),
+    }
+    return Composite(**{**fields, **change})
+
+
+def _half_crop(**change):
+    from faceweave.compositing.values import HalfCrop
+
+    fields = {
+        "face_lab": np.zeros((4, 4, 3), np.float32),
+        "behind_lab": np.zeros((4, 4, 3), np.float32),
+        "mesh": np.zeros((478, 3), np.float32),
+        "face_size": 3.0,
+    }
+    return HalfCrop(**{**fields, **change})
+
+
+def _colour_plan(**change):
+    from faceweave.compositing.colour import ColourMatch, SkinColour
+    from faceweave.compositing.values import ColourPlan
+
+    skin = SkinColour(mean=np.zeros(3, np.float32), std=np.ones(3, np.float32))
+    fields = {"match": ColourMatch(source=skin, target=skin), "shading": np.zeros((4, 4, 3), np.float32), "amount": 0.5}
+    return ColourPlan(**{**fields, **change})
+
+
+def _masks(**change):
+    from faceweave.compositing.values import CompositeMasks
+
+    full = np.zeros((8, 8), np.float32)
+    fields = {"mask": full, "paste": full, "detail": full, "skin": np.zeros((4, 4), np.float32)}
+    return CompositeMasks(**{**fields, **change})
+
+
+@pytest.mark.parametrize(
+    ("make", "error"),
+    [
+        (lambda: _composite_value(), None),
+        (lambda: _composite_value(pixels=np.zeros((8, 8, 4), np.uint8)), ValueError),
+        (lambda: _composite_value(pixels=np.zeros((8, 8, 3), np.float32)), ValueError),
+        (lambda: _composite_value(mask=np.zeros((8, 8), np.float64)), ValueError),
+        (lambda: _composite_value(paste=np.zeros((8, 9), np.float32)), ValueError),
+        (lambda: _half_crop(), None),
+        (lambda: _half_crop(mesh=np.zeros((468, 3), np.float32)), ValueError),
+        (lambda: _half_crop(behind_lab=np.zeros((4, 5, 3), np.float32)), ValueError),
+        (lambda: _half_crop(face_size=0.0), ValueError),
+        (lambda: _masks(), None),
+        (lambda: _masks(detail=np.zeros((8, 7), np.float32)), ValueError),
+        (lambda: _colour_plan(), None),
+        (lambda: _colour_plan(amount=1.5), ValueError),
+        (lambda: _colour_plan(shading=np.zeros((4, 4), np.float32)), ValueError),
+        (lambda: colour.SkinColour(mean=np.zeros(4, np.float32), std=np.ones(3, np.float32)), ValueError),
+    ],
+)
+def test_compositing_values_check_their_arrays(make, error):
+    """The values passed between the compositing steps are frozen, hold
+    read-only arrays, and refuse arrays of the wrong shape or dtype."""
+    if error is not None:
+        with pytest.raises(error):
+            make()
+        return
+    value = make()
+    arrays = [v for v in vars(value).values() if isinstance(v, np.ndarray)]
+    assert arrays and all(not a.flags.writeable for a in arrays)
+    with pytest.raises(AttributeError):
+        value.mask = None

@@ -14,6 +14,7 @@ from faceweave.compositing.regions import skin_region
 from faceweave.compositing.skin import CENTRE_TOLERANCE, skin_likelihood, skin_statistics
 from faceweave.geometry import topology as topo
 from faceweave.swappers.base import AlignedCrop
+from faceweave.types import checked_array
 
 
 def to_lab(rgb: np.ndarray) -> np.ndarray:
@@ -49,6 +50,10 @@ class SkinColour:
 
     mean: np.ndarray
     std: np.ndarray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mean", checked_array(self.mean, shape=(3,), dtype=np.float32, name="skin mean"))
+        object.__setattr__(self, "std", checked_array(self.std, shape=(3,), dtype=np.float32, name="skin std"))
 
     @property
     def stats(self) -> tuple[np.ndarray, np.ndarray]:

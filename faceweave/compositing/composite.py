@@ -30,6 +30,7 @@ from faceweave.compositing.resample import half, half_mesh, upsample, upsampled_
 from faceweave.compositing.values import ColourPlan, Composite, CompositeMasks, HalfCrop
 from faceweave.options import MaskOptions
 from faceweave.swappers.base import AlignedCrop, SwapOutput
+from faceweave.types import checked_array
 
 #: sizes as fractions of the face size: erosion and feather of the face edge,
 #: length of the fade from the top of the forehead, scale of the shading.
@@ -67,14 +68,25 @@ def composite(
     stays in front).  ``hands_mask``: ``(S, S)`` in ``[0, 1]``, hands in
     front of the face; they keep the target crop's own pixels (not the
     reshaped ones) and are left out of the paste mask, so the photo's own
-    pixels show there."""
-    hands = None if hands_mask is None else np.clip(hands_mask, 0.0, 1.0)
+    pixels show there.  Both masks are float32 of the crop's size
+    (``ValueError`` otherwise)."""
+    person_mask = crop_mask(person_mask, target, name="person mask")
+    hands = crop_mask(hands_mask, target, name="hands mask")
+    hands = None if hands is None else np.clip(hands, 0.0, 1.0)
     behind, person = hold_hands(out.background, target.pixels, hands, person_mask)
     view = half_crop(out, behind, face_size=target.face_size)
     masks = blend_masks(view, out, options=mask_options, person_mask=person, hands=hands, full=target.size)
     plan = colour_plan(view, masks.skin, shading=shading, colour=colour)
     pixels = blend_face(out, behind, masks.mask, plan, hands=hands)
     return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail)
+
+
+def crop_mask(mask: np.ndarray | None, target: AlignedCrop, *, name: str) -> np.ndarray | None:
+    """``mask`` checked to be ``(S, S)`` float32 like the crop (a read-only
+    view; ``ValueError`` otherwise), or ``None``."""
+    if mask is None:
+        return None
+    return checked_array(mask, shape=(target.size[1], target.size[0]), dtype=np.float32, name=name)
 
 
 def hold_hands(

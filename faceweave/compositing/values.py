@@ -1,6 +1,9 @@
 """Frozen values passed between the compositing steps, with their array
 shapes.  ``S`` is the side of the working crop; ``s = S // 2`` the side of
-the half-resolution grid where masks and shading are made."""
+the half-resolution grid where masks and shading are made.  Each value
+checks its arrays' shapes and dtypes when made (a wrong one is a bug, so
+it raises ``ValueError`` naming the expected and the actual shape) and
+holds them as read-only views, like :mod:`faceweave.types`."""
 
 from __future__ import annotations
 
@@ -9,6 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from faceweave.compositing.colour import ColourMatch
+from faceweave.types import MESH_POINTS, checked_array
+
+
+def _grid(array: np.ndarray, name: str) -> tuple[int, int]:
+    """``(H, W)`` of an ``(H, W, ...)`` array."""
+    if array.ndim < 2:
+        raise ValueError(f"{name}: expected an (H, W, ...) array, got shape {array.shape}")
+    return int(array.shape[0]), int(array.shape[1])
 
 
 @dataclass(frozen=True, eq=False)
@@ -24,6 +35,15 @@ class HalfCrop:
     behind_lab: np.ndarray
     mesh: np.ndarray
     face_size: float
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        h, w = _grid(self.face_lab, "half face")
+        set_(self, "face_lab", checked_array(self.face_lab, shape=(h, w, 3), dtype=np.float32, name="half face"))
+        set_(self, "behind_lab", checked_array(self.behind_lab, shape=(h, w, 3), dtype=np.float32, name="half behind"))
+        set_(self, "mesh", checked_array(self.mesh, shape=(MESH_POINTS, 3), dtype=np.float32, name="half mesh"))
+        if not self.face_size > 0:
+            raise ValueError(f"half face_size must be positive; got {self.face_size}")
 
     @property
     def size(self) -> tuple[int, int]:
@@ -46,6 +66,13 @@ class CompositeMasks:
     detail: np.ndarray
     skin: np.ndarray
 
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        full = _grid(self.mask, "blend mask")
+        for name in ("mask", "paste", "detail"):
+            set_(self, name, checked_array(getattr(self, name), shape=full, dtype=np.float32, name=f"{name} mask"))
+        set_(self, "skin", checked_array(self.skin, shape=(None, None), dtype=np.float32, name="skin mask"))
+
 
 @dataclass(frozen=True, eq=False)
 class ColourPlan:
@@ -57,6 +84,12 @@ class ColourPlan:
     match: ColourMatch
     shading: np.ndarray
     amount: float
+
+    def __post_init__(self) -> None:
+        shading = checked_array(self.shading, shape=(None, None, 3), dtype=np.float32, name="shading offset")
+        object.__setattr__(self, "shading", shading)
+        if not 0.0 <= self.amount <= 1.0:
+            raise ValueError(f"shading amount must be in [0, 1]; got {self.amount}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,3 +104,10 @@ class Composite:
     mask: np.ndarray
     paste: np.ndarray
     detail: np.ndarray
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        h, w = _grid(self.pixels, "result crop")
+        set_(self, "pixels", checked_array(self.pixels, shape=(h, w, 3), dtype=np.uint8, name="result crop"))
+        for name in ("mask", "paste", "detail"):
+            set_(self, name, checked_array(getattr(self, name), shape=(h, w), dtype=np.float32, name=f"{name} mask"))
