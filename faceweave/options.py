@@ -148,8 +148,11 @@ class SwapOptions(_Options):
     @field_validator("swapper")
     @classmethod
     def _known_swapper(cls, value: str) -> str:
-        from faceweave.swappers import available_swappers
+        from faceweave.errors import InvalidOptionError
+        from faceweave.swappers import swapper_factory
 
-        if value not in available_swappers():
-            raise ValueError(f"unknown swapper {value!r}; available: {', '.join(available_swappers())}")
+        try:
+            swapper_factory(value)  # the registry's own message for an unknown name
+        except InvalidOptionError as exc:
+            raise ValueError(str(exc)) from None
         return value

@@ -21,16 +21,22 @@ class TensorLike(Protocol):
     name, as :mod:`faceweave.runtime` gives it) or ``type`` (onnxruntime's
     ``"tensor(float)"``)."""
 
-    name: str
-    shape: Sequence[Any]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def shape(self) -> Sequence[Any]: ...
 
 
 @runtime_checkable
 class RunnableModel(Protocol):
     """A loaded model: its inputs and outputs, and a run by name."""
 
-    inputs: Sequence[TensorLike]
-    outputs: Sequence[TensorLike]
+    @property
+    def inputs(self) -> Sequence[TensorLike]: ...
+
+    @property
+    def outputs(self) -> Sequence[TensorLike]: ...
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Outputs by name for ``feeds`` (arrays by input name)."""

@@ -34,4 +34,4 @@ def load_neural_swapper(name: str, context: SwapperContext) -> NeuralSwapper:
     model = pool.get(name, provider)
     # the runtime's InferenceModel declares inputs/outputs as tuple attributes, which a
     # protocol's Sequence attributes (RunnableModel, invariant) do not accept: runtime/model.py's to align
-    return entry.create(model, pixel_boost=context.options.pixel_boost, **kwargs)  # type: ignore[arg-type]
+    return entry.create(model, pixel_boost=context.options.pixel_boost, **kwargs)
