@@ -47,6 +47,7 @@ LINTED := faceweave tests benchmarks tools
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/mypy
 
 test: $(VENV)/.installed system-deps lint
 	$(PY) -m pytest -q
