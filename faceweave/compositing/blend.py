@@ -180,15 +180,42 @@ def match_detail(
     Returns a new frame, or writes into ``out`` (which may be ``frame``
     itself) and returns it."""
     unchanged = frame if out is None else out
-    # only the footprint of the mask's bounding box, not of the whole crop
+    window = _detail_window(frame.shape, mask, blur_mask, matrix)
+    if window is None:
+        return unchanged
+    (x1, y1, x2, y2), m, whole = window
+    orig = original[y1:y2, x1:x2].astype(np.float32)
+    new = frame[y1:y2, x1:x2].astype(np.float32)
+    sel = (m > 0.5).astype(np.uint8)
+    if cv2.countNonZero(sel) < 64:
+        return unchanged
+    if whole is not None and cv2.countNonZero((whole > 0.5).astype(np.uint8)) >= 64:
+        new = match_blur(orig, new, whole, whole > 0.5, sharpen=sharpen)
+    c, add_grain = _grain_step(orig, new, m, sel, sigma)
+    out = frame.copy() if out is None else out
+    if c != 0.0:
+        direction = _band(orig, sigma) if add_grain else -_band(new, sigma)
+        new += direction * (c * m)[..., None]
+    new += 0.5  # round to the nearest
+    out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
+    return out
+
+
+def _detail_window(
+    shape: tuple[int, ...], mask: np.ndarray, blur_mask: np.ndarray | None, matrix: np.ndarray
+) -> tuple[tuple[int, int, int, int], np.ndarray, np.ndarray | None] | None:
+    """Where in the frame the detail is matched: the box ``(x1, y1, x2, y2)``
+    of the warped ``mask`` (only the footprint of its bounding box is warped),
+    the mask there and, with ``blur_mask``, that mask there; ``None`` when
+    too little of it lands in the frame."""
     cx1, cy1, cw, ch = cv2.boundingRect((mask > 0.01).astype(np.uint8))
     if cw * ch == 0:
-        return unchanged
+        return None
     sub = matrix.astype(np.float64).copy()
     sub[:, 2] -= (cx1, cy1)
-    x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (cw, ch), sub)
+    x1, y1, x2, y2, inv_roi = _crop_roi(shape, (cw, ch), sub)
     if x2 <= x1 or y2 <= y1:
-        return unchanged
+        return None
     # both masks in one warp (two channels)
     window = (slice(cy1, cy1 + ch), slice(cx1, cx1 + cw))
     masks_in: np.ndarray = (
@@ -200,45 +227,36 @@ def match_detail(
     m = warped if blur_mask is None else warped[..., 0]
     bx1, by1, bw, bh = cv2.boundingRect((m > 0.01).astype(np.uint8))
     if bw * bh < 64:
-        return unchanged
+        return None
     bx2, by2 = bx1 + bw, by1 + bh
-    m = np.ascontiguousarray(m[by1:by2, bx1:bx2])
-    x1, y1, x2, y2 = x1 + bx1, y1 + by1, x1 + bx2, y1 + by2
-    orig = original[y1:y2, x1:x2].astype(np.float32)
-    new = frame[y1:y2, x1:x2].astype(np.float32)
-    sel = (m > 0.5).astype(np.uint8)
-    if cv2.countNonZero(sel) < 64:
-        return unchanged
-    if blur_mask is not None:
-        whole = np.ascontiguousarray(warped[by1:by2, bx1:bx2, 1])
-        if cv2.countNonZero((whole > 0.5).astype(np.uint8)) >= 64:
-            new = match_blur(orig, new, whole, whole > 0.5, sharpen=sharpen)
+    whole = None if blur_mask is None else np.ascontiguousarray(warped[by1:by2, bx1:bx2, 1])
+    box = (x1 + bx1, y1 + by1, x1 + bx2, y1 + by2)
+    return box, np.ascontiguousarray(m[by1:by2, bx1:bx2]), whole
 
-    def band(x: np.ndarray) -> np.ndarray:
-        return x - cv2.GaussianBlur(x, (0, 0), sigma)
+
+def _band(x: np.ndarray, sigma: float) -> np.ndarray:
+    """The detail band: ``x`` minus its Gaussian low-pass at ``sigma``."""
+    return x - cv2.GaussianBlur(x, (0, 0), sigma)
+
+
+def _grain_step(orig: np.ndarray, new: np.ndarray, m: np.ndarray, sel: np.ndarray, sigma: float) -> tuple[float, bool]:
+    """How far to move the new face's detail band, and whether towards the
+    original's grain (``True``) or away from its own detail, so that the band
+    energy under ``sel`` matches the original's.  Measured on luma: the band
+    is linear, so the band of the luma is the luma of the band, and so is the
+    luma of a band times the mask.  The result's band is ``band_n + c *
+    band(direction)``, a quadratic in ``c``."""
 
     def mean_under(x: np.ndarray) -> float:
         return float(cv2.mean(x, mask=sel)[0])
 
-    # everything is measured on luma (the band is linear: the band of the
-    # luma is the luma of the band, and so is the luma of a band times the mask)
-    bo_luma, bn_luma = band(_luma(orig)), band(_luma(new))
+    bo_luma, bn_luma = _band(_luma(orig), sigma), _band(_luma(new), sigma)
     e_o = mean_under(bo_luma * bo_luma)
     e_n = mean_under(bn_luma * bn_luma)
-    # move along one direction (the original's grain, or away from our own
-    # detail) by the amount c that makes the band energy equal: the band of
-    # the result is band_n + c * band(direction), a quadratic in c
     add_grain = e_n < e_o
-    bd = band(bo_luma * m if add_grain else bn_luma * -m)
+    bd = _band(bo_luma * m if add_grain else bn_luma * -m, sigma)
     qa, qb, qc = mean_under(bd * bd), 2.0 * mean_under(bn_luma * bd), e_n - e_o
-    c = 0.0 if qa <= 1e-9 else _smallest_step(qa, qb, qc)
-    out = frame.copy() if out is None else out
-    if c != 0.0:
-        direction = band(orig) if add_grain else -band(new)
-        new += direction * (c * m)[..., None]
-    new += 0.5  # round to the nearest
-    out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
-    return out
+    return (0.0 if qa <= 1e-9 else _smallest_step(qa, qb, qc)), add_grain
 
 
 def paste_back(
