@@ -163,6 +163,23 @@ def _free_points() -> np.ndarray:
     return free
 
 
+def _spread_to_surround(new: np.ndarray, fitted: np.ndarray, blocks, surround: float) -> None:
+    """Move the skin around each block (lips, eyes) of ``new`` by the block's
+    offset from ``fitted``, falling off as a Gaussian ``surround`` times the
+    block's width wide (in place)."""
+    free = _free_points()
+    for block, (i, j) in blocks:
+        offset = (new[block] - fitted[block]).astype(np.float32)
+        sigma = surround * max(float(np.linalg.norm(fitted[i, :2] - fitted[j, :2])), 1e-6)
+        # only points within four sigmas of the block are moved noticeably
+        lo, hi = fitted[block, :2].min(axis=0) - 4.0 * sigma, fitted[block, :2].max(axis=0) + 4.0 * sigma
+        near = free[np.all((fitted[free, :2] >= lo) & (fitted[free, :2] <= hi), axis=1)]
+        d = fitted[near, None, :2].astype(np.float32) - fitted[None, block, :2].astype(np.float32)
+        w = np.exp(-(d * d).sum(-1) / np.float32(2.0 * sigma**2))
+        # the weighted mean offset of the block's points, faded by the distance to the nearest
+        new[near] += (w @ offset) / np.maximum(w.sum(axis=1), 1e-12)[:, None] * w.max(axis=1)[:, None]
+
+
 def transfer_shape(
     target: np.ndarray,
     source: np.ndarray,
@@ -211,17 +228,7 @@ def transfer_shape(
         for eye in range(len(topo.eyes())):
             _eye_shape(new, fitted, eye, EYE_SHAPE)
     if surround > 0:
-        free = _free_points()
-        for block, (i, j) in blocks:
-            offset = (new[block] - fitted[block]).astype(np.float32)
-            sigma = surround * max(float(np.linalg.norm(fitted[i, :2] - fitted[j, :2])), 1e-6)
-            # only points within four sigmas of the block are moved noticeably
-            lo, hi = fitted[block, :2].min(axis=0) - 4.0 * sigma, fitted[block, :2].max(axis=0) + 4.0 * sigma
-            near = free[np.all((fitted[free, :2] >= lo) & (fitted[free, :2] <= hi), axis=1)]
-            d = fitted[near, None, :2].astype(np.float32) - fitted[None, block, :2].astype(np.float32)
-            w = np.exp(-(d * d).sum(-1) / np.float32(2.0 * sigma**2))
-            # the weighted mean offset of the block's points, faded by the distance to the nearest
-            new[near] += (w @ offset) / np.maximum(w.sum(axis=1), 1e-12)[:, None] * w.max(axis=1)[:, None]
+        _spread_to_surround(new, fitted, blocks, surround)
     if correction is not None and not correction.is_none:
         # the lips and lids alone: the skin around them keeps its place, so
         # that the corners move against the texture beside them
