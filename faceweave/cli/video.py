@@ -3,10 +3,18 @@ left, an optional preview frame first, and a clean stop on Ctrl-C."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from faceweave.cli import console
 from faceweave.options import SwapOptions
+
+if TYPE_CHECKING:
+    from faceweave.provenance.stamp import Provenance
+    from faceweave.video.pipeline import VideoOptions, VideoSwapReport
 
 #: the default video quality: CRF 18, visually lossless at about the size of
 #: a typical source (FaceFusion's 80 is CRF 10, about three times larger and
@@ -38,27 +46,15 @@ def swap_video(
     preview: Path | None,
     preview_frame: int | None,
     json_output: bool,
-    provenance=None,
+    provenance: Provenance | None = None,
 ) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
+    """Swap the faces of a video target: an optional preview frame first,
+    then the whole video under a progress bar, then the report."""
     from faceweave.pipeline import FaceSwapper
     from faceweave.provenance.stamp import attach_manifest
-    from faceweave.video.io import parse_trim
-    from faceweave.video.pipeline import VideoOptions, VideoSwapper
+    from faceweave.video.pipeline import VideoSwapper
 
-    start, end = parse_trim(trim) if trim else (0.0, None)
-    video_options = VideoOptions(
-        start=start,
-        end=end,
-        fps=fps,
-        scale=scale,
-        audio=audio,
-        codec=codec,
-        crf=video_crf(quality),
-        preset=preset,
-        provenance=provenance,
-    )
+    video_options = _video_options(trim, fps, scale, audio, codec, preset, quality, provenance)
     with FaceSwapper(options) as swapper:
         video = VideoSwapper(swapper)
         people = video.people_map(target, mapping) if mapping else None
@@ -75,25 +71,7 @@ def swap_video(
             )
             if not json_output:
                 term.line(f"preview: frame {index} -> {preview}")
-        columns = (
-            TextColumn("swapping"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[fps]} fps"),
-            TimeRemainingColumn(),
-        )
-        with Progress(*columns, console=term.err, transient=True, disable=json_output) as bar:
-            task = bar.add_task("swap", total=None, fps="-")
-            started = {}
-
-            def progress(done: int, total: int | None) -> None:
-                import time
-
-                now = time.perf_counter()
-                first = started.setdefault("t", now)
-                rate = f"{done / (now - first):.1f}" if now > first else "-"
-                bar.update(task, completed=done, total=total, fps=rate)
-
+        with _progress_bar(term, json_output) as progress:
             report = video.swap_video(
                 prepared,
                 target,
@@ -104,6 +82,67 @@ def swap_video(
                 mapping=people,
             )
         attach_manifest(output, video_options.provenance)
+    return _report(term, report, target, provenance, json_output)
+
+
+def _video_options(
+    trim: str | None,
+    fps: float | None,
+    scale: float,
+    audio: bool,
+    codec: str,
+    preset: str,
+    quality: int,
+    provenance: Provenance | None,
+) -> VideoOptions:
+    """The video flags as :class:`VideoOptions` (``--trim`` parsed, quality as CRF)."""
+    from faceweave.video.io import parse_trim
+    from faceweave.video.pipeline import VideoOptions
+
+    start, end = parse_trim(trim) if trim else (0.0, None)
+    return VideoOptions(
+        start=start,
+        end=end,
+        fps=fps,
+        scale=scale,
+        audio=audio,
+        codec=codec,
+        crf=video_crf(quality),
+        preset=preset,
+        provenance=provenance,
+    )
+
+
+@contextmanager
+def _progress_bar(term: console.Terminal, json_output: bool) -> Iterator[Callable[[int, int | None], None]]:
+    """A progress bar with frames, fps and time left on stderr (off with
+    ``--json``), as a ``progress(done, total)`` callback."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (
+        TextColumn("swapping"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[fps]} fps"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=term.err, transient=True, disable=json_output) as bar:
+        task = bar.add_task("swap", total=None, fps="-")
+        started: dict[str, float] = {}
+
+        def progress(done: int, total: int | None) -> None:
+            now = time.perf_counter()
+            first = started.setdefault("t", now)
+            rate = f"{done / (now - first):.1f}" if now > first else "-"
+            bar.update(task, completed=done, total=total, fps=rate)
+
+        yield progress
+
+
+def _report(
+    term: console.Terminal, report: VideoSwapReport, target: Path, provenance: Provenance | None, json_output: bool
+) -> int:
+    """Print what the swap did (JSON, or a line and its warnings)."""
     if json_output:
         term.json(
             {

@@ -6,9 +6,10 @@ queues), and makes single-frame previews."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import partial
@@ -154,7 +155,7 @@ class VideoSwapper:
     def preview(
         self,
         sources: Sequence[ImageInput] | Sequence[SourceFace],
-        target: str | Path,
+        target: str | os.PathLike[str],
         output: str | Path,
         *,
         reference: ImageInput | None = None,
@@ -189,7 +190,7 @@ class VideoSwapper:
         raise NoFaceError(f"no face to swap found in any frame of {target}", role="target", path=str(target))
 
     def people_map(
-        self, video: str | Path, assignments: dict[int, Sequence[ImageInput]], *, options: VideoOptions | None = None
+        self, video: str | Path, assignments: Mapping[int, Sequence[ImageInput]], *, options: VideoOptions | None = None
     ) -> PeopleMap:
         """Find the people of ``video`` and prepare a source for each person
         index in ``assignments``; an index the video does not have is an error
@@ -222,7 +223,7 @@ class VideoSwapper:
             return prepared
         return self.swapper.load_sources(cast("Sequence[ImageInput]", sources))  # not all prepared: load them
 
-    def _reader(self, target: str | Path, options: VideoOptions) -> VideoReader:
+    def _reader(self, target: str | os.PathLike[str], options: VideoOptions) -> VideoReader:
         """A reader of ``target`` with the trim, rate and scale of ``options``,
         under the swapper's pixel limit and the video's length limits."""
         return VideoReader(
@@ -263,8 +264,8 @@ class VideoSwapper:
     def swap_video(
         self,
         sources: Sequence[ImageInput] | Sequence[SourceFace],
-        target: str | Path,
-        output: str | Path,
+        target: str | os.PathLike[str],
+        output: str | os.PathLike[str],
         *,
         reference: ImageInput | None = None,
         options: VideoOptions | None = None,
@@ -292,7 +293,7 @@ class VideoSwapper:
     def _swap_video(
         self,
         sources: Sequence[ImageInput] | Sequence[SourceFace],
-        target: str | Path,
+        target: str | os.PathLike[str],
         output: Path,
         reference: ImageInput | None,
         options: VideoOptions,
@@ -334,7 +335,9 @@ class VideoSwapper:
             timings_ms=work.timings_ms(),
         )
 
-    def _writer(self, target: str | Path, output: Path, info: VideoInfo, options: VideoOptions) -> VideoWriter:
+    def _writer(
+        self, target: str | os.PathLike[str], output: Path, info: VideoInfo, options: VideoOptions
+    ) -> VideoWriter:
         """The writer of ``output`` (opened on the encoder thread), with the
         audio of ``target`` when ``options`` keep it, marked as they say."""
         fps = Fraction(options.fps).limit_denominator(1001) if options.fps else None
@@ -345,7 +348,7 @@ class VideoSwapper:
             codec=options.codec,
             quality=options.crf,
             preset=options.preset,
-            audio_from=str(target) if options.audio else None,
+            audio_from=os.fspath(target) if options.audio else None,
             audio_start=options.start,
             audio_end=options.end,
             **writer_stamp(options.provenance),

@@ -267,7 +267,9 @@ def _collect(pool: Executor, calls, stop: threading.Event | None):
         failed = next((f for f in futures if f in done and not f.cancelled() and f.exception() is not None), None)
         if failed is not None:
             _cancel(futures, stop)
-            raise failed.exception()
+            error = failed.exception()
+            assert error is not None  # picked for having one
+            raise error
         return [future.result() for future in futures]
 
 
