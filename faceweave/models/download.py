@@ -62,6 +62,35 @@ def download_model(
     present = store.locate(spec)
     if present is not None:
         return present
+    _check_downloadable(store, spec, offline=offline)
+    store.folder.mkdir(parents=True, exist_ok=True)
+    target = store.path_for(spec)
+    failures: list[DownloadError] = []
+    for index, url in enumerate(spec.urls):
+        if index > 0 and spec.sha256 is None:
+            # nothing proves two mirrors serve the same bytes: do not splice them
+            part_path(target).unlink(missing_ok=True)
+        try:
+            digest = _fetch_with_retries(
+                url, target, sha256=spec.sha256, size=spec.size, progress=progress, retries=retries, timeout=timeout
+            )
+        except DownloadError as exc:
+            failures.append(exc)
+            continue
+        _check_downloaded(target, spec)
+        if spec.sha256 is None:
+            store.pin(spec.name, Pin(sha256=digest, size=target.stat().st_size, source="download"))
+        else:
+            store.unpin(spec.name)  # the spec's own hash now describes the file
+        return target
+    detail = "; ".join(str(f) for f in failures)
+    if any(isinstance(f, ChecksumError) for f in failures):
+        raise ChecksumError(f"model {spec.name}: {detail}")
+    raise DownloadError(f"model {spec.name}: {detail}")
+
+
+def _check_downloadable(store: ModelStore, spec: ModelSpec, *, offline: bool) -> None:
+    """Refuse, with what to do instead, a model that cannot be downloaded here."""
     if spec.bundled is not None:
         package = spec.bundled[0]
         raise ModelNotFoundError(
@@ -77,39 +106,6 @@ def download_model(
         raise ModelNotFoundError(
             f"model {spec.name} has no download URL; use `faceweave models import {spec.name} PATH`"
         )
-    store.folder.mkdir(parents=True, exist_ok=True)
-    target = store.path_for(spec)
-    expected_sha = spec.sha256
-    expected_size = spec.size
-    failures: list[DownloadError] = []
-    for index, url in enumerate(spec.urls):
-        if index > 0 and expected_sha is None:
-            # nothing proves two mirrors serve the same bytes: do not splice them
-            part_path(target).unlink(missing_ok=True)
-        try:
-            digest = _fetch_with_retries(
-                url,
-                target,
-                sha256=expected_sha,
-                size=expected_size,
-                progress=progress,
-                retries=retries,
-                timeout=timeout,
-            )
-        except DownloadError as exc:
-            failures.append(exc)
-            continue
-        _check_downloaded(target, spec)
-        if spec.sha256 is None:
-            store.pin(spec.name, Pin(sha256=digest, size=target.stat().st_size, source="download"))
-        else:
-            store.unpin(spec.name)  # the spec's own hash now describes the file
-        return target
-    detail = "; ".join(str(f) for f in failures)
-    checksum = [f for f in failures if isinstance(f, ChecksumError)]
-    if checksum:
-        raise ChecksumError(f"model {spec.name}: {detail}")
-    raise DownloadError(f"model {spec.name}: {detail}")
 
 
 def _check_downloaded(target: Path, spec: ModelSpec) -> None:
