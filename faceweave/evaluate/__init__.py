@@ -7,15 +7,15 @@ metrics (:mod:`.metrics`) and masks (:mod:`.regions`) are pure functions.
 """
 
 from faceweave.evaluate.pairs import Photo, SwapPair, build_pairs, read_identities
-from faceweave.evaluate.runner import (
+from faceweave.evaluate.report import (
     CHECKS,
     Check,
     EvaluationReport,
     EvaluationSettings,
     PairResult,
-    evaluate_folder,
     format_summary,
 )
+from faceweave.evaluate.runner import evaluate_folder
 
 __all__ = [
     "CHECKS",
