@@ -62,6 +62,17 @@ _NameFlag = Annotated[
     str | None, typer.Option("--name", "-n", metavar="NAME", help="Worker name (default faceweave@<host>).")
 ]
 
+_HealthPortFlag = Annotated[
+    int,
+    typer.Option(
+        "--health-port",
+        metavar="PORT",
+        min=0,
+        max=65535,
+        help="HTTP /healthz and /readyz for probes, on the settings' host (default 8001; 0: none).",
+    ),
+]
+
 _LogLevelFlag = Annotated[str, typer.Option("--log-level", metavar="LEVEL", help="debug, info, warning, error.")]
 
 _VerboseFlag = Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")]
@@ -77,6 +88,7 @@ def worker_command(
     execution_provider: _ExecutionProviderFlag = None,
     device_id: _DeviceIdFlag = None,
     name: _NameFlag = None,
+    health_port: _HealthPortFlag = 8001,
     log_level: _LogLevelFlag = "info",
     verbose: _VerboseFlag = False,
 ) -> None:
@@ -116,7 +128,14 @@ def worker_command(
 
     console.quiet_native_logging_env()
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    code = run_worker(built["settings"], pool=pool, concurrency=concurrency, node=name, loglevel=log_level.upper())
+    code = run_worker(
+        built["settings"],
+        pool=pool,
+        concurrency=concurrency,
+        node=name,
+        loglevel=log_level.upper(),
+        health_port=health_port,
+    )
     raise typer.Exit(code)
 
 
