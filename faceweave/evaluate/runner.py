@@ -179,6 +179,39 @@ class _PairOutcome:
     image: np.ndarray | None = None
 
 
+@dataclass(frozen=True, eq=False)
+class _Failures:
+    """Builds the outcome of a pair that could not be scored."""
+
+    base: dict[str, Any]
+    source_tile: np.ndarray
+    target_tile: np.ndarray
+    size: int
+
+    def outcome(
+        self,
+        error: str,
+        *,
+        swapped: bool = False,
+        runtime_ms: float | None = None,
+        tile: np.ndarray | None = None,
+        image: np.ndarray | None = None,
+    ) -> _PairOutcome:
+        result = PairResult(**self.base, found=False, swapped=swapped, error=error, runtime_ms=runtime_ms)
+        result_tile = tile if tile is not None else blank_tile(self.size, "no result")
+        return _PairOutcome(result, (self.source_tile, self.target_tile, result_tile), image)
+
+
+def _result_face(swapper: Swapper, result: np.ndarray, target_face: Face, match_iou: float) -> Face | None:
+    """The face of ``result`` where the target face was (the best box overlap
+    of at least ``match_iou``; the first found on a tie), with its embedding."""
+    found = swapper.analyser.analyse(result, embeddings=True)
+    matches = sorted(((f.bbox.iou(target_face.bbox), -i) for i, f in enumerate(found)), reverse=True)
+    if not matches or matches[0][0] < match_iou:
+        return None
+    return found[-matches[0][1]]
+
+
 def _run_pair(
     pair: SwapPair,
     photos: Sequence[Photo],
@@ -202,18 +235,7 @@ def _run_pair(
     source_face, target_face = faces.get(pair.source.file), faces.get(pair.target.file)
     source_tile = face_thumbnail(source_img.pixels, source_face.bbox if source_face else None, scale=scale, size=size)
     target_tile = face_thumbnail(target_img.pixels, target_face.bbox if target_face else None, scale=scale, size=size)
-
-    def failed(
-        error: str,
-        *,
-        swapped: bool = False,
-        runtime_ms: float | None = None,
-        tile: np.ndarray | None = None,
-        image: np.ndarray | None = None,
-    ) -> _PairOutcome:
-        result = PairResult(**base, found=False, swapped=swapped, error=error, runtime_ms=runtime_ms)
-        result_tile = tile if tile is not None else blank_tile(size, "no result")
-        return _PairOutcome(result, (source_tile, target_tile, result_tile), image)
+    failed = _Failures(base, source_tile, target_tile, size).outcome
 
     if target_face is None or source_face is None:
         return failed(f"no face found in the {'target' if target_face is None else 'source'} photo")
@@ -235,9 +257,8 @@ def _run_pair(
             runtime_ms=runtime,
             tile=result_tile,
         )
-    found = swapper.analyser.analyse(result_px, embeddings=True)
-    matches = sorted(((f.bbox.iou(target_face.bbox), -i) for i, f in enumerate(found)), reverse=True)
-    if not matches or matches[0][0] < settings.match_iou:
+    result_face = _result_face(swapper, result_px, target_face, settings.match_iou)
+    if result_face is None:
         return failed(
             "no face found in the result where the target face was",
             swapped=swapped,
@@ -245,7 +266,6 @@ def _run_pair(
             tile=result_tile,
             image=result_px,
         )
-    result_face = found[-matches[0][1]]
     figures: dict[str, Any] = image_metrics(target_img.pixels, target_face, result_px, result_face, settings=settings)
     figures.update(identity_metrics(result_face.embedding, pair, photos, embeddings))
     result = PairResult(**base, found=True, swapped=swapped, runtime_ms=runtime, **figures)
