@@ -113,25 +113,13 @@ def join_segments(
         audio_source = AudioSource.open(audio_from) if audio_from is not None else None
         if audio_source is not None:
             stack.callback(audio_source.close)  # closing twice is harmless
-        try:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            atomic = stack.enter_context(atomic_output(output, ".tmp" + output.suffix.lower()))
-        except OSError as exc:
-            raise OutputError(f"cannot write video '{output}': {error_reason(exc)}") from exc
         tags = {**dict(inputs[0].metadata), **{str(k): str(v) for k, v in (metadata or {}).items()}}
         tags = {k: v for k, v in tags.items() if k.lower() not in _MUXER_TAGS}
-        try:
-            out = av.open(file_url(atomic), "w", format=MUXERS[kind], options=muxer_options(kind, bool(tags)))
-        except av.error.FFmpegError as exc:
-            raise OutputError(f"cannot write video '{output}': {error_reason(exc)}") from exc
+        out = _open_output(stack, output, kind, tags)
         audio = None
         try:
             out.metadata.update(tags)
-            stream = out.add_stream_from_template(first)
-            stream.time_base = first.time_base
-            rate = first.average_rate or first.guessed_rate
-            if rate:  # Matroska writes the frame duration from it (the template's may be the tick rate)
-                stream.codec_context.framerate = rate
+            stream = _stream_like(out, first)
             t0 = parts[0].segment.start_time
             if audio_source is not None:
                 window = (parts[0].segment.start_time if start is None else float(start), end)
@@ -148,6 +136,30 @@ def join_segments(
             raise
         label = None if audio is None else ("copied" if isinstance(audio, AudioCopy) else "encoded")
     return JoinedVideo(output=output, frames=frames, duration=stop, audio=label)
+
+
+def _open_output(stack: ExitStack, output: Path, kind: str, tags: Mapping[str, str]):
+    """The muxer, on a temporary file beside ``output`` that becomes
+    ``output`` only when ``stack`` closes without an error."""
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        atomic = stack.enter_context(atomic_output(output, ".tmp" + output.suffix.lower()))
+    except OSError as exc:
+        raise OutputError(f"cannot write video '{output}': {error_reason(exc)}") from exc
+    try:
+        return av.open(file_url(atomic), "w", format=MUXERS[kind], options=muxer_options(kind, bool(tags)))
+    except av.error.FFmpegError as exc:
+        raise OutputError(f"cannot write video '{output}': {error_reason(exc)}") from exc
+
+
+def _stream_like(out, first):
+    """A video stream in ``out`` copying the packets of ``first`` (its time base and frame rate)."""
+    stream = out.add_stream_from_template(first)
+    stream.time_base = first.time_base
+    rate = first.average_rate or first.guessed_rate
+    if rate:  # Matroska writes the frame duration from it (the template's may be the tick rate)
+        stream.codec_context.framerate = rate
+    return stream
 
 
 #: container tags that the muxer writes itself (copying them would be stale)

@@ -161,38 +161,19 @@ def swap_video_segmented(
         and what :func:`swap_segment` and :func:`join_segments` raise.
     """
     began = time.perf_counter()
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise InvalidOptionError(f"workers must be a whole number of at least 1; got {workers!r}")
-    if executor not in EXECUTORS:
-        raise InvalidOptionError(f"executor must be one of {', '.join(EXECUTORS)}; got {executor!r}")
-    if options.fps is not None:
-        raise InvalidOptionError("--fps cannot be combined with segment-parallel video; leave the frame rate as it is")
+    _check_run(workers, executor, options)
     kind = join_kind(output)
     output = Path(output)
     options = video_swapper.marked(options)  # one run: every segment carries the same mark
     plan = plan_segments(target, segments=segments, min_frames=min_frames, start=options.start, end=options.end)
     factory = make_swapper or partial(video_swapper_from_options, video_swapper.swapper.options)
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{output.name[:200]}.", suffix=".parts", dir=output.parent))
-    except OSError as exc:
-        raise OutputError(f"cannot write video '{output}': {exc.strerror or exc}") from exc
+    work = _parts_folder(output)
     try:
         names = [work / f"part_{s.index:05d}{part_suffix(kind)}" for s in plan]
         pool_size = min(workers, len(plan))
         if executor == "thread":
-            results = _run_threads(
-                video_swapper,
-                factory,
-                sources,
-                target,
-                plan,
-                names,
-                reference,
-                options,
-                pool_size,
-                stop or threading.Event(),
-            )
+            threads = (video_swapper, factory, sources, target, plan, names, reference, options, pool_size)
+            results = _run_threads(*threads, stop or threading.Event())
         else:
             results = _run_processes(factory, sources, target, plan, names, reference, options, pool_size)
         joined = join_segments(
@@ -214,6 +195,24 @@ def swap_video_segmented(
         executor=executor,
         workers=pool_size,
     )
+
+
+def _check_run(workers: int, executor: str, options: VideoOptions) -> None:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InvalidOptionError(f"workers must be a whole number of at least 1; got {workers!r}")
+    if executor not in EXECUTORS:
+        raise InvalidOptionError(f"executor must be one of {', '.join(EXECUTORS)}; got {executor!r}")
+    if options.fps is not None:
+        raise InvalidOptionError("--fps cannot be combined with segment-parallel video; leave the frame rate as it is")
+
+
+def _parts_folder(output: Path) -> Path:
+    """A hidden folder beside ``output`` for the parts (removed at the end)."""
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{output.name[:200]}.", suffix=".parts", dir=output.parent))
+    except OSError as exc:
+        raise OutputError(f"cannot write video '{output}': {exc.strerror or exc}") from exc
 
 
 def _run_threads(video_swapper, factory, sources, target, plan, names, reference, options, size, stop):
