@@ -121,34 +121,44 @@ def read_manifest(path: str | os.PathLike[str]) -> dict | None:
         return None
 
 
+def _subject(cn: str):
+    """An X.509 name: ``cn`` of the local faceweave organisation."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, cn),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "faceweave (local)"),
+        ]
+    )
+
+
+def _key_usage(*, sign: bool):
+    """A CA's key usage (``sign``: certificates and CRLs) or a signer's (digital signatures)."""
+    from cryptography import x509
+
+    return x509.KeyUsage(
+        digital_signature=not sign,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=sign,
+        crl_sign=sign,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
 def make_credentials(*, days: int = 3650) -> tuple[bytes, bytes]:
     """A new P-256 key (PKCS#8 PEM) and its chain (signing certificate, then the local CA)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    from cryptography.x509.oid import ExtendedKeyUsageOID
 
-    def name(cn: str) -> x509.Name:
-        return x509.Name(
-            [
-                x509.NameAttribute(NameOID.COMMON_NAME, cn),
-                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "faceweave (local)"),
-            ]
-        )
-
-    def usage(*, sign: bool) -> x509.KeyUsage:
-        return x509.KeyUsage(
-            digital_signature=not sign,
-            content_commitment=False,
-            key_encipherment=False,
-            data_encipherment=False,
-            key_agreement=False,
-            key_cert_sign=sign,
-            crl_sign=sign,
-            encipher_only=False,
-            decipher_only=False,
-        )
-
+    name, usage = _subject, _key_usage
     now = datetime.datetime.now(datetime.UTC)
     ca_key, ee_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
 
