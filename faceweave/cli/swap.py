@@ -1,7 +1,11 @@
 """``faceweave swap``: put the face from source photos onto a target photo
 or a video.  The command packs its flags into a frozen :class:`SwapArgs`;
 the steps below check them, build the options, screen the inputs and hand
-a video to ``cli/video.py``."""
+a video to ``cli/video.py``.
+
+The module is long because the command's 43 flags appear twice: in its
+signature, which typer reads, and in :class:`SwapArgs`, which the steps take.
+"""
 
 from __future__ import annotations
 

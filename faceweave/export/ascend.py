@@ -13,6 +13,9 @@ The CANN execution provider places nodes in one of two ways:
 
 Both lists are data copied from the ONNX Runtime sources named below; they
 change between releases, so treat the check as a strong hint, not a promise.
+
+Long because it holds CANN's operator tables as data beside the checks
+that read them.
 """
 
 from __future__ import annotations

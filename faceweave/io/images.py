@@ -5,6 +5,9 @@ the boundary: a pixel limit before any pixel data is decoded, truncated files
 refused, videos and other files rejected with a message that says what is
 accepted.  Decoded images are ``uint8`` RGB ``(H, W, 3)`` with an optional
 ``(H, W)`` alpha channel, both read-only.
+
+One module for the image boundary (sniffing, header checks, decoding
+every accepted format, writing with metadata): its parts share the checks.
 """
 
 from __future__ import annotations

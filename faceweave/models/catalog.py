@@ -16,6 +16,8 @@ What is pinned and what is not:
 * Tensor names are left ``None`` (matched by position) where FaceFusion
   reads the graph's outputs by position (``run(None, ...)[0]``) and the name
   is not known; batch dimensions are left open, since exports differ.
+
+Long because the catalog is data: one spec per model, in tables.
 """
 
 from __future__ import annotations

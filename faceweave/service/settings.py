@@ -16,6 +16,9 @@ Authentication (``auth.mode``):
   is an error.
 * ``"none"``: no authentication, on any address; every caller is ``"local"``.
   Only for a trusted network.
+
+Long because every setting is declared here with its bounds and
+description, in one typed tree.
 """
 
 from __future__ import annotations

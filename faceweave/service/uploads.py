@@ -11,6 +11,9 @@ neither many empty parts nor a trickling client holds the server.  After the
 body, every file is checked by its content
 (:func:`inspect_upload`): images by their header (pixel limit before any
 decoding), videos by probing (duration and frame limits).
+
+One module for the upload boundary: the streaming parser's callbacks and
+the content checks share the limits and the storage they clean up.
 """
 
 from __future__ import annotations

@@ -2,7 +2,11 @@
 :class:`~faceweave.video.planning.FramePlanner` and a :class:`FaceSwapper`'s
 renderer into a :class:`~faceweave.video.stream.FrameStream` (decoder thread,
 tracking in the calling thread, render threads, encoder thread, bounded
-queues), and makes single-frame previews."""
+queues), and makes single-frame previews.
+
+A little over the usual length: the public entry points (preview, people
+map, the whole video) each need their options resolved the same way.
+"""
 
 from __future__ import annotations
 
