@@ -112,7 +112,8 @@ def evaluate_folder(
         faces[photo.file] = _largest(swapper.analyser.analyse(load(photo, "photo").pixels, embeddings=True))
     embeddings = {f: face.embedding for f, face in faces.items() if face is not None and face.embedding is not None}
     without_face = sorted(f for f, face in faces.items() if face is None)
-    results, rows = _run_pairs(chosen, photos, faces, embeddings, swapper, load, settings, out_dir, progress)
+    run = _Run(photos, faces, embeddings, swapper, load, settings)
+    results, rows = _run_pairs(chosen, run, out_dir, progress)
     summary = summarize(results, photos_without_face=without_face)
     options = {
         "data_dir": str(data_dir),
@@ -133,14 +134,22 @@ def evaluate_folder(
     return report
 
 
+@dataclass(frozen=True, eq=False)
+class _Run:
+    """What every pair of one evaluation shares: the photos, their largest
+    faces and embeddings (found once), the swapper, the loader, the settings."""
+
+    photos: Sequence[Photo]
+    faces: Mapping[str, Face | None]
+    embeddings: Mapping[str, np.ndarray]
+    swapper: Swapper
+    load: Callable[[Photo, str], Image]
+    settings: EvaluationSettings
+
+
 def _run_pairs(
     chosen: Sequence[SwapPair],
-    photos: Sequence[Photo],
-    faces: Mapping[str, Face | None],
-    embeddings: Mapping[str, np.ndarray],
-    swapper: Swapper,
-    load: Callable[[Photo, str], Image],
-    settings: EvaluationSettings,
+    run: _Run,
     out_dir: Path,
     progress: Callable[[int, int], None] | None,
 ) -> tuple[list[PairResult], list[SheetRow]]:
@@ -148,9 +157,9 @@ def _run_pairs(
     results: list[PairResult] = []
     rows: list[SheetRow] = []
     for pair in chosen:
-        outcome = _run_pair(pair, photos, faces, embeddings, swapper, load, settings)
+        outcome = _run_pair(pair, run)
         result = outcome.result
-        if outcome.image is not None and settings.write_results:
+        if outcome.image is not None and run.settings.write_results:
             name = f"results/{pair.index:03d}_{_slug(pair.source.identity)}_to_{_slug(pair.target.identity)}.jpg"
             write_image(out_dir / name, outcome.image, quality=92)
             result = replace(result, result_file=name)
@@ -212,15 +221,7 @@ def _result_face(swapper: Swapper, result: np.ndarray, target_face: Face, match_
     return found[-matches[0][1]]
 
 
-def _run_pair(
-    pair: SwapPair,
-    photos: Sequence[Photo],
-    faces: Mapping[str, Face | None],
-    embeddings: Mapping[str, np.ndarray],
-    swapper: Swapper,
-    load: Callable[[Photo, str], Image],
-    settings: EvaluationSettings,
-) -> _PairOutcome:
+def _run_pair(pair: SwapPair, run: _Run) -> _PairOutcome:
     """Swap and score one pair; a failure is recorded, not raised, unless it
     is a bug (anything but a :class:`FaceweaveError` from the swapper)."""
     base: dict[str, Any] = dict(
@@ -230,9 +231,9 @@ def _run_pair(
         target=pair.target.file,
         target_identity=pair.target.identity,
     )
-    size, scale = settings.thumbnail_size, settings.thumbnail_scale
-    source_img, target_img = load(pair.source, "source image"), load(pair.target, "target image")
-    source_face, target_face = faces.get(pair.source.file), faces.get(pair.target.file)
+    size, scale = run.settings.thumbnail_size, run.settings.thumbnail_scale
+    source_img, target_img = run.load(pair.source, "source image"), run.load(pair.target, "target image")
+    source_face, target_face = run.faces.get(pair.source.file), run.faces.get(pair.target.file)
     source_tile = face_thumbnail(source_img.pixels, source_face.bbox if source_face else None, scale=scale, size=size)
     target_tile = face_thumbnail(target_img.pixels, target_face.bbox if target_face else None, scale=scale, size=size)
     failed = _Failures(base, source_tile, target_tile, size).outcome
@@ -242,14 +243,14 @@ def _run_pair(
 
     start = time.perf_counter()
     try:
-        swap = swapper.swap([source_img], target_img)
+        swap = run.swapper.swap([source_img], target_img)
     except FaceweaveError as exc:
         return failed(f"{exc.code}: {exc}", runtime_ms=(time.perf_counter() - start) * 1000.0)
     runtime = (time.perf_counter() - start) * 1000.0
 
     result_px = np.ascontiguousarray(swap.image)
     result_tile = face_thumbnail(result_px, target_face.bbox, scale=scale, size=size)
-    swapped = any(s.bbox.iou(target_face.bbox) >= settings.match_iou for s in swap.swapped)
+    swapped = any(s.bbox.iou(target_face.bbox) >= run.settings.match_iou for s in swap.swapped)
     if result_px.shape != target_img.pixels.shape:
         return failed(
             f"result shape {result_px.shape} differs from the target's {target_img.pixels.shape}",
@@ -257,7 +258,7 @@ def _run_pair(
             runtime_ms=runtime,
             tile=result_tile,
         )
-    result_face = _result_face(swapper, result_px, target_face, settings.match_iou)
+    result_face = _result_face(run.swapper, result_px, target_face, run.settings.match_iou)
     if result_face is None:
         return failed(
             "no face found in the result where the target face was",
@@ -266,7 +267,9 @@ def _run_pair(
             tile=result_tile,
             image=result_px,
         )
-    figures: dict[str, Any] = image_metrics(target_img.pixels, target_face, result_px, result_face, settings=settings)
-    figures.update(identity_metrics(result_face.embedding, pair, photos, embeddings))
+    figures: dict[str, Any] = image_metrics(
+        target_img.pixels, target_face, result_px, result_face, settings=run.settings
+    )
+    figures.update(identity_metrics(result_face.embedding, pair, run.photos, run.embeddings))
     result = PairResult(**base, found=True, swapped=swapped, runtime_ms=runtime, **figures)
     return _PairOutcome(result, (source_tile, target_tile, result_tile), result_px)
