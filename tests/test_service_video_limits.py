@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from service_fixtures import running_app, settings, wait_state
@@ -17,19 +16,10 @@ pytestmark = pytest.mark.slow
 
 
 def _video(path: Path, width: int, height: int, frames: int, *, live: bool = False) -> bytes:
-    import av
+    from video_fixtures import black_video
 
-    options = {"live": "1"} if live else {}
-    with av.open(str(path), "w", format="matroska" if live else None, options=options) as container:
-        stream = container.add_stream("libx264", rate=25)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        black = av.VideoFrame.from_ndarray(np.zeros((height, width, 3), np.uint8), format="rgb24")
-        for _ in range(frames):
-            for packet in stream.encode(black):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path.read_bytes()
+    options = {"live": "1"} if live else None
+    return black_video(path, width, height, frames, fmt="matroska" if live else None, options=options).read_bytes()
 
 
 @pytest.fixture(scope="module")

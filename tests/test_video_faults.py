@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
 import pytest
 
 from faceweave.errors import TooSmallToMarkError, VideoTooLargeError
@@ -137,18 +136,9 @@ def test_the_pipeline_still_swaps_after_a_fault(tmp_path, faces_dir, video_swapp
 
 
 def _video(path, width: int, height: int, frames: int, *, fmt: str | None = None, options: dict | None = None):
-    import av
+    from video_fixtures import black_video
 
-    with av.open(str(path), "w", format=fmt, options=options or {}) as container:
-        stream = container.add_stream("libx264", rate=25)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        black = av.VideoFrame.from_ndarray(np.zeros((height, width, 3), np.uint8), format="rgb24")
-        for _ in range(frames):
-            for packet in stream.encode(black):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path
+    return black_video(path, width, height, frames, fmt=fmt, options=options)
 
 
 def test_frames_too_small_to_mark_are_refused_before_any_work(tmp_path, faces_dir, video_swapper):
