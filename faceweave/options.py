@@ -6,9 +6,12 @@ saved job reproduces a run exactly.  Unknown fields are rejected.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from faceweave.errors import InvalidOptionError
 
 SelectionMode = Literal["one", "many", "reference", "index"]
 FaceOrder = Literal["left-right", "right-left", "top-bottom", "bottom-top", "large-small", "small-large", "best-score"]
@@ -17,6 +20,47 @@ SELECTION_MODES: tuple[str, ...] = SelectionMode.__args__  # type: ignore[attr-d
 #: the face size in the working crop of video swaps unless one is given (``faceweave swap``
 #: and the service's ``video_working_size``): smaller than a photo's, as every frame pays for it
 VIDEO_WORKING_SIZE = 192
+
+
+@dataclass(frozen=True)
+class SelectionWords:
+    """How one surface (the command line, the HTTP form) names the
+    selection choices in its messages: ``mode`` is formatted with a mode."""
+
+    reference: str
+    index: str
+    mode: str
+    reference_file: str
+
+
+CLI_WORDS = SelectionWords("--reference-face", "--face-index", "--faces {}", "--reference-face PHOTO")
+FORM_WORDS = SelectionWords("a reference face", "face_index", "faces={}", "a 'reference' file")
+
+
+def selection_mode(faces: str | None, *, has_reference: bool, has_indices: bool, words: SelectionWords) -> str:
+    """The selection mode: ``faces`` as given, or implied by a reference face
+    (``reference``) or face indices (``index``); the one rule the CLI and the
+    service share.  An unknown mode is returned for :class:`SelectionOptions`
+    to refuse with the list of modes."""
+    if faces is None:
+        if has_reference and has_indices:
+            raise InvalidOptionError(f"give either {words.reference} or {words.index}, not both")
+        return "reference" if has_reference else "index" if has_indices else "one"
+    if faces not in SELECTION_MODES:
+        return faces
+    if has_reference and faces != "reference":
+        raise InvalidOptionError(
+            f"{words.reference} is only used with {words.mode.format('reference')}, not {words.mode.format(faces)}"
+        )
+    if has_indices and faces != "index":
+        raise InvalidOptionError(
+            f"{words.index} is only used with {words.mode.format('index')}, not {words.mode.format(faces)}"
+        )
+    if faces == "reference" and not has_reference:
+        raise InvalidOptionError(
+            f"{words.mode.format('reference')} needs {words.reference_file} of the person to replace"
+        )
+    return faces
 
 
 class _Options(BaseModel):
@@ -148,7 +192,6 @@ class SwapOptions(_Options):
     @field_validator("swapper")
     @classmethod
     def _known_swapper(cls, value: str) -> str:
-        from faceweave.errors import InvalidOptionError
         from faceweave.swappers import swapper_factory
 
         try:

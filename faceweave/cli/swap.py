@@ -77,7 +77,7 @@ from faceweave.cli.swap_flags import (
 )
 from faceweave.cli.video import DEFAULT_VIDEO_QUALITY
 from faceweave.errors import InvalidOptionError
-from faceweave.options import SELECTION_MODES, VIDEO_WORKING_SIZE, SwapOptions
+from faceweave.options import CLI_WORDS, VIDEO_WORKING_SIZE, SwapOptions, selection_mode
 
 
 def swap_command(
@@ -278,7 +278,12 @@ def _options(args: SwapArgs, is_video: bool) -> SwapOptions:
     # about 1.5 times faster and, once the grain is matched, looks the same
     working_size = args.working_size if args.working_size is not None or not is_video else VIDEO_WORKING_SIZE
     selection = {
-        "mode": _selection_mode(args.faces, args.reference_face, args.face_index),
+        "mode": selection_mode(
+            args.faces,
+            has_reference=args.reference_face is not None,
+            has_indices=bool(args.face_index),
+            words=CLI_WORDS,
+        ),
         "order": args.order,
         "indices": tuple(args.face_index) if args.face_index else None,
         "reference_distance": args.reference_distance,
@@ -387,23 +392,6 @@ def parse_map(items: list[str]) -> dict[int, list[Path]]:
             raise InvalidOptionError(f"--map {item!r}: use INDEX=PHOTO, e.g. --map 0=alice.jpg")
         mapping.setdefault(int(index), []).append(Path(photo.strip()))
     return mapping
-
-
-def _selection_mode(faces: str | None, reference_face: Path | None, face_index: list[int] | None) -> str:
-    """The selection mode: as given, or implied by --reference-face / --face-index."""
-    if faces is None:
-        if reference_face is not None and face_index:
-            raise InvalidOptionError("give either --reference-face or --face-index, not both")
-        return "reference" if reference_face is not None else "index" if face_index else "one"
-    if faces not in SELECTION_MODES:
-        return faces  # SwapOptions rejects it with the list of modes
-    if reference_face is not None and faces != "reference":
-        raise InvalidOptionError(f"--reference-face is only used with --faces reference, not --faces {faces}")
-    if face_index and faces != "index":
-        raise InvalidOptionError(f"--face-index is only used with --faces index, not --faces {faces}")
-    if faces == "reference" and reference_face is None:
-        raise InvalidOptionError("--faces reference needs --reference-face PHOTO of the person to replace")
-    return faces
 
 
 def _swap(

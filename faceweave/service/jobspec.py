@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from faceweave.errors import InvalidOptionError
-from faceweave.options import FaceOrder, RuntimeOptions, SelectionMode, SwapOptions
+from faceweave.options import FORM_WORDS, FaceOrder, RuntimeOptions, SelectionMode, SwapOptions, selection_mode
 
 IMAGE_FORMATS = ("png", "jpg", "webp")
 VIDEO_FORMATS = ("mp4", "webm", "gif", "mov", "mkv")
@@ -76,18 +76,10 @@ class JobOptions(BaseModel):
         return chosen
 
     def selection_mode(self, *, has_reference: bool) -> str:
-        """The selection mode, as given or implied (as the CLI decides it)."""
-        if self.faces is None:
-            if has_reference and self.face_index:
-                raise InvalidOptionError("give either a reference face or face_index, not both")
-            return "reference" if has_reference else "index" if self.face_index else "one"
-        if has_reference and self.faces != "reference":
-            raise InvalidOptionError(f"a reference face is only used with faces=reference, not faces={self.faces}")
-        if self.face_index and self.faces != "index":
-            raise InvalidOptionError(f"face_index is only used with faces=index, not faces={self.faces}")
-        if self.faces == "reference" and not has_reference:
-            raise InvalidOptionError("faces=reference needs a 'reference' file of the person to replace")
-        return self.faces
+        """The selection mode, as given or implied (the rule the CLI uses too)."""
+        return selection_mode(
+            self.faces, has_reference=has_reference, has_indices=bool(self.face_index), words=FORM_WORDS
+        )
 
     def swap_options(
         self,
