@@ -141,3 +141,32 @@ def test_select_faces(options, reference, expected):
 def test_select_faces_errors(faces, options, reference, error, message):
     with pytest.raises(error, match=message):
         select_faces(faces, options, reference=reference)
+
+
+@pytest.mark.parametrize(
+    ("faces", "reference", "indices", "words", "expected"),
+    [
+        (None, False, False, "cli", "one"),
+        (None, True, False, "cli", "reference"),
+        (None, False, True, "form", "index"),
+        ("many", False, False, "form", "many"),
+        ("sideways", False, False, "cli", "sideways"),  # SelectionOptions refuses it with the list
+        (None, True, True, "cli", "give either --reference-face or --face-index, not both"),
+        (None, True, True, "form", "give either a reference face or face_index, not both"),
+        ("one", True, False, "cli", "--reference-face is only used with --faces reference, not --faces one"),
+        ("many", False, True, "form", "face_index is only used with faces=index, not faces=many"),
+        ("reference", False, False, "cli", "--faces reference needs --reference-face PHOTO of the person to replace"),
+        ("reference", False, False, "form", "faces=reference needs a 'reference' file of the person to replace"),
+    ],
+)
+def test_one_selection_mode_rule_for_the_cli_and_the_form(faces, reference, indices, words, expected):
+    from faceweave.errors import InvalidOptionError
+    from faceweave.options import CLI_WORDS, FORM_WORDS, selection_mode
+
+    said = {"cli": CLI_WORDS, "form": FORM_WORDS}[words]
+    if " " not in expected:
+        assert selection_mode(faces, has_reference=reference, has_indices=indices, words=said) == expected
+    else:
+        with pytest.raises(InvalidOptionError) as caught:
+            selection_mode(faces, has_reference=reference, has_indices=indices, words=said)
+        assert str(caught.value) == expected
