@@ -208,7 +208,7 @@ def test_a_utf8_file_name_is_received_unchanged(tmp_path: Path):
     import asyncio
 
     from faceweave.service.settings import LimitSettings
-    from faceweave.service.storage import Storage
+    from faceweave.service.storage import LocalStorage as Storage
     from faceweave.service.uploads import receive_form
 
     body, content_type = multipart([("file", "写真 ø.png", b"data"), ("名前", None, "値".encode())])
@@ -328,7 +328,7 @@ def test_messages_name_no_server_folder(tmp_path: Path):
     from faceweave.service.errors import clean_message, model_folders
     from faceweave.service.jobs import RunConfig
     from faceweave.service.settings import ServiceSettings
-    from faceweave.service.storage import Storage
+    from faceweave.service.storage import LocalStorage as Storage
 
     models = tmp_path / "models"
     hide = (str(tmp_path / "storage"), *model_folders(RuntimeOptions(models_dir=str(models))))

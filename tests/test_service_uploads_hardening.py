@@ -199,7 +199,7 @@ def test_an_upload_slower_than_upload_timeout_s_is_refused(tmp_path: Path):
     import anyio
 
     from faceweave.service.settings import LimitSettings
-    from faceweave.service.storage import Storage
+    from faceweave.service.storage import LocalStorage as Storage
     from faceweave.service.uploads import receive_form
 
     storage = Storage(tmp_path / "storage")

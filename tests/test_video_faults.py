@@ -211,7 +211,7 @@ def test_measure_length_counts_packets_and_stops_at_a_limit(tmp_path, live, limi
 
 
 def test_discard_attempts_keeps_inputs_and_the_current_attempt(tmp_path):
-    from faceweave.service.storage import Storage
+    from faceweave.service.storage import LocalStorage as Storage
 
     storage = Storage(tmp_path)
     job = "0" * 32

@@ -12,8 +12,12 @@ import errno
 import os
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from faceweave.errors import InvalidOptionError
+
+if TYPE_CHECKING:
+    from faceweave.service.settings import S3Settings
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 #: seconds ``worker`` waits for its broker before giving up
@@ -37,6 +41,19 @@ def check_storage(path: Path, *, flag: str = "--storage") -> None:
         raise InvalidOptionError(f"{flag} {path}: '{existing}' is a file, not a folder; give a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InvalidOptionError(f"{flag} {path}: folder '{existing}' is not writable; give a folder you can write")
+
+
+def check_object_storage(settings: S3Settings) -> None:
+    """Reach the bucket of ``s3://`` storage once (nothing to do for a folder).
+
+    Raises:
+        InvalidOptionError: boto3 is not installed.
+        ServiceError: no credentials, the endpoint unreachable, the bucket missing or access denied.
+    """
+    if settings.url is not None:
+        from faceweave.service.s3storage import check_bucket
+
+        check_bucket(settings)
 
 
 def check_database(url: str) -> None:
@@ -113,3 +130,41 @@ def check_broker(url: str, *, timeout_s: float = BROKER_TIMEOUT_S) -> None:
             raise ServiceError(
                 f"cannot reach the broker {where} ({reason}); start it or check --broker / FACEWEAVE_BROKER"
             ) from exc
+
+
+def check_tls(cert: Path | None, key: Path | None) -> None:
+    """Raise :class:`InvalidOptionError` unless ``cert`` and ``key`` are a
+    readable PEM certificate (chain) and its unencrypted private key, as
+    uvicorn loads them (nothing to check when neither is given)."""
+    import ssl
+
+    if cert is None or key is None:
+        return
+    cert_text = _read_pem(cert, "--tls-cert")
+    key_text = _read_pem(key, "--tls-key")
+    if "-----BEGIN CERTIFICATE-----" not in cert_text:
+        raise InvalidOptionError(f"--tls-cert {cert}: not a PEM certificate (-----BEGIN CERTIFICATE-----)")
+    if "PRIVATE KEY-----" not in key_text:
+        raise InvalidOptionError(f"--tls-key {key}: not a PEM private key (-----BEGIN PRIVATE KEY-----)")
+
+    def no_password() -> bytes:  # an encrypted key would make OpenSSL prompt on the terminal
+        raise InvalidOptionError(f"--tls-key {key}: the key is encrypted; give it without a passphrase")
+
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=no_password)
+    except ssl.SSLError as exc:
+        reason = exc.reason or " ".join(str(exc).split())
+        if "KEY_VALUES_MISMATCH" in str(reason):
+            raise InvalidOptionError(f"--tls-key {key} is not the private key of the certificate {cert}") from exc
+        raise InvalidOptionError(f"cannot use --tls-cert {cert} with --tls-key {key}: {reason}") from exc
+
+
+def _read_pem(path: Path, flag: str) -> str:
+    try:
+        return Path(path).read_text(encoding="ascii", errors="replace")
+    except FileNotFoundError as exc:
+        raise InvalidOptionError(f"{flag} {path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise InvalidOptionError(f"{flag} {path}: is a folder; give a PEM file") from exc
+    except OSError as exc:
+        raise InvalidOptionError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from exc

@@ -33,8 +33,20 @@ _DatabaseFlag = Annotated[
 ]
 
 _StorageFlag = Annotated[
-    Path | None, typer.Option("--storage", metavar="DIR", help="Folder for uploads, results and the audit log.")
+    str | None,
+    typer.Option(
+        "--storage",
+        metavar="DIR|URL",
+        help="Folder for uploads, results and the audit log, or s3://BUCKET/PREFIX (object storage).",
+    ),
 ]
+
+_TlsCertFlag = Annotated[
+    Path | None,
+    typer.Option("--tls-cert", metavar="FILE", help="PEM certificate (chain): serve HTTPS (with --tls-key)."),
+]
+
+_TlsKeyFlag = Annotated[Path | None, typer.Option("--tls-key", metavar="FILE", help="PEM private key of --tls-cert.")]
 
 _WorkersFlag = Annotated[
     int | None, typer.Option("--workers", metavar="N", min=0, help="Embedded job workers (default 1).")
@@ -64,6 +76,8 @@ def serve_command(
     storage: _StorageFlag = None,
     workers: _WorkersFlag = None,
     broker: _BrokerFlag = None,
+    tls_cert: _TlsCertFlag = None,
+    tls_key: _TlsKeyFlag = None,
     log_level: _LogLevelFlag = "info",
     verbose: _VerboseFlag = False,
 ) -> None:
@@ -87,16 +101,22 @@ def serve_command(
                 "storage": storage,
                 "workers": workers,
                 "broker": broker,
+                "tls_cert": tls_cert,
+                "tls_key": tls_key,
             },
         )
         preflight.check_log_level(log_level)
         preflight.check_storage(settings.storage)
+        preflight.check_object_storage(settings.s3)
         preflight.check_database(settings.database_url)
         preflight.check_port_free(settings.host, settings.port)
+        preflight.check_tls(settings.tls_cert, settings.tls_key)
         built["app"], built["settings"] = create_app(settings), settings
         auth = "API keys/JWT" if settings.auth.required else "none (single local user)"
+        scheme = "https" if settings.tls_cert else "http"
         term.note(
-            f"faceweave serving on http://{settings.host}:{settings.port} (auth: {auth}; storage: {settings.storage})"
+            f"faceweave serving on {scheme}://{settings.host}:{settings.port}"
+            f" (auth: {auth}; storage: {settings.storage_url})"
         )
         return console.EXIT_OK
 
@@ -112,9 +132,11 @@ def serve_command(
 
 def uvicorn_options(settings, *, log_level: str, access_log: bool) -> dict[str, Any]:
     """``uvicorn.run``'s keyword arguments for ``settings`` (a :class:`ServiceSettings`):
-    address, and the connection limits and timeouts of ``settings.limits``."""
+    address, TLS, and the connection limits and timeouts of ``settings.limits``."""
     limits = settings.limits
+    tls = {"ssl_certfile": str(settings.tls_cert), "ssl_keyfile": str(settings.tls_key)} if settings.tls_cert else {}
     return {
+        **tls,
         "host": settings.host,
         "port": settings.port,
         "log_level": log_level.lower(),

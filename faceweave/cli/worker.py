@@ -24,8 +24,12 @@ _DatabaseFlag = Annotated[
 ]
 
 _StorageFlag = Annotated[
-    Path | None,
-    typer.Option("--storage", metavar="DIR", help="Storage folder shared with the API nodes (a NAS mount)."),
+    str | None,
+    typer.Option(
+        "--storage",
+        metavar="DIR|URL",
+        help="Storage shared with the API nodes: a folder (a NAS mount) or s3://BUCKET/PREFIX.",
+    ),
 ]
 
 _ConfigFlag = Annotated[
@@ -115,7 +119,7 @@ def worker_command(
             if runtime.execution_provider == "cpu"
             else (f"{runtime.execution_provider}:{runtime.device_id}")
         )
-        term.note(f"faceweave worker: {concurrency} x {pool} on {device}; storage {built['settings'].storage}")
+        term.note(f"faceweave worker: {concurrency} x {pool} on {device}; storage {built['settings'].storage_url}")
         return console.EXIT_OK
 
     code = console.run(verbose, body)
@@ -154,6 +158,7 @@ def _checked_settings(config, overrides: dict, *, pool: str, log_level: str):
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise InvalidOptionError(f"--log-level must be debug, info, warning or error; got {log_level!r}")
     preflight.check_storage(settings.storage)
+    preflight.check_object_storage(settings.s3)
     preflight.check_database(settings.database_url)
     preflight.check_broker(settings.broker)
     return settings

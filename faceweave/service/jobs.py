@@ -190,7 +190,7 @@ def swap_video(
         except NoFaceError:
             pass  # no face anywhere: the video is copied unchanged, as the CLI does
         else:
-            progress.update(preview_path=storage.relative(paths.preview))
+            progress.update(preview_path=storage.publish(paths.preview))
             progress.flush()
     report = video.swap_video(
         prepared,
@@ -226,17 +226,17 @@ def discard_earlier_attempts(job: JobRecord, storage: Storage) -> None:
         log.info("job %s attempt %d: removed %d file(s) of earlier attempts", job.id, job.attempts, removed)
 
 
-def discard_files(*paths: Path | None) -> None:
-    """Delete the files an attempt wrote that it does not keep."""
+def discard_files(storage: Storage, *paths: Path | None) -> None:
+    """Delete the files an attempt wrote that it does not keep (and what of them was published)."""
     for path in paths:
         if path is not None:
-            path.unlink(missing_ok=True)
+            storage.delete(storage.relative(path))
 
 
 def remove_inputs(job: JobRecord, storage: Storage) -> None:
     """Delete a finished job's uploaded files (its result stays)."""
     for rel in job.inputs.stored_paths():
-        storage.resolve(rel).unlink(missing_ok=True)
+        storage.delete(rel)
 
 
 def write_audit(

@@ -21,7 +21,7 @@ from faceweave.service.metrics import Metrics
 from faceweave.service.models import JobModels, SlotPool
 from faceweave.service.pool import WorkerPool
 from faceweave.service.settings import ServiceSettings
-from faceweave.service.storage import Storage
+from faceweave.service.storage import open_storage
 from faceweave.service.store import JobStore
 
 log = logging.getLogger("faceweave.service")
@@ -37,7 +37,7 @@ class Service:
 
         settings.check_bind()
         self.settings = settings
-        self.storage = Storage(settings.storage)
+        self.storage = open_storage(settings)
         self.store = JobStore(settings.database_url)
         self.auth = Authenticator(settings.auth)
         self.limiter = RateLimiter(settings.limits)
@@ -149,3 +149,4 @@ class Service:
         if self.dispatcher is not None:
             self.dispatcher.close()
         self.store.close()
+        self.storage.close()

@@ -10,11 +10,12 @@ for person INDEX, as ``faceweave swap --map``); options as described in
 from __future__ import annotations
 
 import base64
+import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
 from faceweave.errors import JobStateError, NotFoundError, UnsupportedFormatError
@@ -204,17 +205,45 @@ async def list_jobs(
     responses=error_responses(*AUTH_STATUSES, 404, 422),
 )
 async def get_job(job_id: str, caller: CallerDep, service: ServiceDep) -> JobView:
-    return JobView.of(await run_in_threadpool(_owned, service, job_id, caller))
+    job = await run_in_threadpool(_owned, service, job_id, caller)
+    view = JobView.of(job)
+    url = _result_url(service, job) if job.state == JobState.SUCCEEDED and job.output_path else None
+    return view.model_copy(update={"result_url": url}) if url else view
+
+
+def _download_name(job: JobRecord, key: str, *, preview: bool = False) -> tuple[str, str]:
+    """The file name a download of ``key`` is given, and its media type."""
+    ext = Path(key).suffix.lstrip(".")
+    stem = f"faceweave-{job.id[:8]}{'-preview' if preview else ''}"
+    return f"{stem}.{ext}", MEDIA_TYPES.get(ext, "application/octet-stream")
+
+
+def _url(service: Service, job: JobRecord, key: str, *, preview: bool = False) -> str | None:
+    """A presigned URL of ``key`` with object storage (expiring no later than the job), else ``None``."""
+    filename, media_type = _download_name(job, key, preview=preview)
+    left = (job.expires_at - time.time()) if job.expires_at else service.config.ttl_s
+    return service.storage.download_url(key, filename=filename, media_type=media_type, expires_s=max(1.0, left))
+
+
+def _result_url(service: Service, job: JobRecord) -> str | None:
+    return _url(service, job, job.output_path) if job.output_path else None
 
 
 @router.get(
     "/v1/jobs/{job_id}/preview",
     tags=["jobs"],
     response_class=Response,
-    responses={200: _file_answer("the first swapped frame"), **error_responses(*AUTH_STATUSES, 404, 409, 422)},
+    responses={
+        200: _file_answer("the first swapped frame"),
+        307: {"description": "object storage: the preview's presigned download URL (Location)"},
+        **error_responses(*AUTH_STATUSES, 404, 409, 422),
+    },
 )
 async def get_preview(job_id: str, caller: CallerDep, service: ServiceDep) -> Response:
     job = await run_in_threadpool(_owned, service, job_id, caller)
+    url = await run_in_threadpool(_url, service, job, job.preview_path, preview=True) if job.preview_path else None
+    if url is not None:  # object storage: the client fetches it from there
+        return RedirectResponse(url, status_code=307)
     path = service.storage.resolve(job.preview_path) if job.preview_path else None
     if path is None or not path.is_file():
         raise JobStateError(f"job {job.id} has no preview yet (state {job.state})")
@@ -239,13 +268,19 @@ def _file(path: Path, stem: str) -> RangedFile:
     responses={
         200: _file_answer("the result file"),
         206: _ranges_answer(),
+        307: {"description": "object storage: the result's presigned download URL (Location)"},
         **error_responses(*AUTH_STATUSES, 404, 409, 416, 422),
     },
 )
 async def get_result(job_id: str, caller: CallerDep, service: ServiceDep) -> Response:
     """The result file (also ``HEAD``); honours ``Range: bytes=...`` (206: one range,
-    or several as ``multipart/byteranges``; 416 outside the file) and ``If-Range``."""
+    or several as ``multipart/byteranges``; 416 outside the file) and ``If-Range``.
+    With object storage: a 307 redirect to a presigned URL of it."""
     job = await run_in_threadpool(_owned, service, job_id, caller)
+    if job.state == JobState.SUCCEEDED and job.output_path:
+        url = await run_in_threadpool(_result_url, service, job)
+        if url is not None:
+            return RedirectResponse(url, status_code=307)
     path = service.storage.resolve(job.output_path) if job.output_path else None
     if job.state != JobState.SUCCEEDED or path is None or not path.is_file():
         raise JobStateError(f"job {job.id} has no result (state {job.state})")

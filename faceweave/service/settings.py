@@ -28,6 +28,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -166,12 +167,64 @@ class LimitSettings(_Settings):
     )
 
 
+#: ``s3://BUCKET`` or ``s3://BUCKET/PREFIX`` (S3's bucket-name rules, a prefix without empty parts)
+S3_URL = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9!_.*'()-]+)*/?$"
+
+
+class S3Settings(_Settings):
+    """Object storage (``storage = "s3://BUCKET/PREFIX"``).  What is not set
+    here comes from the environment and files as AWS tools read them
+    (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``,
+    ``AWS_PROFILE``, ``AWS_REGION``/``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``,
+    ``~/.aws/config``, ...)."""
+
+    url: str | None = Field(None, description="s3://BUCKET/PREFIX; set by storage = 's3://...'")
+    endpoint_url: str | None = Field(
+        None, pattern=r"^https?://", description="an S3-compatible server (MinIO, Ceph, ...); default AWS"
+    )
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    addressing_style: Literal["auto", "path", "virtual"] = "auto"
+    part_size_mb: int = Field(16, ge=5, le=5120, description="multipart upload part size (S3's least is 5)")
+    url_expiry_s: float = Field(
+        3600.0, ge=1.0, le=7 * 24 * 3600.0, description="presigned download URLs; never past the job's expiry"
+    )
+    connect_timeout_s: float = Field(5.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(S3_URL, value):
+            raise ValueError(
+                f"{value[:80]!r} is not s3://BUCKET/PREFIX (a bucket is 3-63 lower-case letters, digits, dots"
+                " and hyphens)"
+            )
+        return value
+
+    @property
+    def bucket(self) -> str:
+        return (self.url or "s3://").removeprefix("s3://").partition("/")[0]
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix, without slashes at either end ("" for the whole bucket)."""
+        return (self.url or "s3://").removeprefix("s3://").partition("/")[2].strip("/")
+
+
 class ServiceSettings(_Settings):
-    """Everything ``faceweave serve`` can be told."""
+    """Everything ``faceweave serve`` can be told.  ``storage`` is a folder,
+    or ``s3://BUCKET/PREFIX``: then ``s3.url`` holds it and ``storage`` is the
+    local folder (``local_storage``, default ``<state>/service``) for uploads
+    being received, working copies, the default job store and audit log."""
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     storage: Path = Field(default_factory=lambda: _state_dir() / "service")
+    local_storage: Path | None = Field(None, description="with s3:// storage: the local folder (see storage)")
+    s3: S3Settings = S3Settings()
+    tls_cert: Path | None = Field(None, description="PEM certificate (chain): serve HTTPS; needs tls_key")
+    tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
     database: str | None = Field(None, description="SQLAlchemy URL; default sqlite:///<storage>/jobs.db")
     workers: int = Field(1, ge=0, le=64, description="embedded job workers (0: this node runs no jobs)")
     sync_slots: int = Field(1, ge=0, le=64, description="models kept for POST /v1/swap (0: that endpoint answers 503)")
@@ -203,7 +256,32 @@ class ServiceSettings(_Settings):
     #: where neural models run (FACEWEAVE_RUNTIME__EXECUTION_PROVIDER=cuda, ...__DEVICE_ID=1, ...__MODELS_DIR=...)
     runtime: RuntimeOptions = RuntimeOptions()
 
-    @field_validator("storage", "audit_log", mode="after")
+    @model_validator(mode="before")
+    @classmethod
+    def _object_storage(cls, data: Any) -> Any:
+        """``storage = "s3://..."`` goes to ``s3.url``; ``storage`` becomes the local folder."""
+        if not isinstance(data, dict) or not str(data.get("storage", "")).startswith("s3://"):
+            return data
+        data = dict(data)
+        s3 = data.get("s3")
+        data["s3"] = {**(s3.model_dump(exclude_unset=True) if isinstance(s3, BaseModel) else s3 or {})}
+        data["s3"]["url"] = data.pop("storage")
+        if data.get("local_storage") is not None:
+            data["storage"] = data["local_storage"]
+        return data
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> ServiceSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("give both tls_cert and tls_key (or neither)")
+        return self
+
+    @property
+    def storage_url(self) -> str:
+        """Where uploads and results are kept, for messages: the bucket or the folder."""
+        return self.s3.url or str(self.storage)
+
+    @field_validator("storage", "audit_log", "local_storage", "tls_cert", "tls_key", mode="after")
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()

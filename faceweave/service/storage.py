@@ -1,12 +1,22 @@
-"""Local file storage for uploads and job files, under one root folder.
+"""Where uploads and job files live: the :class:`Storage` protocol, the
+local (or NAS) folder :class:`LocalStorage`, and :func:`open_storage`, which
+picks it or :class:`~faceweave.service.s3storage.S3Storage` from the settings.
 
 Every name here is generated (random hex ids, fixed role names); a file
-name sent by a user is never part of a path.  The layout is::
+name sent by a user is never part of a path.  Stored files are named by a
+path relative to the storage (a *key*); the layout is::
 
-    <root>/uploads/<hex>.part           uploads being received
-    <root>/jobs/<job id>/<role>-<n>     a job's inputs
-    <root>/jobs/<job id>/result-<attempt>.<ext>, preview-<attempt>.png
-    <root>/jobs/<job id>/parts-<attempt>/   a segmented video's parts
+    uploads/<hex>.part           uploads being received (always local)
+    jobs/<job id>/<role>-<n>     a job's inputs
+    jobs/<job id>/result-<attempt>.<ext>, preview-<attempt>.png
+    jobs/<job id>/parts-<attempt>/   a segmented video's parts
+
+Runners work on local files: :meth:`Storage.resolve` gives a local path for a
+key (an object store downloads it first), they write under
+:meth:`Storage.job_dir`, and :meth:`Storage.publish` makes a finished file
+visible under its key (a no-op for a local folder, where it is in place).
+Inside :meth:`Storage.workspace` the local copies are kept; an object store
+deletes them when the last user of the job's copies leaves.
 
 A new attempt discards what earlier ones left (:meth:`Storage.discard_attempts`):
 a killed worker's temporary result, preview and parts.
@@ -14,22 +24,84 @@ a killed worker's temporary result, preview and parts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from faceweave.errors import InvalidOptionError, OutputError
 
+if TYPE_CHECKING:
+    from faceweave.service.settings import ServiceSettings
+
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 #: a job file of one attempt (result, preview, parts), or its temporary name (``.result-2.mp4.<hex>.tmp.mp4``)
-_ATTEMPT_FILE = re.compile(r"^\.?(?:result|preview|parts)-(\d+)(?:[./]|$)")
+ATTEMPT_FILE = re.compile(r"^\.?(?:result|preview|parts)-(\d+)(?:[./]|$)")
+#: the generated names of a job's files (``source-0``, ``map-1-0``, ``target``)
+STORAGE_NAME = re.compile(r"^[a-z]+(-[0-9]+)*$")
 
 
-class Storage:
-    """The storage folder; created when missing.  Safe to share between threads."""
+class Storage(Protocol):
+    """What the service needs of a storage (see the module's docstring)."""
+
+    #: the local folder: uploads being received, scratch files, working copies
+    root: Path
+    scratch: Path
+
+    def new_upload(self) -> Path: ...
+
+    def scratch_path(self, suffix: str) -> Path: ...
+
+    def job_dir(self, job_id: str) -> Path: ...
+
+    def adopt(self, upload: Path, job_id: str, name: str) -> str: ...
+
+    def relative(self, path: Path) -> str: ...
+
+    def resolve(self, relative: str) -> Path: ...
+
+    def publish(self, path: Path) -> str: ...
+
+    def delete(self, relative: str) -> None: ...
+
+    def remove_tree(self, relative: str) -> None: ...
+
+    def discard_attempts(self, job_id: str, *, before: int) -> int: ...
+
+    def remove_job(self, job_id: str) -> None: ...
+
+    def workspace(self, job_id: str) -> contextlib.AbstractContextManager[None]: ...
+
+    def download_url(self, relative: str, *, filename: str, media_type: str, expires_s: float) -> str | None: ...
+
+    def sweep(self, *, older_than_s: float, now: float | None = None) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def open_storage(settings: ServiceSettings) -> Storage:
+    """The storage the settings name: ``s3://`` (``settings.s3.url``) or the local folder.
+
+    Raises:
+        InvalidOptionError: ``s3://`` storage without boto3 installed.
+        OutputError: the local folder cannot be created.
+    """
+    if settings.s3.url is None:
+        return LocalStorage(settings.storage)
+    from faceweave.service.s3storage import S3Storage
+
+    return S3Storage(settings.s3, local=settings.storage)
+
+
+class LocalStorage:
+    """The storage folder (local disk or a NAS mount); created when missing.
+    Safe to share between threads and processes."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).expanduser().resolve()
@@ -60,7 +132,7 @@ class Storage:
     def adopt(self, upload: Path, job_id: str, name: str) -> str:
         """Move an upload into the job's folder as ``name`` (a generated role
         name such as ``source-0``); returns its path relative to the root."""
-        if not re.match(r"^[a-z]+(-[0-9]+)*$", name):
+        if not STORAGE_NAME.match(name):
             raise InvalidOptionError(f"not a storage name: {name!r}")
         folder = self.job_dir(job_id)
         folder.mkdir(parents=True, exist_ok=True)
@@ -78,6 +150,28 @@ class Storage:
             raise InvalidOptionError(f"stored path {relative!r} is outside the storage folder")
         return path
 
+    def publish(self, path: Path) -> str:
+        """Make the finished file ``path`` (under :meth:`job_dir`) visible; returns its key.
+        Here it is in place already."""
+        return self.relative(path)
+
+    def delete(self, relative: str) -> None:
+        """Delete one stored file (missing is fine)."""
+        self.resolve(relative).unlink(missing_ok=True)
+
+    def remove_tree(self, relative: str) -> None:
+        """Delete a stored folder and everything in it (missing is fine)."""
+        shutil.rmtree(self.resolve(relative), ignore_errors=True)
+
+    @contextmanager
+    def workspace(self, job_id: str) -> Iterator[None]:
+        """While a runner works on a job (nothing to keep or clean here)."""
+        yield
+
+    def download_url(self, relative: str, *, filename: str, media_type: str, expires_s: float) -> str | None:
+        """A URL a client may fetch the file from directly; ``None``: the API answers it."""
+        return None
+
     def discard_attempts(self, job_id: str, *, before: int) -> int:
         """Delete the results, previews, parts and temporary files of the
         job's attempts numbered under ``before`` (a dead worker's leftovers);
@@ -85,7 +179,7 @@ class Storage:
         folder = self.job_dir(job_id)
         removed = 0
         for path in folder.iterdir() if folder.is_dir() else ():
-            match = _ATTEMPT_FILE.match(path.name)
+            match = ATTEMPT_FILE.match(path.name)
             if match is None or int(match[1]) >= before:
                 continue
             if path.is_dir() and not path.is_symlink():
@@ -112,3 +206,6 @@ class Storage:
                 except OSError:
                     continue
         return removed
+
+    def close(self) -> None:
+        """Nothing to release for a folder."""

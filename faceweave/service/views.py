@@ -64,6 +64,8 @@ class JobView(BaseModel):
     finished_at: str | None
     expires_at: str | None = Field(description="when the result and the job are deleted")
     links: JobLinks
+    #: with object storage: a presigned URL of the result, for a CDN or the client to fetch directly
+    result_url: str | None = Field(None, description="object storage: the result's presigned download URL")
     #: only in the answer of a DELETE that deleted a finished job
     deleted: bool | None = None
 

@@ -105,6 +105,24 @@ def run_job(
     record its outcome.  ``config``: :class:`RunConfig`'s defaults when not given;
     ``metrics`` and ``audit`` are optional."""
     config = config or RunConfig()
+    with storage.workspace(job.id):  # an object store's local copies go when the run ends
+        return _run(
+            job, models, store, storage, worker_id=worker_id, config=config, stop=stop, metrics=metrics, audit=audit
+        )
+
+
+def _run(
+    job: JobRecord,
+    models: JobModels,
+    store: JobStore,
+    storage: Storage,
+    *,
+    worker_id: str,
+    config: RunConfig,
+    stop: threading.Event | None,
+    metrics: Metrics | None,
+    audit: AuditLog | None,
+) -> JobOutcome:
     run = _JobRun(job, store, storage, worker_id=worker_id, config=config, stop=stop or threading.Event())
     discard_earlier_attempts(job, storage)
     error = run.work(models)
@@ -197,6 +215,7 @@ class _JobRun:
             )
             if not self.preview.exists():
                 self.preview = None
+        storage.publish(self.output)  # an object store's result is visible once whole
         # the swap itself, for overhead figures
         self.result = result.model_copy(update={"work_s": round(time.perf_counter() - work_started, 4)})
 
@@ -225,7 +244,7 @@ class _JobRun:
         problem = job_error(error, self.config.hide)
         if problem.code == "internal_error":
             log.error("job %s failed", self.job.id, exc_info=error)
-        discard_files(self.output, self.preview)
+        discard_files(self.storage, self.output, self.preview)
         held = self.store.finish(
             self.job.id,
             worker_id=self.worker_id,
@@ -239,7 +258,7 @@ class _JobRun:
 
     def release(self, seconds: float) -> JobOutcome:
         """Give up the attempt: delete its files and settle the job (see :func:`settle_stopped`)."""
-        discard_files(self.output, self.preview)
+        discard_files(self.storage, self.output, self.preview)
         settle_stopped(self.job, self.store, self.storage, self.worker_id)
         return JobOutcome(state="released", seconds=seconds)
 

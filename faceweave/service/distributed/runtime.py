@@ -53,12 +53,12 @@ class WorkerRuntime:
         from faceweave.service.distributed.records import open_store
         from faceweave.service.jobs import RunConfig
         from faceweave.service.models import JobModels
-        from faceweave.service.storage import Storage
+        from faceweave.service.storage import open_storage
 
         with self._lock:
             if self.store is not None:
                 return
-            storage = Storage(self.settings.storage)
+            storage = open_storage(self.settings)
             store, segments = open_store(self.settings.database_url)
             began = time.perf_counter()
             loaded: list[JobModels] = []

@@ -22,7 +22,6 @@ the same rows and leases, and read best next to each other.)
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,10 +70,13 @@ def job_task(rt: WorkerRuntime, job_id: str) -> str:
         job = claim_job(rt.store, job_id, worker_id, lease_s=rt.settings.lease_s, max_attempts=rt.settings.max_attempts)
         if job is None:
             return "skipped"
-        plan = _plan(rt, job)
-        if plan:
-            return _start_segments(rt, job, models, plan, worker_id)
-        return run_job(job, models, rt.store, rt.storage, worker_id=worker_id, config=rt.config, audit=rt.audit).state
+        with rt.storage.workspace(job.id):  # an object store's local copies go when done
+            plan = _plan(rt, job)
+            if plan:
+                return _start_segments(rt, job, models, plan, worker_id)
+            return run_job(
+                job, models, rt.store, rt.storage, worker_id=worker_id, config=rt.config, audit=rt.audit
+            ).state
 
 
 def _plan(rt: WorkerRuntime, job: JobRecord):
@@ -115,6 +117,8 @@ def _start_segments(rt: WorkerRuntime, job: JobRecord, models, plan, worker_id: 
         options = JobOptions.model_validate(job.options)
         kind = join_kind(f"result.{options.output_format('video')}")
         preview = _preview(rt, job, models, options, provenance, folder / f"preview-{attempt}.png")
+        if preview is not None:
+            storage.publish(preview)
         parts_dir = folder / f"parts-{attempt}"
         parts_dir.mkdir(parents=True, exist_ok=True)
     except Exception as exc:  # noqa: BLE001 - the job's outcome
@@ -136,7 +140,7 @@ def _start_segments(rt: WorkerRuntime, job: JobRecord, models, plan, worker_id: 
     rt.segments.create(job.id, attempt, plans, parts, join)
     if not hand_to_segments(rt.store, job, worker_id=worker_id, lease_s=rt.settings.lease_s, frames_total=frames):
         rt.segments.delete(job.id, attempt)  # cancelled meanwhile
-        shutil.rmtree(parts_dir, ignore_errors=True)
+        storage.remove_tree(storage.relative(parts_dir))
         return "released"
     rt.store.heartbeat(
         job.id,
@@ -176,6 +180,12 @@ def segment_task(rt: WorkerRuntime, job_id: str, attempt: int, index: int) -> st
     job = _segmented(rt, job_id, attempt)
     if job is None:
         return "skipped"
+    with rt.storage.workspace(job_id):  # an object store's local copies go when done
+        return _run_segment(rt, job, index)
+
+
+def _run_segment(rt: WorkerRuntime, job: JobRecord, index: int) -> str:
+    job_id, attempt = job.id, job.attempts
     with rt.borrow() as models:
         worker_id = rt.worker_id()
         row = rt.segments.claim(job_id, attempt, index, worker_id, lease_s=rt.settings.lease_s)
@@ -239,8 +249,13 @@ def _segment_done(
         scene_cuts=report.scene_cuts,
         worker=worker_id,
     )
-    if not rt.segments.finish(job.id, job.attempts, index, worker_id, report=done):
+    try:
+        rt.storage.publish(part)  # where the joining worker finds it
+    except Exception as exc:  # noqa: BLE001 - the job's outcome
         part.unlink(missing_ok=True)
+        return _fail(rt, job, exc)
+    if not rt.segments.finish(job.id, job.attempts, index, worker_id, report=done):
+        rt.storage.delete(rt.storage.relative(part))
         return "released"
     if rt.segments.open_join(job.id, job.attempts):
         rt.publish(TASK_JOIN, job.id, job.attempts)
@@ -255,6 +270,12 @@ def join_task(rt: WorkerRuntime, job_id: str, attempt: int) -> str:
     job = _segmented(rt, job_id, attempt)
     if job is None:
         return "skipped"
+    with rt.storage.workspace(job_id):  # an object store's local copies go when done
+        return _join(rt, job)
+
+
+def _join(rt: WorkerRuntime, job: JobRecord) -> str:
+    job_id, attempt = job.id, job.attempts
     worker_id = rt.worker_id()
     row = rt.segments.claim(job_id, attempt, JOIN, worker_id, lease_s=rt.settings.lease_s)
     if row is None:
@@ -266,8 +287,9 @@ def join_task(rt: WorkerRuntime, job_id: str, attempt: int) -> str:
     with _Beat(rt, job, row, worker_id, stop):
         try:
             joined = _join_parts(rt, job, options, rows, output)
+            rt.storage.publish(output)  # an object store's result is visible once whole
         except Exception as exc:  # noqa: BLE001 - the job's outcome
-            output.unlink(missing_ok=True)
+            rt.storage.delete(rt.storage.relative(output))
             return _fail(rt, job, exc)
     result = _joined_result(joined, rows, run_id=int(row.plan["run_id"]))
     held = rt.store.finish(
@@ -280,7 +302,7 @@ def join_task(rt: WorkerRuntime, job_id: str, attempt: int) -> str:
         result=result,
     )
     if not held:
-        output.unlink(missing_ok=True)
+        rt.storage.delete(rt.storage.relative(output))
         return "released"
     _cleanup(rt, job, attempt)
     outcome = JobOutcome(state="succeeded", seconds=0.0, output=rt.storage.relative(output), result=result)
@@ -438,6 +460,6 @@ def _fail(
 
 
 def _cleanup(rt: WorkerRuntime, job: JobRecord, attempt: int) -> None:
-    shutil.rmtree(rt.storage.job_dir(job.id) / f"parts-{attempt}", ignore_errors=True)
+    rt.storage.remove_tree(rt.storage.relative(rt.storage.job_dir(job.id) / f"parts-{attempt}"))
     rt.segments.delete(job.id)
     remove_inputs(job, rt.storage)
