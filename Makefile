@@ -7,12 +7,13 @@ TARGET ?= $(SHARED)/single/astronaut_eileen_collins.png
 OUTPUT ?= out/swap.png
 
 # Debian packages some tests drive (the web page in headless Chromium, the
-# distributed service on a real redis-server and PostgreSQL);
+# distributed service on a real redis-server and PostgreSQL; the container
+# image and its tests: podman with runc, and mmdebstrap for a Debian-made base);
 # installed when missing and when running as root with apt-get, otherwise
 # those tests skip with the reason
-SYSTEM_PACKAGES ?= chromium redis-server postgresql
+SYSTEM_PACKAGES ?= chromium redis-server postgresql podman runc mmdebstrap
 
-.PHONY: system-deps setup run swap lint test bench bench-service bench-watermark evaluate clean
+.PHONY: system-deps setup run swap lint test bench bench-service bench-watermark evaluate image clean
 
 $(VENV)/.installed: pyproject.toml
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
@@ -63,6 +64,11 @@ bench-watermark: $(VENV)/.installed
 
 evaluate: $(VENV)/.installed
 	$(VENV)/bin/faceweave evaluate $(SHARED) --out report/
+
+# the CPU container image localhost/faceweave:cpu (deploy/Containerfile, docs/DEPLOY.md), built
+# offline from a Debian-made base and a host wheelhouse (both cached under deploy/)
+image: $(VENV)/.installed system-deps
+	$(PY) tools/container_image.py build
 
 clean:
 	rm -rf $(VENV) out report

@@ -1,0 +1,234 @@
+"""The deployment files, checked without running them: every Kubernetes
+overlay renders (``kubectl kustomize``) and passes ``kubernetes-validate``
+for a current Kubernetes; every FACEWEAVE_* variable the manifests set is a
+real setting and the whole set loads; workers ask for their device; the
+Compose files are accepted by ``podman-compose config``; the Containerfile's
+accelerator stages use the right base, ONNX Runtime build and device
+environment (dockerfile-parse).  Nothing here builds or pulls an image."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from tests import deploy_manifests as dm
+
+from faceweave.service.distributed.celery_app import QUEUE
+from faceweave.service.distributed.health import DEFAULT_HEALTH_PORT
+from faceweave.service.settings import load_settings
+
+#: a current Kubernetes release that kubernetes-validate has offline schemas for
+K8S_VERSION = "1.34.0"
+
+
+@pytest.fixture(scope="module", params=dm.OVERLAYS)
+def rendered(request) -> tuple[str, list[dict]]:
+    if dm.find_kubectl() is None:
+        pytest.skip("kubectl is not installed: the overlays cannot be rendered")
+    return request.param, dm.render(request.param)
+
+
+def test_every_overlay_renders_the_whole_deployment(rendered):
+    _, resources = rendered
+    kinds = sorted((r["kind"], r["metadata"]["name"]) for r in resources)
+    assert kinds == [
+        ("ConfigMap", "faceweave-settings"),
+        ("Deployment", "faceweave-api"),
+        ("Deployment", "faceweave-worker"),
+        ("Ingress", "faceweave"),
+        ("Namespace", "faceweave"),
+        ("PersistentVolumeClaim", "faceweave-models"),
+        ("PersistentVolumeClaim", "faceweave-storage"),
+        ("PodDisruptionBudget", "faceweave-api"),
+        ("PodDisruptionBudget", "faceweave-worker"),
+        ("ScaledObject", "faceweave-worker"),
+        ("Secret", "faceweave-secrets"),
+        ("Service", "faceweave-api"),
+    ]
+    ingress = dm.by_kind(resources, "Ingress")["faceweave"]
+    assert ingress["spec"]["tls"][0]["secretName"] == "faceweave-tls"
+
+
+def test_kubernetes_validate_passes(rendered):
+    import kubernetes_validate
+
+    _, resources = rendered
+    for resource in resources:
+        if resource["apiVersion"].startswith("keda.sh/"):
+            continue  # a CRD: no schema in kubernetes-validate; checked in test_workers_scale_on_the_queue
+        kubernetes_validate.validate(resource, K8S_VERSION, strict=True)
+
+
+def test_every_variable_is_a_real_setting_and_they_load(rendered):
+    _, resources = rendered
+    env = dm.environment(resources)
+    assert env, "the manifests set no FACEWEAVE_* variable"
+    unknown = sorted(name for name in env if name.startswith("FACEWEAVE_") and not dm.setting_exists(name))
+    assert unknown == []
+    settings = load_settings(environ=env)  # the values are valid too (placeholders included)
+    assert settings.broker and settings.database and settings.auth.required
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("FACEWEAVE_BROKER", True),
+        ("FACEWEAVE_AUTH__API_KEYS", True),
+        ("FACEWEAVE_RUNTIME__EXECUTION_PROVIDER", True),
+        ("FACEWEAVE_CONFIG", True),
+        ("FACEWEAVE_MODELS", False),  # the model cache's variable, not a service setting
+        ("FACEWEAVE_AUTH__NOPE", False),
+        ("FACEWEAVE_PORT__X", False),
+    ],
+)
+def test_setting_names(name, expected):
+    assert dm.setting_exists(name) is expected
+
+
+def test_probes_are_on_the_real_endpoints(rendered):
+    _, resources = rendered
+    found = {(p.deployment, p.kind, p.path, p.port) for p in dm.probes(resources)}
+    assert found == {
+        ("faceweave-api", "startupProbe", "/healthz", 8000),
+        ("faceweave-api", "readinessProbe", "/readyz", 8000),
+        ("faceweave-api", "livenessProbe", "/healthz", 8000),
+        ("faceweave-worker", "startupProbe", "/readyz", DEFAULT_HEALTH_PORT),
+        ("faceweave-worker", "readinessProbe", "/readyz", DEFAULT_HEALTH_PORT),
+        ("faceweave-worker", "livenessProbe", "/healthz", DEFAULT_HEALTH_PORT),
+    }
+    worker = dict(dm.containers(resources))["faceweave-worker"]
+    assert worker["args"][:1] == ["worker"] and "--health-port" in worker["args"]
+
+
+def test_workers_ask_for_their_device_and_hand_back_jobs(rendered):
+    overlay, resources = rendered
+    worker = dm.by_kind(resources, "Deployment")["faceweave-worker"]["spec"]["template"]["spec"]
+    (container,) = worker["containers"]
+    device = dm.DEVICES[overlay]
+    limits = container["resources"]["limits"]
+    assert "memory" in limits and "cpu" in container["resources"]["requests"]
+    if device is None:
+        assert not worker.get("tolerations") and not worker.get("nodeSelector")
+    else:
+        assert limits[device] == 1
+        assert any(t["key"] == device for t in worker["tolerations"])
+        assert worker["nodeSelector"]
+    assert worker["terminationGracePeriodSeconds"] >= 600
+    for spec in (worker, dm.by_kind(resources, "Deployment")["faceweave-api"]["spec"]["template"]["spec"]):
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_workers_scale_on_the_queue(rendered):
+    _, resources = rendered
+    scaled = dm.by_kind(resources, "ScaledObject")["faceweave-worker"]
+    assert scaled["spec"]["scaleTargetRef"]["name"] == "faceweave-worker"
+    (trigger,) = scaled["spec"]["triggers"]
+    broker = dm.by_kind(resources, "ConfigMap")["faceweave-settings"]["data"]["FACEWEAVE_BROKER"]
+    assert trigger["type"] == "redis" and trigger["metadata"]["listName"] == QUEUE
+    assert trigger["metadata"]["address"].split(".")[0] == broker.split("//")[1].split(":")[0]
+    assert scaled["spec"]["minReplicaCount"] >= 1
+
+
+# ---------------------------------------------------------------- Compose
+def _podman_compose() -> list[str]:
+    found = shutil.which("podman-compose") or str(Path(sys.executable).with_name("podman-compose"))
+    if not Path(found).exists():
+        pytest.skip("podman-compose is not installed (pip package podman-compose, in the test extra)")
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (Debian package podman): podman-compose config needs it")
+    return [found]
+
+
+@pytest.mark.parametrize("files", [("compose.yaml",), ("compose.yaml", "compose.gpu.yaml")])
+def test_podman_compose_accepts_the_stack(files):
+    command = _podman_compose()
+    for name in files:
+        command += ["-f", str(dm.DEPLOY / name)]
+    out = subprocess.run([*command, "config"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    stack = yaml.safe_load(out.stdout)
+    services = stack["services"]
+    assert set(services) == {"api", "worker", "redis", "postgres", "minio", "prometheus", "grafana"}
+    assert all("healthcheck" in s for s in services.values())
+    assert {"storage", "redis", "postgres", "minio", "prometheus", "grafana"} <= set(stack["volumes"])
+    worker = services["worker"]
+    assert worker["command"][:1] == ["worker"] and worker["read_only"] is True
+    unknown = [n for n in worker["environment"] if n.startswith("FACEWEAVE_") and not dm.setting_exists(n)]
+    assert unknown == []
+    if "compose.gpu.yaml" in files:
+        assert worker["deploy"]["resources"]["reservations"]["devices"][0]["driver"] == "nvidia"
+        assert worker["environment"]["FACEWEAVE_RUNTIME__EXECUTION_PROVIDER"] == "cuda"
+
+
+def test_grafana_dashboard_queries_real_metrics():
+    import json
+    import re
+
+    from faceweave.service.metrics import Metrics
+
+    dashboard = json.loads((dm.DEPLOY / "compose" / "grafana" / "dashboards" / "faceweave.json").read_text())
+    exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
+    names = {m.name for m in Metrics().registry.collect()}
+    used = set(re.findall(r"faceweave_[a-z_]+", exprs))
+    assert used and all(u.removesuffix("_total").removesuffix("_bucket") in names for u in used), (used, names)
+
+
+# ---------------------------------------------------------------- the Containerfile's accelerator stages
+@pytest.fixture(scope="module")
+def stages() -> dict[str, dict]:
+    return dm.containerfile_stages()
+
+
+@pytest.mark.parametrize(
+    ("stage", "base", "onnxruntime", "device_env"),
+    [
+        ("cpu", "runtime", None, {}),
+        ("cuda", "runtime", "onnxruntime-gpu[cuda,cudnn]==", {"FACEWEAVE_RUNTIME__EXECUTION_PROVIDER": "cuda"}),
+        ("ascend", "ascendhub.huawei.com/", "onnxruntime-cann==", {"FACEWEAVE_RUNTIME__EXECUTION_PROVIDER": "cann"}),
+        ("cambricon", "yellow.hub.cambricon.com/magicmind/", None, {"FACEWEAVE_RUNTIME__EXECUTION_PROVIDER": "cpu"}),
+    ],
+)
+def test_accelerator_stages(stages, stage, base, onnxruntime, device_env):
+    final = stages[stage]
+    assert final["from"].startswith(base)
+    build = stages[f"build-{stage}"]
+    runs = " ".join(build["run"])
+    if onnxruntime is None:
+        assert "swap-onnxruntime" not in runs
+    else:
+        assert "swap-onnxruntime.sh" in runs and onnxruntime in runs
+    env = dict(stages["runtime"]["env"]) if final["from"] == "runtime" else {}
+    env.update(final["env"])
+    assert {k: env.get(k) for k in device_env} == device_env
+    copies = [v for k, v in final["instructions"] if k == "COPY" and "--from=" in v]
+    assert copies == [f"--from=build-{stage} /opt/faceweave /opt/faceweave"]
+
+
+def test_runtime_stages_share_the_environment_and_run_as_non_root(stages):
+    common = stages["runtime"]["env"]
+    assert common["FACEWEAVE_STORAGE"] == "/data" and common["HOME"] == "/cache"
+    assert all(
+        not v.startswith("/") or v.startswith(("/data", "/cache", "/models", "/opt")) or k == "PATH"
+        for k, v in common.items()
+    )
+    for name in ("runtime", "ascend", "cambricon"):
+        stage = stages[name]
+        assert {k: stage["env"].get(k) for k in common if k != "PATH"} == {
+            k: v for k, v in common.items() if k != "PATH"
+        }
+        assert stage["user"] == "10001:10001"
+        kinds = [k for k, _ in stage["instructions"]]
+        assert {"HEALTHCHECK", "ENTRYPOINT", "CMD"} <= set(kinds)
+    cuda = stages["cuda"]["env"]
+    assert cuda["NVIDIA_VISIBLE_DEVICES"] == "all" and "tensorrt_libs" in cuda["LD_LIBRARY_PATH"]
+    ascend = stages["ascend"]["env"]
+    assert (
+        ascend["ASCEND_TOOLKIT_HOME"].startswith("/usr/local/Ascend/")
+        and "/usr/local/Ascend/driver" in ascend["LD_LIBRARY_PATH"]
+    )
+    assert "ascend-toolkit/latest/bin" in ascend["PATH"]  # atc

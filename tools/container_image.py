@@ -1,0 +1,166 @@
+"""Build faceweave's CPU container image here: ``make image`` (docs/DEPLOY.md).
+
+No container registry can be reached from this machine and a build container
+cannot reach PyPI (its TLS is intercepted by a certificate the container does
+not trust), so:
+
+* the base is made from Debian's packages: ``mmdebstrap`` writes a bookworm
+  root with Python 3.11 (``deploy/.cache/base.tar``, kept between runs) and
+  ``podman import`` names it ``localhost/python-base:3.11``;
+* the wheels are fetched on the host (``pip wheel`` into ``deploy/wheels``,
+  rebuilt when ``pyproject.toml`` changes) and installed offline in the build
+  (``PIP_NO_INDEX=1``).
+
+Podman runs with runc and cgroupfs and no higher open-file and process limits
+than this machine allows (crun fails on its cgroups, raising a limit is
+refused).  ``python tools/container_image.py build`` prints the build's
+seconds and the image's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / "deploy" / ".cache"
+WHEELS = ROOT / "deploy" / "wheels"
+CONTAINERFILE = ROOT / "deploy" / "Containerfile"
+BASE_IMAGE = "localhost/python-base:3.11"
+IMAGE = "localhost/faceweave:cpu"
+#: Debian packages of the base: Python 3.11 and the libraries OpenCV needs (python:3.11-slim gets
+#: the libraries from deploy/image/setup-runtime.sh instead)
+BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libgl1", "libglib2.0-0")
+#: what the wheelhouse holds besides faceweave's own requirements: setuptools (the build backend
+#: and pkg_resources), wheel, and redis's async-timeout (Debian's Python is 3.11.2; redis asks
+#: for it below 3.11.3, which the host's newer Python does not)
+WHEELHOUSE_EXTRA = ("setuptools>=68,<81", "wheel", "async-timeout>=4.0.3")
+PODMAN_GLOBAL = ("--runtime", "runc", "--cgroup-manager", "cgroupfs")
+ULIMITS = ("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024")
+
+
+def podman(*args: str) -> list[str]:
+    """A podman command line with this machine's runtime flags."""
+    return ["podman", *PODMAN_GLOBAL, *args]
+
+
+def missing_tools() -> str | None:
+    """Why an image cannot be built here, or ``None``."""
+    for tool, package in (("podman", "podman"), ("runc", "runc"), ("mmdebstrap", "mmdebstrap")):
+        if shutil.which(tool) is None and not Path("/usr/bin", tool).exists():
+            return f"{tool} is not installed (Debian package {package})"
+    return None
+
+
+def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(command, check=True, **kwargs)
+
+
+def image_exists(name: str) -> bool:
+    return subprocess.run(podman("image", "exists", name), capture_output=True).returncode == 0
+
+
+def ensure_base(name: str = BASE_IMAGE) -> None:
+    """``name`` in podman's store, imported from the cached tar or made by mmdebstrap first."""
+    if image_exists(name):
+        return
+    tar = CACHE / "base.tar"
+    if not tar.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        partial = tar.with_suffix(".tar.part")
+        _run(
+            [
+                "mmdebstrap",
+                "--quiet",
+                "--variant=minbase",
+                "--format=tar",
+                f"--include={','.join(BASE_PACKAGES)}",
+                "bookworm",
+                str(partial),
+            ]
+        )
+        partial.replace(tar)
+    _run(podman("import", "--quiet", str(tar), name), stdout=subprocess.DEVNULL)
+
+
+def _pyproject_digest() -> str:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes())
+    digest.update(json.dumps(WHEELHOUSE_EXTRA).encode())
+    return digest.hexdigest()
+
+
+def ensure_wheelhouse(python: str = sys.executable) -> None:
+    """``deploy/wheels``: every wheel the image installs, fetched again when pyproject.toml changes."""
+    stamp = WHEELS / ".stamp"
+    digest = _pyproject_digest()
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    for old in WHEELS.glob("*.whl"):
+        old.unlink()
+    _run([python, "-m", "pip", "wheel", "-q", "-w", str(WHEELS), f"{ROOT}[distributed,s3]", *WHEELHOUSE_EXTRA])
+    for own in WHEELS.glob("faceweave-*.whl"):
+        own.unlink()  # the image builds faceweave from the source it is given
+    stamp.write_text(digest)
+
+
+def build(tag: str = IMAGE, *, base: str = BASE_IMAGE, target: str = "cpu") -> float:
+    """Build ``tag`` from the Containerfile offline; returns the seconds the build took."""
+    began = time.monotonic()
+    _run(
+        podman(
+            "build",
+            "--format",
+            "docker",
+            *ULIMITS,
+            "--build-arg",
+            f"BASE_IMAGE={base}",
+            "--build-arg",
+            "PIP_NO_INDEX=1",
+            "--target",
+            target,
+            "-f",
+            str(CONTAINERFILE),
+            "-t",
+            tag,
+            str(ROOT),
+        )
+    )
+    return time.monotonic() - began
+
+
+def image_size(tag: str = IMAGE) -> int:
+    out = subprocess.run(podman("image", "inspect", "--format", "{{.Size}}", tag), capture_output=True, text=True)
+    return int(out.stdout.strip() or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=("base", "wheels", "build"), help="build runs the other two first")
+    parser.add_argument("--tag", default=IMAGE)
+    args = parser.parse_args(argv)
+    why = missing_tools()
+    if why:
+        print(f"cannot build the image here: {why}", file=sys.stderr)
+        return 2
+    timings: dict[str, float] = {}
+    for step, work in (("base", ensure_base), ("wheels", ensure_wheelhouse)):
+        began = time.monotonic()
+        work()
+        timings[step] = time.monotonic() - began
+        if args.step == step:
+            break
+    if args.step == "build":
+        timings["build"] = build(args.tag)
+        timings["size_mb"] = image_size(args.tag) / 1e6
+    print(json.dumps({k: round(v, 1) for k, v in timings.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
