@@ -27,6 +27,7 @@ from faceweave.service.jobs import write_audit
 from faceweave.service.jobspec import IMAGE_FORMATS, MEDIA_TYPES, options_from_form
 from faceweave.service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from faceweave.service.node import Service
+from faceweave.service.openapi import BINARY, multipart_body
 from faceweave.service.ranges import RangedFile
 from faceweave.service.store import JobRecord
 from faceweave.service.submit import mark_side, queue_job, sort_roles, swap_now
@@ -37,25 +38,15 @@ router = APIRouter()
 #: the largest ``offset`` of ``GET /v1/jobs`` (the database's integers are 64-bit)
 MAX_OFFSET = 1_000_000_000
 
-_UPLOAD_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["target"],
-                    "properties": {
-                        "source": {"type": "array", "items": {"type": "string", "format": "binary"}},
-                        "target": {"type": "string", "format": "binary"},
-                        "reference": {"type": "string", "format": "binary"},
-                        "options": {"type": "string", "description": "JSON object of options (see JobOptions)"},
-                    },
-                }
-            }
-        },
-    }
-}
+_UPLOAD_BODY = multipart_body(
+    ["target"],
+    {
+        "source": {"type": "array", "items": BINARY},
+        "target": BINARY,
+        "reference": BINARY,
+        "options": {"type": "string", "description": "JSON object of options (see JobOptions)"},
+    },
+)
 
 
 def _file_answer(description: str) -> dict[str, Any]:

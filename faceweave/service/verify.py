@@ -12,27 +12,12 @@ from starlette.concurrency import run_in_threadpool
 from faceweave.errors import InvalidOptionError
 from faceweave.service.deps import CallerDep, ServiceDep
 from faceweave.service.errors import AUTH_STATUSES, UPLOAD_STATUSES, error_responses
+from faceweave.service.openapi import BINARY, multipart_body
 from faceweave.service.uploads import inspect_upload, receive_form
 
 verify_router = APIRouter()
 
-_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file"],
-                    "properties": {
-                        "file": {"type": "string", "format": "binary"},
-                        "frames": {"type": "integer", "minimum": 1, "maximum": 100},
-                    },
-                }
-            }
-        },
-    }
-}
+_BODY = multipart_body(["file"], {"file": BINARY, "frames": {"type": "integer", "minimum": 1, "maximum": 100}})
 
 
 def install_verify(app: FastAPI) -> None:

@@ -42,6 +42,7 @@ from faceweave.errors import (
 )
 from faceweave.service.deps import CallerDep, ServiceDep
 from faceweave.service.errors import AUTH_STATUSES, UPLOAD_STATUSES, error_responses
+from faceweave.service.openapi import BINARY, multipart_body
 from faceweave.service.uploads import UploadedFile, inspect_upload, receive_form
 from faceweave.types import Face
 
@@ -143,25 +144,15 @@ def _form_options(fields: dict[str, list[str]]) -> dict[str, Any]:
 @web_router.post(
     "/v1/faces",
     tags=["swap"],
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["target"],
-                        "properties": {
-                            "target": {"type": "string", "format": "binary"},
-                            "order": {"type": "string"},
-                            "min_face_size": {"type": "integer"},
-                            "trim": {"type": "string"},
-                        },
-                    }
-                }
-            },
-        }
-    },
+    openapi_extra=multipart_body(
+        ["target"],
+        {
+            "target": BINARY,
+            "order": {"type": "string"},
+            "min_face_size": {"type": "integer"},
+            "trim": {"type": "string"},
+        },
+    ),
     responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 503),
 )
 async def list_faces(request: Request, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
