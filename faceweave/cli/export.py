@@ -130,16 +130,7 @@ def export_command(
         from faceweave.export.shapes import parse_shape
 
         shapes = dict(parse_shape(s) for s in (shape or []))
-        if optimize not in ("basic", "extended", "none"):
-            raise InvalidOptionError(f"--optimize {optimize!r}: use basic, extended or none")
-        if cann_mode not in ("graph", "kernel"):
-            raise InvalidOptionError(f"--cann-mode {cann_mode!r}: use graph or kernel")
-        if opset is not None:
-            import onnx
-
-            newest = onnx.defs.onnx_opset_version()
-            if not MIN_OPSET <= opset <= newest:
-                raise InvalidOptionError(f"--opset {opset}: use an ai.onnx opset from {MIN_OPSET} to {newest}")
+        _check_flags(optimize=optimize, cann_mode=cann_mode, opset=opset)
         options = ExportOptions(
             shapes=shapes,
             batch=batch,
@@ -168,6 +159,19 @@ def export_command(
         return console.EXIT_OK
 
     raise typer.Exit(console.run(verbose, body))
+
+
+def _check_flags(*, optimize: str, cann_mode: str, opset: int | None) -> None:
+    if optimize not in ("basic", "extended", "none"):
+        raise InvalidOptionError(f"--optimize {optimize!r}: use basic, extended or none")
+    if cann_mode not in ("graph", "kernel"):
+        raise InvalidOptionError(f"--cann-mode {cann_mode!r}: use graph or kernel")
+    if opset is not None:
+        import onnx
+
+        newest = onnx.defs.onnx_opset_version()
+        if not MIN_OPSET <= opset <= newest:
+            raise InvalidOptionError(f"--opset {opset}: use an ai.onnx opset from {MIN_OPSET} to {newest}")
 
 
 def benchmark_model_command(

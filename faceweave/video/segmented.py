@@ -11,6 +11,15 @@ Tracking does not cross a segment boundary: each segment starts its own
 :class:`FaceTracker`, which detects faces on the segment's first frame, so
 the landmark smoothing restarts there (the swapped face may shift by the
 smoothing's lag at a boundary; a cut at a keyframe often falls on a scene cut).
+
+Models per worker: mediapipe graphs serve one thread at a time, so every
+worker has its own.  With ``executor="thread"`` the first worker uses the
+given :class:`VideoSwapper` and the others one each from ``make_swapper``
+(default: a new :class:`FaceSwapper` with the same options), closed at the
+end; with ``"process"`` each segment runs in a spawned process that builds
+its models with ``make_swapper`` (which must then be picklable, e.g. a
+:func:`functools.partial` of a module-level function), and sources and
+reference are sent as given.
 """
 
 from __future__ import annotations
@@ -140,15 +149,9 @@ def swap_video_segmented(
     time, joined into ``output`` with the input's audio (unless ``options.audio``
     is off); ``options.start``/``end`` trim the video.
 
-    Every worker has its own models (mediapipe graphs serve one thread at a
-    time): with ``executor="thread"`` the first worker uses ``video_swapper``
-    and the others one each from ``make_swapper`` (default: a new
-    :class:`FaceSwapper` with ``video_swapper``'s options), closed at the end;
-    with ``"process"`` each segment runs in a spawned process that builds its
-    models with ``make_swapper`` (which must then be picklable, e.g. a
-    :func:`functools.partial` of a module-level function) and sources and
-    reference are sent as given.  Each segment tracks faces on its own (see
-    the module's note).  Setting ``stop`` (threads only) abandons the run
+    ``executor`` ``"thread"`` or ``"process"``, and ``make_swapper``, give every
+    worker its own models (see the module's note), and each segment tracks
+    faces on its own.  Setting ``stop`` (threads only) abandons the run
     (:class:`KeyboardInterrupt`, as :meth:`VideoSwapper.swap_video` does).
     The parts live in a hidden folder beside ``output`` and are removed at
     the end; ``output`` appears only when complete.
