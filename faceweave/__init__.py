@@ -38,6 +38,10 @@ def __getattr__(name: str):
         from faceweave.analysis import FaceAnalyser
 
         return FaceAnalyser
+    if name == "swap_face_from_image":
+        from faceweave.compat import swap_face_from_image
+
+        return swap_face_from_image
     if name == "Provenance":
         from faceweave.provenance.stamp import Provenance
 
@@ -70,4 +74,5 @@ __all__ = [
     "UnreadableFileError",
     "UnsupportedFormatError",
     "__version__",
+    "swap_face_from_image",
 ]

@@ -45,12 +45,15 @@ OPERATIONS = (
     "GET /v1/jobs/{job_id}/result",
     "POST /v1/verify",
     "POST /v1/faces",
+    "POST /swap",
 )
 #: routes anyone may call; every other one must answer an anonymous caller 401
 PUBLIC = {"GET /healthz", "GET /readyz", "GET /metrics"}
 #: the multipart routes: generated bodies must reach the checks of their parts and fields
 #: (400: an empty or unreadable file, 422: a missing part or an invalid field), not only 415
-UPLOADS = {"POST /v1/swap", "POST /v1/jobs", "POST /v1/verify", "POST /v1/faces"}
+UPLOADS = {"POST /v1/swap", "POST /v1/jobs", "POST /v1/verify", "POST /v1/faces", "POST /swap"}
+#: the drop-in for the classic Flask service answers its errors as {"status": "error", "message": ...}
+CLASSIC = {"POST /swap"}
 #: what the job routes answer about a queued job of the caller's (no workers run it):
 #: the job; no preview or result yet; cancelled (nothing else varies: one request each)
 OWN_JOB = {
@@ -104,13 +107,18 @@ def without_lifespan(app):
     return wrapped
 
 
-def check_body(response, storage: Path) -> None:
-    """No traceback or server path in any answer; every error a JSON error body."""
+def check_body(response, storage: Path, *, classic: bool = False) -> None:
+    """No traceback or server path in any answer; every error a JSON error body
+    (``classic``: the classic Flask service's)."""
     text = response.content.decode("utf-8", "replace")
     assert "Traceback (most recent call last)" not in text, text[:500]
     assert str(storage) not in text and str(storage.parent) not in text, text[:500]
     if response.status_code >= 400:
         assert response.headers["content-type"][0].startswith("application/json"), response.headers
+        if classic:
+            body = json.loads(text)
+            assert body["status"] == "error" and isinstance(body["message"], str) and body["message"].strip(), body
+            return
         error = json.loads(text)["error"]
         assert isinstance(error["code"], str) and error["code"].isidentifier(), error
         assert isinstance(error["message"], str) and error["message"].strip(), error
@@ -196,7 +204,7 @@ def fuzz(operation, mode, headers: dict[str, str], storage: Path, **fixed: Any) 
         response = case.call(headers=headers)
         seen.add(response.status_code)
         case.validate_response(response, checks=checks, headers=headers)
-        check_body(response, storage)
+        check_body(response, storage, classic=operation.label in CLASSIC)
 
     run()
     return seen
@@ -471,9 +479,10 @@ def test_error_bodies_are_declared_in_the_schema(client):
         responses = spec["paths"][path][method.lower()]["responses"]
         if label not in PUBLIC:
             assert {"401", "429", "500"} <= set(responses), label
+        body = "ClassicError" if label in CLASSIC else "ErrorBody"
         for status, answer in responses.items():
             if int(status) >= 400:
-                assert answer["content"] == {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+                assert answer["content"] == {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}}
 
 
 def _assert_documented(client, operation: str | None, response) -> None:

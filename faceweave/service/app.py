@@ -32,6 +32,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         InvalidOptionError: the settings would expose the service without
             authentication (see :meth:`ServiceSettings.check_bind`).
     """
+    from faceweave.service.compat import router as classic_router
     from faceweave.service.routes import router
 
     settings = settings or load_settings()
@@ -61,6 +62,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     )
     errors.install(app, hide=(str(settings.storage.expanduser().resolve()), *errors.model_folders(settings.runtime)))
     app.include_router(router)
+    app.include_router(classic_router)  # POST /swap, the classic Flask service's
     install_verify(app)
     install_web(app)
     install_docs(app)
