@@ -7,6 +7,7 @@ computes it.  (insightface itself also L2-normalises the latent afterwards:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -27,17 +28,7 @@ INSWAPPER_128 = NeuralSpec(
     source="embedding",
     embedder="arcface_w600k_r50",
 )
-INSWAPPER_128_FP16 = NeuralSpec(
-    name="inswapper_128_fp16",
-    family="inswapper",
-    template="arcface_128",
-    size=128,
-    mean=(0.0, 0.0, 0.0),
-    std=(1.0, 1.0, 1.0),
-    denormalize=False,
-    source="embedding",
-    embedder="arcface_w600k_r50",
-)
+INSWAPPER_128_FP16 = dataclasses.replace(INSWAPPER_128, name="inswapper_128_fp16")
 
 
 def read_emap(model: str | os.PathLike | Any) -> np.ndarray:
