@@ -4,10 +4,16 @@ image`` does; run read-only (``/tmp`` included) as its non-root user; the API
 container answers ``/readyz`` and a ``POST /v1/swap`` whose image ``faceweave
 verify`` reports watermarked, and every API probe of the Kubernetes manifests;
 a worker container (same image, ``worker``, Redis from Debian on the host)
-answers its probes.  A swap through the container and the same swap on a host
-``faceweave serve`` are timed alternately (test-artifacts/deploy-figures.json).
+answers its probes.  A job posted to an API container is run by a separate
+worker container, with Redis and PostgreSQL from Debian on the host and
+moto's S3 server on loopback as the only shared storage: the result comes
+through the presigned URL, watermarked, and no job file is left on either
+container's disk.  A swap through the container and the same swap on a host
+``faceweave serve`` are timed alternately, and that job end to end
+(test-artifacts/deploy-figures.json).
 
-Skipped with the reason where podman, runc or mmdebstrap are missing or
+Skipped with the reason where podman, runc or mmdebstrap (or, for the job,
+redis-server, PostgreSQL, boto3 or moto's server) are missing or
 podman cannot run a container here.
 """
 
@@ -216,3 +222,139 @@ def test_swap_through_the_container_and_on_the_host(run_container, faces_dir, tm
     medians = {k: round(statistics.median(v) * 1000) for k, v in times.items()}
     _record(swap_ms_container=medians["container"], swap_ms_host=medians["host"], swap_rounds=5)
     assert medians["container"] < 3 * medians["host"] + 500, medians
+
+
+# ------------------------------------------------------------------ two containers, S3 the only shared storage
+BUCKET, PREFIX = "faceweave-cluster", "cluster"
+HOST = "10.0.2.2"  # slirp4netns: the host's loopback as the containers see it
+#: what a node keeps on its own disk by design: the audit log (and its lock), matplotlib's font list
+NODE_FILES = ("/data/audit.jsonl", "/cache/matplotlib/fontlist-")
+
+
+@pytest.fixture
+def cluster_servers() -> Iterator[tuple[servers.Redis, servers.Postgres, str]]:
+    """Redis and PostgreSQL from Debian and moto's S3 server, all on the host's loopback."""
+    pytest.importorskip("boto3", reason="the s3 extra (boto3) is not installed")
+    pytest.importorskip("moto.server", reason="moto[server] (test extra) is not installed")
+    for found, why in (servers.find_redis(), servers.find_postgres()):
+        if found is None:
+            pytest.skip(why)
+    from moto.server import ThreadedMotoServer
+
+    s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    s3.start()
+    try:
+        _, s3_port = s3.get_host_and_port()
+        _bucket_client(s3_port).create_bucket(Bucket=BUCKET)
+        with servers.redis_server() as redis, servers.postgres_server() as postgres:
+            yield redis, postgres, str(s3_port)
+    finally:
+        s3.stop()
+
+
+def _bucket_client(port: int | str):
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+def _fetch_presigned(url: str) -> httpx.Response:
+    """GET a presigned URL made for the containers' view of the host, as a CDN
+    in front of the bucket would: to the host's loopback, with the signed Host."""
+    parts = httpx.URL(url)
+    return httpx.get(parts.copy_with(host="127.0.0.1"), headers={"Host": parts.netloc.decode()}, timeout=60)
+
+
+def _files_on_disk(name: str) -> list[str]:
+    """Every file on the container's writable places: its volumes /data and /cache, and /dev/shm."""
+    out = subprocess.run(
+        ci.podman("exec", name, "find", "/data", "/cache", "/dev/shm", "-type", "f"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return sorted(out.stdout.split())
+
+
+def test_a_job_through_an_api_and_a_worker_container_sharing_only_s3(
+    run_container, cluster_servers, faces_dir, tmp_path
+):
+    """POST /v1/jobs to the API container; the worker container (no volume in
+    common) runs it; the result comes through the presigned URL, watermarked;
+    no job file on either container's disk; the bucket holds the result only."""
+    redis, postgres, s3_port = cluster_servers
+    database = servers.new_database(postgres, "cluster").replace("127.0.0.1", HOST)
+    env = [
+        f"-e=FACEWEAVE_BROKER=redis://{HOST}:{redis.port}/0",
+        f"-e=FACEWEAVE_DATABASE={database}",
+        f"-e=FACEWEAVE_STORAGE=s3://{BUCKET}/{PREFIX}",
+        "-e=FACEWEAVE_LOCAL_STORAGE=/data",
+        f"-e=FACEWEAVE_S3__ENDPOINT_URL=http://{HOST}:{s3_port}",
+        "-e=FACEWEAVE_S3__ADDRESSING_STYLE=path",
+        "-e=AWS_ACCESS_KEY_ID=testing",
+        "-e=AWS_SECRET_ACCESS_KEY=testing",
+        "-e=AWS_DEFAULT_REGION=us-east-1",
+        f"-e=FACEWEAVE_AUTH__API_KEYS={json.dumps([{'user': 'ci', 'key': API_KEY}])}",
+    ]
+    network = "slirp4netns:allow_host_loopback=true"
+    api_port, worker_port = servers.free_port(), servers.free_port()
+    api = run_container(*env, "serve --workers 0", ports={8000: api_port}, network=network)
+    worker = run_container(
+        *env, "worker --concurrency 1 --health-port 8001", ports={8001: worker_port}, network=network
+    )
+    base, auth = f"http://127.0.0.1:{api_port}", {"Authorization": f"Bearer {API_KEY}"}
+    _wait_ready(f"{base}/readyz", api)
+    _wait_ready(f"http://127.0.0.1:{worker_port}/readyz", worker)
+
+    files = [
+        ("source", ("s.jpg", (faces_dir / SOURCE).read_bytes(), "image/jpeg")),
+        ("target", ("t.png", (faces_dir / TARGET).read_bytes(), "image/png")),
+    ]
+    began = time.monotonic()
+    posted = httpx.post(f"{base}/v1/jobs", files=files, data={"options": '{"format": "png"}'}, headers=auth)
+    assert posted.status_code == 202, posted.text
+    job_id = posted.json()["id"]
+    while True:
+        job = httpx.get(f"{base}/v1/jobs/{job_id}", headers=auth, timeout=10).json()
+        if job["state"] in ("succeeded", "failed", "cancelled") or time.monotonic() - began > 180:
+            break
+        time.sleep(0.1)
+    assert job["state"] == "succeeded", f"{job}\napi:\n{_logs(api)}\nworker:\n{_logs(worker)}"
+    redirect = httpx.get(f"{base}/v1/jobs/{job_id}/result", headers=auth, follow_redirects=False, timeout=10)
+    assert redirect.status_code == 307, redirect.text
+    assert redirect.headers["location"].startswith(f"http://{HOST}:{s3_port}/{BUCKET}/{PREFIX}/jobs/{job_id}/")
+    fetched = _fetch_presigned(redirect.headers["location"])
+    job_s = time.monotonic() - began
+    assert fetched.status_code == 200 and fetched.headers["content-type"] == "image/png", fetched.text[:300]
+    assert _fetch_presigned(job["result_url"]).content == fetched.content
+    _record(cluster_job_s=round(job_s, 2))
+
+    result = tmp_path / "result.png"
+    result.write_bytes(fetched.content)
+    verify = subprocess.run(
+        [sys.executable, "-m", "faceweave.cli", "verify", str(result)], capture_output=True, text=True, timeout=120
+    )
+    assert verify.returncode == 0 and "watermark: found" in verify.stdout, verify.stdout + verify.stderr
+
+    # the two containers have no volume in common: each has its own anonymous /data and /cache
+    mounts = {
+        name: {m["Name"] for m in json.loads(subprocess.check_output(ci.podman("inspect", name)))[0]["Mounts"]}
+        for name in (api, worker)
+    }
+    assert not mounts[api] & mounts[worker], mounts
+    for name in (api, worker):
+        left = [f for f in _files_on_disk(name) if not f.startswith(NODE_FILES)]
+        assert left == [], f"{name}: {left}"
+    # the bucket: the result alone (the inputs are deleted once the job is done), no upload left open
+    bucket = _bucket_client(s3_port)
+    keys = sorted(item["Key"] for item in bucket.list_objects_v2(Bucket=BUCKET).get("Contents", ()))
+    assert keys == [f"{PREFIX}/jobs/{job_id}/result-1.png"], keys
+    assert bucket.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
+    for name in (api, worker):
+        assert "Traceback" not in _logs(name), _logs(name)
