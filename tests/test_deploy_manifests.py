@@ -153,13 +153,23 @@ def test_podman_compose_accepts_the_stack(files):
     assert out.returncode == 0, out.stderr
     stack = yaml.safe_load(out.stdout)
     services = stack["services"]
-    assert set(services) == {"api", "worker", "redis", "postgres", "minio", "prometheus", "grafana"}
-    assert all("healthcheck" in s for s in services.values())
-    assert {"storage", "redis", "postgres", "minio", "prometheus", "grafana"} <= set(stack["volumes"])
+    assert set(services) == {"api", "worker", "redis", "postgres", "minio", "minio-init", "prometheus", "grafana"}
+    assert all("healthcheck" in s for n, s in services.items() if n != "minio-init")  # minio-init: one shot
+    assert services["minio-init"]["restart"] == "no" and "mc mb" in " ".join(services["minio-init"]["command"])
+    assert {"api-data", "redis", "postgres", "minio", "prometheus", "grafana"} <= set(stack["volumes"])
     worker = services["worker"]
     assert worker["command"][:1] == ["worker"] and worker["read_only"] is True
-    unknown = [n for n in worker["environment"] if n.startswith("FACEWEAVE_") and not dm.setting_exists(n)]
-    assert unknown == []
+    for name in ("api", "worker"):
+        env, depends = services[name]["environment"], services[name]["depends_on"]
+        unknown = [n for n in env if n.startswith("FACEWEAVE_") and not dm.setting_exists(n)]
+        assert unknown == []
+        # MinIO is the only storage the API and the workers share: no volume in common but the models
+        assert env["FACEWEAVE_STORAGE"] == "s3://faceweave/jobs" and env["FACEWEAVE_LOCAL_STORAGE"] == "/data"
+        assert depends["minio-init"]["condition"] == "service_completed_successfully"
+        assert depends["minio"]["condition"] == "service_healthy"
+    shared = {str(v).split(":")[0] for v in services["api"].get("volumes", [])}
+    shared &= {str(v).split(":")[0] for v in worker.get("volumes", [])}
+    assert shared <= {"models"}, shared
     if "compose.gpu.yaml" in files:
         assert worker["deploy"]["resources"]["reservations"]["devices"][0]["driver"] == "nvidia"
         assert worker["environment"]["FACEWEAVE_RUNTIME__EXECUTION_PROVIDER"] == "cuda"
@@ -206,7 +216,9 @@ def test_accelerator_stages(stages, stage, base, onnxruntime, device_env):
     env.update(final["env"])
     assert {k: env.get(k) for k in device_env} == device_env
     copies = [v for k, v in final["instructions"] if k == "COPY" and "--from=" in v]
-    assert copies == [f"--from=build-{stage} /opt/faceweave /opt/faceweave"]
+    # cpu and cuda: the dependencies' venv, then faceweave alone over it (a source change copies only that)
+    app = ["--from=build-app /app/ /"] if final["from"] == "runtime" else []
+    assert copies == [f"--from=build-{stage} /opt/faceweave /opt/faceweave", *app]
 
 
 def test_runtime_stages_share_the_environment_and_run_as_non_root(stages):
@@ -232,3 +244,24 @@ def test_runtime_stages_share_the_environment_and_run_as_non_root(stages):
         and "/usr/local/Ascend/driver" in ascend["LD_LIBRARY_PATH"]
     )
     assert "ascend-toolkit/latest/bin" in ascend["PATH"]  # atc
+
+
+def test_build_stages_install_the_dependencies_before_copying_the_source(stages):
+    """A change to faceweave's source keeps the dependency layers cached: every
+    stage that installs them does so before any COPY of the source, and
+    faceweave itself goes in with --no-deps (install-faceweave.sh)."""
+    installers = 0
+    for name, stage in stages.items():
+        steps = [(k, v) for k, v in stage["instructions"] if k in ("COPY", "RUN")]
+        deps = [i for i, (k, v) in enumerate(steps) if k == "RUN" and "install-deps.sh" in v]
+        if not deps:
+            continue
+        installers += 1
+        source = [i for i, (k, v) in enumerate(steps) if k == "COPY" and "faceweave/" in v.split()[0]]
+        assert all(i > deps[0] for i in source), name
+        copied = [v for k, v in steps[: deps[0]] if k == "COPY"]
+        before = {v.split()[0] for v in copied}
+        assert before <= {"deploy/wheels/", "deploy/image/", "pyproject.toml"}, (name, copied)
+    assert installers == 3  # build-base (cpu, cuda, build-app), build-ascend, build-cambricon
+    script = (dm.DEPLOY / "image" / "install-faceweave.sh").read_text()
+    assert script.count("--no-deps") == 2
