@@ -5,7 +5,8 @@ trees in alternation (first one, then the other, swapping the order every
 round), with the medians and the ratio printed.  For refactors whose figures
 must stay within noise of the release before.
 
-    .venv/bin/python benchmarks/release_compare.py --against f36cbd2 [--repeat 3] [--clip NAME] [--no-service]
+    .venv/bin/python benchmarks/release_compare.py --against f36cbd2 [--repeat 3] [--clip NAME]
+        [--no-service] [--no-video]
 
 The earlier release is checked out with ``git worktree`` into a temporary
 folder and run from there with this tree's virtual environment (its
@@ -123,6 +124,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--requests", type=int, default=16, help="service requests per concurrency level")
     ap.add_argument("--no-service", action="store_true")
+    ap.add_argument("--no-video", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "release"
@@ -133,7 +135,8 @@ def main() -> int:
             trees = {"this": ROOT, args.against[:8]: old}
             clip, source = args.data / args.clip, args.data / SOURCE
             out = Path(tmp) / "out.mp4"
-            report_video(alternate(trees, args.repeat, lambda tree: video_run(tree, clip, source, out)))
+            if not args.no_video:
+                report_video(alternate(trees, args.repeat, lambda tree: video_run(tree, clip, source, out)))
             if not args.no_service:
                 report_service(alternate(trees, args.repeat, lambda tree: service_run(tree, args.data, args.requests)))
         finally:
