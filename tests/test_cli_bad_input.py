@@ -236,6 +236,13 @@ CASES = [
         1,
         ["cannot reach the broker", "127.0.0.1:1"],
     ),
+    # the device asked for is checked before anything else (CANN: no build of onnxruntime here has it)
+    (
+        "worker-missing-device",
+        ["worker", "--broker", "redis://127.0.0.1:1/0", "--storage", "{O}/st", "--execution-provider", "cann"],
+        1,
+        ["execution provider 'cann'", "not available", "--provider-fallback"],
+    ),
 ]
 
 
@@ -352,3 +359,14 @@ def test_ctrl_c_during_a_video_swap_leaves_nothing(tmp_path, faces_dir):
     assert proc.returncode in (130, -signal.SIGINT), (proc.returncode, stderr)
     assert "Traceback" not in stderr and stderr.strip().splitlines()[-1] == "interrupted", stderr
     assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_serve_refuses_a_missing_device_for_its_embedded_workers(tmp_path):
+    """Asked (in the settings) for an accelerator this machine lacks, ``serve``
+    says so in one line and exits before listening."""
+    import os
+
+    env = {**os.environ, "FACEWEAVE_RUNTIME__EXECUTION_PROVIDER": "cann"}
+    args = [sys.executable, "-m", "faceweave.cli", "serve", "--storage", str(tmp_path / "st"), "--port", "0"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+    assert_clean_error(proc, 1, "execution provider 'cann'", "not available")

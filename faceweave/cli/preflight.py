@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from faceweave.errors import InvalidOptionError
 
 if TYPE_CHECKING:
+    from faceweave.options import RuntimeOptions
     from faceweave.service.settings import S3Settings
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -168,3 +169,31 @@ def _read_pem(path: Path, flag: str) -> str:
         raise InvalidOptionError(f"{flag} {path}: is a folder; give a PEM file") from exc
     except OSError as exc:
         raise InvalidOptionError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from exc
+
+
+def check_device(runtime: RuntimeOptions) -> None:
+    """The accelerator the settings ask for answers: its ONNX Runtime
+    provider starts a one-node model on ``device_id`` (so a missing driver,
+    an onnxruntime build without the provider, or an absent device is one
+    line at start, and a scheduler can place the worker elsewhere).  Nothing
+    to check for the CPU, or with ``provider_fallback`` (the CPU is then
+    used, with a warning, when the device is missing).
+
+    Raises: :class:`ProviderError`."""
+    if runtime.execution_provider == "cpu" or runtime.provider_fallback:
+        return
+    from faceweave.runtime.backend import OnnxBackend
+    from faceweave.sessions import ModelSessions
+
+    provider = ModelSessions(runtime).provider
+    OnnxBackend(threads=1).load(_identity_model(), provider, label="the device check").close()
+
+
+def _identity_model() -> bytes:
+    """A one-node ONNX model (``y = x``, float ``[1]``), made in memory."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "device_check", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()

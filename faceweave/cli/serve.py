@@ -106,6 +106,8 @@ def serve_command(
             },
         )
         preflight.check_log_level(log_level)
+        if settings.workers:  # embedded workers run the models here
+            preflight.check_device(settings.runtime)
         preflight.check_storage(settings.storage)
         preflight.check_object_storage(settings.s3)
         preflight.check_database(settings.database_url)

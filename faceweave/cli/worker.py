@@ -157,6 +157,7 @@ def _checked_settings(config, overrides: dict, *, pool: str, log_level: str):
         raise InvalidOptionError(f"--pool must be one of {', '.join(POOLS)}; got {pool!r}")
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise InvalidOptionError(f"--log-level must be debug, info, warning or error; got {log_level!r}")
+    preflight.check_device(settings.runtime)
     preflight.check_storage(settings.storage)
     preflight.check_object_storage(settings.s3)
     preflight.check_database(settings.database_url)
