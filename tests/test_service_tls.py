@@ -123,3 +123,61 @@ def test_bad_tls_files_stop_serve_with_one_line(tmp_path, pems, cert, key, fragm
     args = ["serve", "--port", "0", "--storage", tmp_path / "st", "--tls-cert", paths[cert]]
     args += ["--tls-key", paths[key]] if key else []
     assert_clean_error(faceweave(*args), 2, *fragments)
+
+
+@pytest.mark.parametrize(
+    ("host", "path", "query", "expected"),
+    [
+        ("example.org", "/v1/jobs", "", "https://example.org:8443/v1/jobs"),
+        ("example.org:8080", "/r", "a=1&b=2", "https://example.org:8443/r?a=1&b=2"),
+        ("[::1]:80", "/", "", "https://[::1]:8443/"),
+        ("evil.org\r\nSet-Cookie: x", "/", "", None),
+        ("a b", "/", "", None),
+    ],
+)
+def test_the_redirect_goes_to_the_same_place_on_https(host, path, query, expected):
+    from faceweave.service.redirect import https_location
+
+    scope = {
+        "type": "http",
+        "headers": [(b"host", host.encode("latin-1"))],
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+    }
+    assert https_location(scope, 8443, "localhost") == expected
+
+
+def test_serve_redirects_plain_http_to_https_when_asked(tmp_path, pems):
+    import httpx
+
+    port, plain = _free_port(), _free_port()
+    args = ["serve", "--port", str(port), "--storage", str(tmp_path / "st"), "--workers", "0"]
+    args += ["--tls-cert", str(pems["cert"]), "--tls-key", str(pems["key"]), "--tls-redirect-port", str(plain)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "faceweave.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    trusted = ssl.create_default_context(cafile=str(pems["cert"]))
+    try:
+
+        def both_up():
+            assert proc.poll() is None, proc.communicate()[1]
+            try:
+                httpx.get(f"https://127.0.0.1:{port}/healthz", verify=trusted)
+                return httpx.get(f"http://127.0.0.1:{plain}/healthz?x=1")
+            except httpx.TransportError:
+                return None
+
+        answer = wait_for(both_up, what="the HTTPS server and the redirect listener", limit_s=90, every_s=0.2)
+        assert answer.status_code == 308
+        assert answer.headers["location"] == f"https://127.0.0.1:{port}/healthz?x=1"
+        followed = httpx.get(f"http://127.0.0.1:{plain}/healthz", verify=trusted, follow_redirects=True)
+        assert followed.status_code == 200 and followed.json() == {"status": "ok"}
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert proc.returncode is not None
+
+
+def test_a_redirect_port_needs_tls(tmp_path):
+    proc = faceweave("serve", "--port", "0", "--storage", tmp_path / "st", "--tls-redirect-port", "8081")
+    assert_clean_error(proc, 2, "tls_redirect_port needs tls_cert")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,6 +50,13 @@ _TlsCertFlag = Annotated[
 
 _TlsKeyFlag = Annotated[Path | None, typer.Option("--tls-key", metavar="FILE", help="PEM private key of --tls-cert.")]
 
+_TlsRedirectPortFlag = Annotated[
+    int | None,
+    typer.Option(
+        "--tls-redirect-port", metavar="PORT", help="With TLS: also answer plain HTTP here, redirecting to HTTPS."
+    ),
+]
+
 _WorkersFlag = Annotated[
     int | None, typer.Option("--workers", metavar="N", min=0, help="Embedded job workers (default 1).")
 ]
@@ -78,6 +87,7 @@ def serve_command(
     broker: _BrokerFlag = None,
     tls_cert: _TlsCertFlag = None,
     tls_key: _TlsKeyFlag = None,
+    tls_redirect_port: _TlsRedirectPortFlag = None,
     log_level: _LogLevelFlag = "info",
     verbose: _VerboseFlag = False,
 ) -> None:
@@ -103,6 +113,7 @@ def serve_command(
                 "broker": broker,
                 "tls_cert": tls_cert,
                 "tls_key": tls_key,
+                "tls_redirect_port": tls_redirect_port,
             },
         )
         preflight.check_log_level(log_level)
@@ -112,6 +123,8 @@ def serve_command(
         preflight.check_object_storage(settings.s3)
         preflight.check_database(settings.database_url)
         preflight.check_port_free(settings.host, settings.port)
+        if settings.tls_redirect_port is not None:
+            preflight.check_port_free(settings.host, settings.tls_redirect_port)
         preflight.check_tls(settings.tls_cert, settings.tls_key)
         built["app"], built["settings"] = create_app(settings), settings
         auth = "API keys/JWT" if settings.auth.required else "none (single local user)"
@@ -129,7 +142,42 @@ def serve_command(
     import uvicorn
 
     console.quiet_native_logging_env()
-    uvicorn.run(built["app"], **uvicorn_options(built["settings"], log_level=log_level, access_log=verbose))
+    settings = built["settings"]
+    with _https_redirect(settings, log_level=log_level):
+        uvicorn.run(built["app"], **uvicorn_options(settings, log_level=log_level, access_log=verbose))
+
+
+@contextmanager
+def _https_redirect(settings, *, log_level: str) -> Iterator[None]:
+    """With ``tls_redirect_port``: a plain-HTTP listener that redirects to
+    HTTPS, on its own thread (the main server keeps the signal handlers)
+    and stopped when the main server stops."""
+    if settings.tls_redirect_port is None:
+        yield
+        return
+    import threading
+
+    import uvicorn
+
+    from faceweave.service.redirect import HttpsRedirect
+
+    app = HttpsRedirect(settings.port, fallback_host=settings.host)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.tls_redirect_port,
+        lifespan="off",
+        log_level=log_level.lower(),
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="faceweave-https-redirect", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 def uvicorn_options(settings, *, log_level: str, access_log: bool) -> dict[str, Any]:

@@ -225,6 +225,9 @@ class ServiceSettings(_Settings):
     s3: S3Settings = S3Settings()
     tls_cert: Path | None = Field(None, description="PEM certificate (chain): serve HTTPS; needs tls_key")
     tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
+    tls_redirect_port: int | None = Field(
+        None, ge=1, le=65535, description="with TLS: also listen on this port (plain HTTP) and redirect to HTTPS (308)"
+    )
     database: str | None = Field(None, description="SQLAlchemy URL; default sqlite:///<storage>/jobs.db")
     workers: int = Field(1, ge=0, le=64, description="embedded job workers (0: this node runs no jobs)")
     sync_slots: int = Field(1, ge=0, le=64, description="models kept for POST /v1/swap (0: that endpoint answers 503)")
@@ -274,6 +277,8 @@ class ServiceSettings(_Settings):
     def _tls_pair(self) -> ServiceSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("give both tls_cert and tls_key (or neither)")
+        if self.tls_redirect_port is not None and (self.tls_cert is None or self.tls_redirect_port == self.port):
+            raise ValueError("tls_redirect_port needs tls_cert and tls_key, and a port other than the HTTPS port")
         return self
 
     @property
