@@ -249,3 +249,24 @@ def test_bad_s3_settings_stop_with_one_line(tmp_path, endpoint, strict_endpoint,
         env=env,
     )
     assert_clean_error(proc, 1, *fragments)
+
+
+def test_download_urls_name_the_public_endpoint(tmp_path, endpoint):
+    """The service reaches the bucket at one address (e.g. inside a cluster)
+    and clients at another: presigned URLs are signed for the public one,
+    and what they fetch is the object."""
+    import httpx
+
+    from faceweave.service.s3storage import S3Storage
+    from faceweave.service.settings import S3Settings
+
+    inside = endpoint.replace("127.0.0.1", "localhost")  # the service's own name for the server
+    public = S3Settings(url=f"s3://{BUCKET}/public", public_endpoint_url=endpoint, **_s3(inside))
+    storage = S3Storage(public, local=tmp_path / "local")
+    _client(endpoint).put_object(Bucket=BUCKET, Key="public/jobs/x/result-1.png", Body=b"png bytes")
+    url = storage.download_url("jobs/x/result-1.png", filename="r.png", media_type="image/png", expires_s=60)
+    assert url is not None and url.startswith(f"{endpoint}/{BUCKET}/public/jobs/x/result-1.png")
+    assert httpx.get(url).content == b"png bytes"
+    plain = S3Storage(S3Settings(url=f"s3://{BUCKET}/public", **_s3(inside)), local=tmp_path / "local2")
+    same = plain.download_url("jobs/x/result-1.png", filename="r.png", media_type="image/png", expires_s=60)
+    assert same is not None and same.startswith(inside)

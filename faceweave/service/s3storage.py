@@ -42,9 +42,10 @@ _MISSING = ("404", "NoSuchKey", "NotFound")
 _CREDENTIALS_HINT = "set s3.access_key_id and s3.secret_access_key, or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
 
 
-def s3_client(settings: S3Settings, *, attempts: int = 3) -> Any:
+def s3_client(settings: S3Settings, *, attempts: int = 3, endpoint_url: str | None = None) -> Any:
     """A boto3 S3 client: the explicit settings, else boto3's own chain
-    (environment, ``~/.aws``); region ``us-east-1`` when none is found."""
+    (environment, ``~/.aws``); region ``us-east-1`` when none is found.
+    ``endpoint_url`` replaces ``settings.endpoint_url`` (the public one, for signing)."""
     try:
         import boto3
         from botocore.config import Config
@@ -63,7 +64,10 @@ def s3_client(settings: S3Settings, *, attempts: int = 3) -> Any:
         s3={"addressing_style": settings.addressing_style},
     )
     return session.client(
-        "s3", endpoint_url=settings.endpoint_url, region_name=session.region_name or "us-east-1", config=config
+        "s3",
+        endpoint_url=endpoint_url or settings.endpoint_url,
+        region_name=session.region_name or "us-east-1",
+        config=config,
     )
 
 
@@ -139,6 +143,12 @@ class S3Storage(LocalStorage):
         self.settings = settings
         self.bucket, self.prefix = settings.bucket, settings.prefix
         self.client = client if client is not None else s3_client(settings)
+        #: signs download URLs for the endpoint clients reach (signing needs no network)
+        self.signer = (
+            s3_client(settings, endpoint_url=settings.public_endpoint_url)
+            if settings.public_endpoint_url
+            else (self.client)
+        )
         #: this process's working copies (``jobs/<id>/...`` as in the bucket)
         self.copies = self.scratch / f"s3-{os.getpid()}-{secrets.token_hex(4)}"
         self._users: dict[str, int] = {}
@@ -288,7 +298,7 @@ class S3Storage(LocalStorage):
             "ResponseContentDisposition": f'attachment; filename="{filename}"',
             "ResponseContentType": media_type,
         }
-        return str(self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=seconds))
+        return str(self.signer.generate_presigned_url("get_object", Params=params, ExpiresIn=seconds))
 
     def sweep(self, *, older_than_s: float, now: float | None = None) -> int:
         """Stale local uploads and scratch files, and multipart uploads that a

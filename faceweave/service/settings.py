@@ -182,6 +182,12 @@ class S3Settings(_Settings):
     endpoint_url: str | None = Field(
         None, pattern=r"^https?://", description="an S3-compatible server (MinIO, Ceph, ...); default AWS"
     )
+    public_endpoint_url: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="the endpoint clients reach (a CDN or the server's public name), for presigned download URLs;"
+        " default endpoint_url",
+    )
     region: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None
