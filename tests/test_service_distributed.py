@@ -189,10 +189,11 @@ def test_segments_join_opens_once_and_expired_segments_come_back(store):
 class Cluster:
     """Shared storage, a PostgreSQL database, the Redis broker and worker processes."""
 
-    def __init__(self, root: Path, database: str, broker: str) -> None:
+    def __init__(self, root: Path, database: str, broker: str, **more) -> None:
         self.root = root
         self.config = settings(
             root,
+            **more,
             database=database,
             broker=broker,
             lease_s=3.0,
@@ -207,8 +208,8 @@ class Cluster:
         self.config_file.write_text(self.config.model_dump_json(exclude={"auth", "runtime"}))
         self.workers: dict[str, subprocess.Popen] = {}
 
-    def start_worker(self, name: str) -> None:
-        env = {**os.environ, "FACEWEAVE_CONFIG": ""}
+    def start_worker(self, name: str, **env_more: str) -> None:
+        env = {**os.environ, "FACEWEAVE_CONFIG": "", **env_more}
         with open(self.root / f"{name}.log", "ab") as log:  # the worker keeps its own copy of the descriptor
             self.workers[name] = subprocess.Popen(
                 [
@@ -411,3 +412,80 @@ def test_queued_jobs_survive_an_api_restart_and_a_lost_broker(cluster, faces_dir
         cluster.start_worker("w3")
         states = [wait_state(client, job_id, ("succeeded", "failed"), limit_s=300.0) for job_id in ids]
     assert [(s["state"], s["attempts"], s["result"]["faces_swapped"]) for s in states] == [("succeeded", 1, 1)] * 3
+
+
+# ---------------------------------------------------------------- over S3
+S3_BUCKET = "faceweave-cluster"
+
+
+@pytest.fixture(scope="module")
+def s3_cluster(tmp_path_factory, redis, postgres) -> Iterator[tuple[Cluster, str]]:
+    """Two workers and the API sharing only the database, the broker and a
+    bucket on moto's S3 server: each keeps its working copies in its own folder."""
+    pytest.importorskip("boto3", reason="the s3 extra (boto3) is not installed")
+    moto_server = pytest.importorskip("moto.server", reason="moto[server] (test extra) is not installed")
+    import boto3
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    keys = {"access_key_id": "testing", "secret_access_key": "testing"}
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    ).create_bucket(Bucket=S3_BUCKET)
+    root = tmp_path_factory.mktemp("s3cluster")
+    made = Cluster(
+        root,
+        servers.new_database(postgres, "s3cluster"),
+        redis.url,
+        storage=f"s3://{S3_BUCKET}/c",
+        s3={"endpoint_url": endpoint, **keys},
+    )
+    try:
+        for name in ("w1", "w2"):
+            made.start_worker(name, FACEWEAVE_LOCAL_STORAGE=str(root / f"local-{name}"))
+        for name in ("w1", "w2"):
+            made.wait_ready(name)
+        yield made, endpoint
+    finally:
+        made.close()
+        server.stop()
+
+
+@pytest.mark.slow
+def test_a_split_video_over_s3_is_joined_and_served_by_a_presigned_url(s3_cluster, faces_dir, tmp_path):
+    import boto3
+    import httpx
+
+    from faceweave.video.io import probe_video
+
+    cluster, endpoint = s3_cluster
+    with running_app(cluster.config) as client:
+        created = client.post("/v1/jobs", files=_files(faces_dir, VIDEO, "clip.mp4"), data={"format": "mp4"})
+        assert created.status_code == 202, created.text
+        done = wait_state(client, created.json()["id"], ("succeeded", "failed", "cancelled"), limit_s=400.0)
+        assert done["state"] == "succeeded", done
+        assert done["result"]["segments"] >= 2
+        redirect = client.get(done["links"]["result"], follow_redirects=False)
+        assert redirect.status_code == 307
+        output = tmp_path / "joined.mp4"
+        output.write_bytes(httpx.get(redirect.headers["location"]).content)
+    assert probe_video(output).frame_count == probe_video(faces_dir / VIDEO).frame_count
+    bucket = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    keys = sorted(o["Key"] for o in bucket.list_objects_v2(Bucket=S3_BUCKET, Prefix="c/").get("Contents", ()))
+    job = done["id"]
+    assert keys == [f"c/jobs/{job}/preview-1.png", f"c/jobs/{job}/result-1.mp4"]  # parts and inputs gone
+    for name in ("w1", "w2"):  # nothing of the job left in the workers' own folders
+        left = [p for p in (cluster.root / f"local-{name}").rglob("*") if p.is_file() and job in str(p)]
+        assert left == []
