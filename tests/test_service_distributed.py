@@ -442,7 +442,7 @@ def s3_cluster(tmp_path_factory, redis, postgres) -> Iterator[tuple[Cluster, str
     made = Cluster(
         root,
         servers.new_database(postgres, "s3cluster"),
-        redis.url,
+        redis.url.rsplit("/", 1)[0] + "/1",  # its own queue: the other cluster's workers must not take its tasks
         storage=f"s3://{S3_BUCKET}/c",
         s3={"endpoint_url": endpoint, **keys},
     )
