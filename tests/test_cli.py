@@ -237,3 +237,26 @@ def test_video_output_for_an_audio_only_target_says_what_it_is(tmp_path, faces_d
     proc = faceweave("swap", "-s", faces_dir / "single/biden2.jpg", "-t", audio, "-o", out)
     assert_clean_error(proc, 2, "no video stream")
     assert not out.exists()
+
+
+def test_run_app_reports_an_abort_and_lets_an_exit_through():
+    """click's Abort (Ctrl-C at a prompt) is "interrupted", and an exit a
+    command raises itself (typer's after a broken pipe) is not a traceback
+    from the exception matching."""
+    import pytest
+    import typer
+
+    from faceweave.cli.console import EXIT_INTERRUPTED, run_app
+
+    app = typer.Typer()
+
+    @app.command()
+    def main(stop: str = "abort") -> None:
+        if stop == "abort":
+            raise typer.Abort()
+        raise SystemExit(3)
+
+    assert run_app(app, []) == EXIT_INTERRUPTED
+    with pytest.raises(SystemExit) as caught:
+        run_app(app, ["--stop", "exit"])
+    assert caught.value.code == 3

@@ -133,6 +133,8 @@ def run_app(app: object, argv: list[str] | None = None, *, prog_name: str = "fac
 
     # click's exceptions, wherever this typer takes click from (0.2x vendors it)
     clicks = (getattr(typer.core, "_click", None) or importlib.import_module("click")).exceptions
+    # Ctrl-C at a prompt: click's Abort, which typer 0.2x keeps in typer.exceptions
+    abort = getattr(clicks, "Abort", None) or importlib.import_module("typer.exceptions").Abort
     command = typer.main.get_command(app)  # type: ignore[arg-type]
     try:
         result = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
@@ -147,7 +149,7 @@ def run_app(app: object, argv: list[str] | None = None, *, prog_name: str = "fac
             f"[bold red]error:[/] {escape(text + hint)}", highlight=False, markup=True, soft_wrap=True
         )
         return exc.exit_code
-    except clicks.Abort:
+    except abort:
         Console(stderr=True).print("interrupted", highlight=False, markup=False)
         return EXIT_INTERRUPTED
     return result if isinstance(result, int) else EXIT_OK
