@@ -36,6 +36,9 @@ def test_every_overlay_renders_the_whole_deployment(rendered):
     _, resources = rendered
     kinds = sorted((r["kind"], r["metadata"]["name"]) for r in resources)
     assert kinds == [
+        ("ConfigMap", "faceweave-grafana-dashboards"),  # monitoring: deploy/grafana, deploy/prometheus
+        ("ConfigMap", "faceweave-prometheus"),
+        ("ConfigMap", "faceweave-prometheus-rules"),
         ("ConfigMap", "faceweave-settings"),
         ("Deployment", "faceweave-api"),
         ("Deployment", "faceweave-worker"),
@@ -181,7 +184,7 @@ def test_grafana_dashboard_queries_real_metrics():
 
     from faceweave.service.metrics import Metrics
 
-    dashboard = json.loads((dm.DEPLOY / "compose" / "grafana" / "dashboards" / "faceweave.json").read_text())
+    dashboard = json.loads((dm.DEPLOY / "grafana" / "dashboards" / "faceweave.json").read_text())
     exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
     names = {m.name for m in Metrics().registry.collect()}
     used = set(re.findall(r"faceweave_[a-z_]+", exprs))
