@@ -76,6 +76,13 @@ class OutputError(FaceweaveError):
     code = "output_error"
 
 
+class DeviceFaultError(FaceweaveError):
+    """The accelerator (or the CPU runtime) a worker runs on failed its
+    self-test: the job is handed to another worker, this one is unhealthy."""
+
+    code = "device_fault"
+
+
 class ModelNotFoundError(ModelError):
     """A model name is unknown, or its file is not present (and may not be downloaded)."""
 

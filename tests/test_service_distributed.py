@@ -14,16 +14,13 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tests import servers
+from tests.cluster import Cluster
 from tests.service_fixtures import running_app, settings, wait_for, wait_state
 from tests.test_service_store import (  # noqa: F401 - the same contract, run here on PostgreSQL
     test_cancel_makes_the_heartbeat_fail,
@@ -38,7 +35,6 @@ from tests.test_service_store import (  # noqa: F401 - the same contract, run he
 
 VIDEO = "video/lp_d18_talking_face.mp4"  # 7.2 s, 30 fps, AAC audio
 LONG_JOB = "video/short_hamilton_clip.mp4"  # no audio; 0-2.5 s is one segment of 75 frames
-WORKER = "import typer; from faceweave.cli.worker import worker_command; typer.run(worker_command)"
 
 
 def _need_servers() -> None:
@@ -98,6 +94,9 @@ def test_postgresql_urls_use_psycopg_3(tmp_path, database, url):
         (["--broker", "redis://127.0.0.1:1/0", "--pool", "gevent"], "--pool must be one of prefork, solo, threads"),
         (["--broker", "redis://127.0.0.1:1/0", "--log-level", "loud"], "--log-level must be"),
         (["--broker", "redis://127.0.0.1:1/0", "--execution-provider", "cuda", "--device-id", "99"], "device_id"),
+        (["--broker", "redis://127.0.0.1:1/0", "--max-idle", "soon"], "--max-idle must be a time above zero"),
+        (["--broker", "redis://127.0.0.1:1/0", "--max-idle", "-5m"], "--max-idle must be a time above zero"),
+        (["--broker", "redis://127.0.0.1:1/0", "--device-monitor", "tpu"], "--device-monitor must be one of"),
     ],
 )
 def test_worker_command_refuses_bad_options_in_one_line(tmp_path, monkeypatch, capfd, args, message):
@@ -114,6 +113,35 @@ def test_worker_command_refuses_bad_options_in_one_line(tmp_path, monkeypatch, c
     stderr = capfd.readouterr().err.strip()
     assert result.exit_code == 2, stderr
     assert stderr.startswith("error: ") and len(stderr.splitlines()) == 1 and message in stderr, stderr
+
+
+def test_a_health_port_in_use_is_one_clear_line(tmp_path, monkeypatch, capfd):
+    import socket
+
+    import typer
+    from typer.testing import CliRunner
+
+    from faceweave.cli.worker import worker_command
+
+    monkeypatch.delenv("FACEWEAVE_CONFIG", raising=False)
+    app = typer.Typer()
+    app.command()(worker_command)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = ["--broker", "redis://127.0.0.1:1/0", "--health-port", str(port), "--storage", str(tmp_path / "s")]
+        result = CliRunner().invoke(app, args)
+    stderr = capfd.readouterr().err.strip()
+    assert result.exit_code == 2 and len(stderr.splitlines()) == 1, stderr
+    assert f"--health-port {port}: the port is already in use" in stderr
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("5m", 300.0), ("90s", 90.0), ("300", 300.0), ("1.5h", 5400.0)])
+def test_max_idle_reads_seconds_minutes_and_hours(text, seconds):
+    from faceweave.cli.worker import parse_duration
+
+    assert parse_duration(text, flag="--max-idle") == seconds
 
 
 # ---------------------------------------------------------------- the store on PostgreSQL
@@ -186,83 +214,6 @@ def test_segments_join_opens_once_and_expired_segments_come_back(store):
 
 
 # ---------------------------------------------------------------- the cluster
-class Cluster:
-    """Shared storage, a PostgreSQL database, the Redis broker and worker processes."""
-
-    def __init__(self, root: Path, database: str, broker: str, **more) -> None:
-        self.root = root
-        self.config = settings(
-            root,
-            **more,
-            database=database,
-            broker=broker,
-            lease_s=3.0,
-            sweep_interval_s=1.0,
-            progress_interval_s=0.2,
-            segment_frames=40,
-            segments=4,
-            max_attempts=3,
-            watermark=False,
-        )
-        self.config_file = root / "settings.json"
-        self.config_file.write_text(self.config.model_dump_json(exclude={"auth", "runtime"}))
-        self.workers: dict[str, subprocess.Popen] = {}
-
-    def start_worker(self, name: str, **env_more: str) -> None:
-        env = {**os.environ, "FACEWEAVE_CONFIG": "", **env_more}
-        with open(self.root / f"{name}.log", "ab") as log:  # the worker keeps its own copy of the descriptor
-            self.workers[name] = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    WORKER,
-                    "--config",
-                    str(self.config_file),
-                    "--name",
-                    f"{name}@test",
-                    "--concurrency",
-                    "1",
-                    "--pool",
-                    "prefork",
-                    "--log-level",
-                    "info",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=env,
-                cwd=str(Path(__file__).parents[1]),
-            )
-
-    def wait_ready(self, name: str) -> None:
-        log = self.root / f"{name}.log"
-
-        def ready() -> bool:
-            if self.workers[name].poll() is not None:
-                raise AssertionError(f"worker {name} exited: {log.read_text(errors='replace')[-3000:]}")
-            return "model slot(s) warmed up" in log.read_text(errors="replace")
-
-        wait_for(ready, what=f"worker {name} to load its models", limit_s=180.0, every_s=0.2)
-
-    def kill(self, name: str) -> None:
-        process = self.workers.pop(name)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-    def stop(self, name: str) -> None:
-        process = self.workers.pop(name)
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-    def close(self) -> None:
-        for name in list(self.workers):
-            self.kill(name)
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, redis, postgres) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cluster")

@@ -1,19 +1,21 @@
 """The Celery worker's health endpoints (``faceweave worker --health-port``):
-``/healthz`` answers while the main process runs, ``/readyz`` once every task
-process (forked, as Celery's prefork pool does) has marked its models warm,
-and again 503 when one has gone."""
+``/healthz`` answers while the main process runs (503 after a device fault),
+``/readyz`` once every task process (forked, as Celery's prefork pool does)
+has marked its models warm, and again 503 when one has gone, after a fault
+and while draining; ``/metrics`` gathers what the forked processes counted."""
 
 from __future__ import annotations
 
 import json
-import logging
 import multiprocessing
 import socket
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
+from faceweave.service.distributed.fleet import WorkerState
 from faceweave.service.distributed.health import HealthServer, WorkerReadiness
 from faceweave.service.distributed.worker_main import _start_health
 
@@ -28,10 +30,10 @@ def _get(port: int, path: str) -> tuple[int, dict]:
 
 @pytest.fixture
 def served():
-    readiness = WorkerReadiness(2)
-    server = HealthServer(readiness, host="127.0.0.1", port=0)
+    state = WorkerState(2)
+    server = HealthServer(state, host="127.0.0.1", port=0)
     server.start()
-    yield readiness, server.port
+    yield state.readiness, server.port
     server.close()
 
 
@@ -76,7 +78,7 @@ def test_readiness_follows_the_forked_task_processes(served):
         ("HEAD", "/healthz", 200),
         ("GET", "/readyz", 503),
         ("GET", "/healthz?probe=1", 200),
-        ("GET", "/metrics", 404),
+        ("GET", "/metrics", 404),  # a server made without metrics
         ("GET", "/", 404),
     ],
 )
@@ -103,13 +105,101 @@ def test_expected_processes_are_checked(expected, error):
             WorkerReadiness(expected)
 
 
-def test_a_taken_port_is_logged_and_the_worker_runs_without(caplog):
+def test_a_taken_port_raises_and_no_port_runs_no_server():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with caplog.at_level(logging.WARNING, logger="faceweave.service.distributed"):
-            assert _start_health(WorkerReadiness(1), host="127.0.0.1", port=port) is None
-    assert f"not started on 127.0.0.1:{port}" in caplog.text
-    assert _start_health(WorkerReadiness(1), host="127.0.0.1", port=None) is None
-    assert _start_health(WorkerReadiness(1), host="127.0.0.1", port=0) is None
+        with pytest.raises(OSError):
+            _start_health(WorkerState(1), host="127.0.0.1", port=port)
+    assert _start_health(WorkerState(1), host="127.0.0.1", port=None) is None
+    assert _start_health(WorkerState(1), host="127.0.0.1", port=0) is None
+
+
+def test_a_device_fault_and_draining_turn_the_probes_to_503():
+    state = WorkerState(1)
+    server = HealthServer(state, host="127.0.0.1", port=0)
+    server.start()
+    try:
+        state.readiness.mark_ready()
+        assert _get(server.port, "/readyz")[0] == 200
+        state.start_draining()
+        assert _get(server.port, "/readyz") == (
+            503,
+            {"ready": False, "processes_ready": 1, "processes": 1, "draining": True},
+        )
+        assert _get(server.port, "/healthz") == (200, {"status": "ok"})  # shutting down is not a failure
+        state.mark_faulty("self-test failed: RuntimeError: CUDA error 700")
+        state.mark_faulty("a second fault does not replace the first")
+        assert _get(server.port, "/healthz") == (
+            503,
+            {"status": "unhealthy", "fault": "self-test failed: RuntimeError: CUDA error 700"},
+        )
+        assert _get(server.port, "/readyz")[1]["fault"].startswith("self-test failed")
+    finally:
+        server.close()
+        state.readiness.mark_gone()
+
+
+def _count_in_child(folder: str, done) -> None:
+    from faceweave.service.distributed.telemetry import WorkerMetrics
+
+    metrics = WorkerMetrics()
+    began = metrics.task_started("image", queued_s=0.3)
+    metrics.work_done(faces=2, timings_ms={"detect": 12.0, "mesh": 3.0, "swap": 40.0, "unknown": 1.0})
+    metrics.task_ended("image", "succeeded", began)
+    began = metrics.task_started("video")
+    metrics.work_done(frames=10, faces=10, timings_ms={"decode": 50.0, "encode": 20.0})
+    metrics.task_ended("video", "failed", began, code="unreadable_file")
+    metrics.models_loaded({"analysis": 0.2}, {"pipeline": 0.1})
+    done.set()
+
+
+def test_metrics_counted_in_forked_processes_are_served_by_the_main_process():
+    """prometheus_client's multiprocess mode: a child forked after the folder
+    was set counts; the main process's /metrics serves the sums, and the state."""
+    import subprocess
+    import sys
+
+    # a fresh interpreter: prometheus_client must be imported after the folder is set
+    script = f"""
+import multiprocessing, os, sys, urllib.request
+os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+from faceweave.service.distributed.telemetry import metrics_folder
+folder = metrics_folder()
+sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
+from tests.test_worker_health import _count_in_child
+from faceweave.service.distributed.fleet import WorkerState
+state = WorkerState(1)
+ctx = multiprocessing.get_context("fork")
+for _ in range(2):
+    done = ctx.Event()
+    child = ctx.Process(target=_count_in_child, args=(str(folder), done))
+    child.start(); child.join(30)
+from faceweave.service.distributed.health import HealthServer
+from faceweave.service.distributed.telemetry import exposition
+server = HealthServer(state, host="127.0.0.1", port=0, metrics=lambda: exposition(state, None, folder))
+server.start()
+with urllib.request.urlopen(f"http://127.0.0.1:{{server.port}}/metrics", timeout=5) as answer:
+    sys.stdout.write(answer.read().decode())
+server.close()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    for line in (
+        'faceweave_jobs_started_total{kind="image"} 2.0',
+        'faceweave_jobs_finished_total{kind="image",state="succeeded"} 2.0',
+        'faceweave_jobs_failed_total{code="unreadable_file",kind="video"} 2.0',
+        "faceweave_frames_processed_total 20.0",
+        "faceweave_faces_swapped_total 24.0",
+        'faceweave_stage_seconds_count{stage="detect"} 2.0',
+        'faceweave_stage_seconds_sum{stage="detect"} 0.03',
+        'faceweave_stage_seconds_sum{stage="decode"} 0.01',  # 50 ms over 10 frames, twice
+        'faceweave_model_load_seconds{model="analysis"} 0.2',
+        "faceweave_job_queued_seconds_count 2.0",
+        "faceweave_worker_healthy{worker=\"\"} 1.0",
+        "faceweave_worker_busy{worker=\"\"} 0.0",
+    ):
+        assert line in text, (line, text)
+    assert 'faceweave_job_run_seconds_bucket{kind="image",le="+Inf"} 2.0' in text

@@ -76,7 +76,7 @@ def check_database(url: str) -> None:
         ) from exc
 
 
-def check_port_free(host: str, port: int) -> None:
+def check_port_free(host: str, port: int, *, flag: str = "--port") -> None:
     """Raise :class:`InvalidOptionError` when ``host:port`` cannot be listened on
     (in use, or not an address of this machine).  Port 0 (any free port) passes."""
     if port == 0:
@@ -93,14 +93,14 @@ def check_port_free(host: str, port: int) -> None:
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise InvalidOptionError(
-                    f"--port {port}: the port is already in use on {host}; stop the other server or choose another port"
+                    f"{flag} {port}: the port is already in use on {host}; stop the other server or choose another port"
                 ) from exc
             if exc.errno == errno.EACCES:
                 raise InvalidOptionError(
-                    f"--port {port}: not allowed to listen on it (ports below 1024 need privileges)"
+                    f"{flag} {port}: not allowed to listen on it (ports below 1024 need privileges)"
                 ) from exc
             raise InvalidOptionError(
-                f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and --port"
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and {flag}"
             ) from exc
 
 

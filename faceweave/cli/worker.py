@@ -73,7 +73,25 @@ _HealthPortFlag = Annotated[
         metavar="PORT",
         min=0,
         max=65535,
-        help="HTTP /healthz and /readyz for probes, on the settings' host (default 8001; 0: none).",
+        help="HTTP /healthz, /readyz and /metrics, on the settings' host (default 8001; 0: none).",
+    ),
+]
+
+_MaxIdleFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--max-idle",
+        metavar="TIME",
+        help="Exit cleanly (code 0) after this long without a job, e.g. 5m, 90s, 1h (scale to zero).",
+    ),
+]
+
+_DeviceMonitorFlag = Annotated[
+    str,
+    typer.Option(
+        "--device-monitor",
+        metavar="KIND",
+        help="Device metrics: auto (default), nvidia, ascend, cambricon, host or none.",
     ),
 ]
 
@@ -93,10 +111,13 @@ def worker_command(
     device_id: _DeviceIdFlag = None,
     name: _NameFlag = None,
     health_port: _HealthPortFlag = 8001,
+    max_idle: _MaxIdleFlag = None,
+    device_monitor: _DeviceMonitorFlag = "auto",
     log_level: _LogLevelFlag = "info",
     verbose: _VerboseFlag = False,
 ) -> None:
-    """Take jobs from the broker until stopped (SIGTERM or Ctrl-C finish the running jobs first).
+    """Take jobs from the broker until stopped (SIGTERM or Ctrl-C: running photos are finished,
+    running video work goes back to the queue) or idle for --max-idle.
 
     Models are loaded and warmed up once per worker process before it takes a job.
     Settings come from defaults < --config FILE < FACEWEAVE_* variables < these flags.
@@ -112,7 +133,11 @@ def worker_command(
             "runtime.execution_provider": execution_provider,
             "runtime.device_id": device_id,
         }
-        built["settings"] = _checked_settings(config, overrides, pool=pool, log_level=log_level)
+        built["max_idle_s"] = parse_duration(max_idle, flag="--max-idle") if max_idle is not None else None
+        _check_monitor(device_monitor)
+        built["settings"] = _checked_settings(
+            config, overrides, pool=pool, log_level=log_level, health_port=health_port
+        )
         runtime = built["settings"].runtime
         device = (
             runtime.execution_provider
@@ -139,11 +164,43 @@ def worker_command(
         node=name,
         loglevel=log_level.upper(),
         health_port=health_port,
+        max_idle_s=built["max_idle_s"],
+        device_monitor=device_monitor,
     )
     raise typer.Exit(code)
 
 
-def _checked_settings(config, overrides: dict, *, pool: str, log_level: str):
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str, *, flag: str) -> float:
+    """Seconds in ``text``: a number with an optional unit s, m or h ("5m", "90s", "300", "1.5h").
+
+    Raises:
+        InvalidOptionError: not such a duration, or not above zero.
+    """
+    from faceweave.errors import InvalidOptionError
+
+    value = text.strip().lower()
+    unit = value[-1:] if value[-1:] in ("s", "m", "h") else ""
+    try:
+        seconds = float(value[: len(value) - len(unit)]) * _UNITS[unit]
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+        raise InvalidOptionError(f"{flag} must be a time above zero such as 5m, 90s or 1h; got {text!r}")
+    return seconds
+
+
+def _check_monitor(kind: str) -> None:
+    from faceweave.errors import InvalidOptionError
+
+    kinds = ("auto", "nvidia", "ascend", "cambricon", "host", "none")
+    if kind not in kinds:
+        raise InvalidOptionError(f"--device-monitor must be one of {', '.join(kinds)}; got {kind!r}")
+
+
+def _checked_settings(config, overrides: dict, *, pool: str, log_level: str, health_port: int = 0):
     """The worker's settings, its flags checked, and the storage, database and
     broker reached once now (a bad one is one clear line, not a retry loop)."""
     from faceweave.errors import InvalidOptionError
@@ -157,6 +214,8 @@ def _checked_settings(config, overrides: dict, *, pool: str, log_level: str):
         raise InvalidOptionError(f"--pool must be one of {', '.join(POOLS)}; got {pool!r}")
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise InvalidOptionError(f"--log-level must be debug, info, warning or error; got {log_level!r}")
+    if health_port:
+        preflight.check_port_free(settings.host, health_port, flag="--health-port")
     preflight.check_device(settings.runtime)
     preflight.check_storage(settings.storage)
     preflight.check_object_storage(settings.s3)

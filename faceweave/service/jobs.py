@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -58,6 +58,8 @@ class RunConfig:
     hide: tuple[str, ...] = ()
     #: where neural models run on this worker (execution provider, device, model folder)
     runtime: RuntimeOptions = RuntimeOptions()
+    #: workers a job may be handed to after device faults before it fails (the poison-job guard)
+    max_attempts: int = 3
 
     def video_options(self, options: VideoOptions, provenance: Provenance | None) -> VideoOptions:
         """``options`` with ``provenance`` (watermark and label every frame) and
@@ -85,19 +87,23 @@ class RunConfig:
             watermark=settings.watermark,
             hide=(str(storage.root), *model_folders(settings.runtime)),
             runtime=settings.runtime,
+            max_attempts=settings.max_attempts,
         )
 
 
 @dataclass(frozen=True)
 class JobOutcome:
-    """How a job run ended: ``state`` is succeeded, failed, or ``released``
-    (stopped, cancelled or taken away: someone else decides)."""
+    """How a job run ended: ``state`` is succeeded, failed, ``released``
+    (stopped, cancelled or taken away: someone else decides) or ``handed_back``
+    (a device fault: back in the queue for another worker)."""
 
     state: str
     seconds: float
     output: str | None = None
     error_code: str | None = None
     result: JobResult | None = None
+    #: milliseconds by pipeline step (the photo's, or summed over the video's frames)
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
 
 
 class ProgressSink(Protocol):
@@ -116,15 +122,21 @@ def swap_image(
     options: JobOptions,
     output: Path,
     provenance: Provenance | None,
+    timings: dict[str, float] | None = None,
 ) -> ImageResult:
-    """Swap one photo into ``output`` (marked by the library with ``provenance``, and labelled)."""
+    """Swap one photo into ``output`` (marked by the library with ``provenance``,
+    and labelled); ``timings`` gets the milliseconds of each pipeline step."""
     result = swapper.swap(
         [storage.resolve(p) for p in inputs.sources],
         storage.resolve(inputs.target),
         reference=storage.resolve(inputs.reference) if inputs.reference else None,
         provenance=provenance,
     )
+    began = time.perf_counter()
     result.save(output, quality=options.quality or 95)
+    if timings is not None:
+        timings.update(result.timings_ms)
+        timings["encode"] = timings.get("encode", 0.0) + (time.perf_counter() - began) * 1000.0
     return ImageResult(
         width=int(result.image.shape[1]),
         height=int(result.image.shape[0]),
@@ -171,9 +183,11 @@ def swap_video(
     paths: VideoPaths,
     progress: ProgressSink,
     stop: threading.Event,
+    timings: dict[str, float] | None = None,
 ) -> VideoResult:
     """Swap a video into ``paths.output`` (``options`` carry the provenance and
-    limits), writing the preview first unless ``stop`` is set already."""
+    limits), writing the preview first unless ``stop`` is set already;
+    ``timings`` gets the milliseconds of each step, summed over the frames."""
     from faceweave.video.pipeline import VideoSwapper
 
     target = storage.resolve(inputs.target)
@@ -202,6 +216,8 @@ def swap_video(
         stop=stop,
         mapping=people,
     )
+    if timings is not None:
+        timings.update(report.timings_ms)
     return VideoResult(
         frames=report.frames,
         frames_with_swap=report.frames_with_swap,

@@ -40,6 +40,11 @@ class Metrics:
         self.errors = Counter("faceweave_errors", "Errors answered or met by jobs, by code", ["code"], registry=r)
         self.jobs = Gauge("faceweave_jobs", "Jobs in the store by state", ["state"], registry=r)
         self.queue_depth = Gauge("faceweave_queue_depth", "Jobs waiting for a worker", registry=r)
+        self.queue_age = Gauge(
+            "faceweave_queue_oldest_age_seconds",
+            "Age of the oldest queued job (0 when none waits): the autoscaling signal",
+            registry=r,
+        )
         self.jobs_finished = Counter("faceweave_jobs_finished", "Jobs finished", ["kind", "state"], registry=r)
         self.job_seconds = Histogram(
             "faceweave_job_run_seconds", "Time a worker spent on a job", ["kind"], buckets=_JOB_BUCKETS, registry=r
@@ -55,11 +60,14 @@ class Metrics:
         self.busy = Counter("faceweave_worker_busy_seconds", "Seconds workers spent running jobs", registry=r)
         self.workers = Gauge("faceweave_workers", "Embedded workers", ["state"], registry=r)
 
-    def render(self, job_counts: dict[str, int] | None = None) -> bytes:
+    def render(self, job_counts: dict[str, int] | None = None, *, oldest_queued: float | None = None) -> bytes:
+        """The exposition; ``job_counts`` and ``oldest_queued`` (a submission
+        time, seconds since the epoch) are read from the store by the caller."""
         if job_counts is not None:
             for state, count in job_counts.items():
                 self.jobs.labels(state=state).set(count)
             self.queue_depth.set(job_counts.get("queued", 0))
+        self.queue_age.set(0.0 if oldest_queued is None else max(0.0, time.time() - oldest_queued))
         return generate_latest(self.registry)
 
 

@@ -10,15 +10,27 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from faceweave.errors import NotReadyError
 from faceweave.options import SwapOptions
 
 if TYPE_CHECKING:
     from faceweave.pipeline import FaceSwapper
+
+
+@dataclass(frozen=True)
+class ModelTimes:
+    """Seconds each model took to load and to warm up (by model name)."""
+
+    load_s: dict[str, float] = field(default_factory=dict)
+    warmup_s: dict[str, float] = field(default_factory=dict)
 
 
 class JobModels:
@@ -34,6 +46,32 @@ class JobModels:
     def prepare(self) -> float:
         """Load and warm up the models; returns the milliseconds it took."""
         return self.swapper(SwapOptions()).prepare()
+
+    def prepare_timed(self, options: SwapOptions | None = None) -> ModelTimes:
+        """:meth:`prepare`, timed per model: the analysis models (detector,
+        mesh, embedder), the swapper, the occluders and every neural model
+        the swapper opened (their own load and warm-up records)."""
+        swapper = self.swapper(options or SwapOptions())
+        times = ModelTimes()
+
+        def timed(into: dict[str, float], name: str, work) -> None:
+            began = time.perf_counter()
+            work()
+            into[name] = into.get(name, 0.0) + time.perf_counter() - began
+
+        timed(times.load_s, "analysis", lambda: self.analyser.prepare(embeddings=True))
+        timed(times.warmup_s, "analysis", lambda: self.analyser.analyse(np.zeros((64, 64, 3), np.uint8)))
+        timed(times.load_s, f"swapper:{swapper.options.swapper}", swapper.swapper.prepare)
+        timed(times.load_s, "occluders", swapper.occluders.prepare)
+        for record in swapper.sessions.loads():
+            times.load_s[str(record["model"])] = float(record["load_ms"]) / 1000.0
+            times.warmup_s[str(record["model"])] = float(record["warmup_ms"]) / 1000.0
+        return times
+
+    @property
+    def options(self) -> SwapOptions | None:
+        """The options of the swapper built last (the running job's)."""
+        return self._options
 
     def swapper(self, options: SwapOptions) -> FaceSwapper:
         """A :class:`FaceSwapper` with ``options`` sharing this object's analyser."""

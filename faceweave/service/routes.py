@@ -84,7 +84,8 @@ async def readyz(service: ServiceDep) -> Readiness:
 @router.get("/metrics", tags=["health"], response_class=PlainTextResponse)
 async def metrics(service: ServiceDep) -> Response:
     counts = await run_in_threadpool(service.store.counts)
-    return Response(service.metrics.render(counts), media_type=METRICS_CONTENT_TYPE)
+    oldest = await run_in_threadpool(service.store.oldest_queued)
+    return Response(service.metrics.render(counts, oldest_queued=oldest), media_type=METRICS_CONTENT_TYPE)
 
 
 # ------------------------------------------------------------------ uploads

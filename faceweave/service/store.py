@@ -197,6 +197,12 @@ class JobStore:
         out.update({state: int(n) for state, n in rows})
         return out
 
+    def oldest_queued(self) -> float | None:
+        """When the oldest queued job was submitted (seconds since the epoch); ``None`` when none waits."""
+        with self.engine.connect() as conn:
+            oldest = conn.execute(select(func.min(JobRow.created_at)).where(JobRow.state == "queued")).scalar()
+        return None if oldest is None else float(oldest)
+
     # -- the worker's side ---------------------------------------------------
     def claim(self, worker_id: str, *, lease_s: float, now: float | None = None) -> JobRecord | None:
         """Atomically take the oldest queued job for ``worker_id``; ``None`` when
@@ -306,6 +312,52 @@ class JobStore:
                 ).rowcount
                 == 1
             )
+
+    def hand_back(
+        self,
+        job_id: str,
+        *,
+        worker_id: str,
+        attempt: int,
+        code: str,
+        message: str,
+        max_attempts: int,
+        ttl_s: float,
+        now: float | None = None,
+    ) -> str:
+        """After a device fault: the held job back to the queue for another
+        worker, the attempt counted and the fault recorded; or, once it has used
+        ``max_attempts`` (it faulted every worker it met: a poison job), failed
+        with the reason.  Returns ``"queued"``, ``"failed"`` or ``"lost"`` (not
+        this worker's any more)."""
+        now = time.time() if now is None else now
+        failed = dict(
+            state="failed",
+            finished_at=now,
+            expires_at=now + ttl_s,
+            lease_expires=None,
+            eta_s=None,
+            error_code=code,
+            error_message=f"failed on {attempt} worker(s) in a row; the last: {message}",
+        )
+        queued = dict(
+            state="queued",
+            worker_id=None,
+            lease_expires=None,
+            progress=0.0,
+            frames_done=0,
+            eta_s=None,
+            preview_path=None,
+            error_code=code,
+            error_message=f"handed back to the queue: {message}",
+        )
+        with self.engine.begin() as conn:
+            held = _held(job_id, worker_id, attempt)
+            if conn.execute(update(JobRow).where(*held, JobRow.attempts >= max_attempts).values(**failed)).rowcount:
+                return "failed"
+            if conn.execute(update(JobRow).where(*held).values(**queued)).rowcount:
+                return "queued"
+        return "lost"
 
     # -- the API's side ------------------------------------------------------
     def cancel(self, job_id: str, *, owner: str, ttl_s: float, now: float | None = None) -> bool:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from faceweave.errors import DeviceFaultError
 from faceweave.service.errors import job_error
 from faceweave.service.jobdata import JobResult, JobState, VideoResult
 from faceweave.service.jobs import (
@@ -89,6 +91,10 @@ class _Heartbeat:
             self.stop.set()
 
 
+#: ``fault_check(error) -> DeviceFaultError | None`` (see :func:`run_job`)
+FaultCheck = Callable[[BaseException], "DeviceFaultError | None"]
+
+
 def run_job(
     job: JobRecord,
     models: JobModels,
@@ -100,14 +106,29 @@ def run_job(
     stop: threading.Event | None = None,
     metrics: Metrics | None = None,
     audit: AuditLog | None = None,
+    fault_check: FaultCheck | None = None,
 ) -> JobOutcome:
     """Run one claimed job (``job`` as returned by :meth:`JobStore.claim`) and
     record its outcome.  ``config``: :class:`RunConfig`'s defaults when not given;
-    ``metrics`` and ``audit`` are optional."""
+    ``metrics`` and ``audit`` are optional.
+
+    ``fault_check(error)`` is asked about an error the job ended with: a
+    :class:`DeviceFaultError` it returns means the device failed (its
+    self-test), not the job, so the job is handed back to the queue
+    (:meth:`JobStore.hand_back`) instead of failed."""
     config = config or RunConfig()
     with storage.workspace(job.id):  # an object store's local copies go when the run ends
         return _run(
-            job, models, store, storage, worker_id=worker_id, config=config, stop=stop, metrics=metrics, audit=audit
+            job,
+            models,
+            store,
+            storage,
+            worker_id=worker_id,
+            config=config,
+            stop=stop,
+            metrics=metrics,
+            audit=audit,
+            fault_check=fault_check,
         )
 
 
@@ -122,6 +143,7 @@ def _run(
     stop: threading.Event | None,
     metrics: Metrics | None,
     audit: AuditLog | None,
+    fault_check: FaultCheck | None = None,
 ) -> JobOutcome:
     run = _JobRun(job, store, storage, worker_id=worker_id, config=config, stop=stop or threading.Event())
     discard_earlier_attempts(job, storage)
@@ -133,7 +155,14 @@ def _run(
         return run.release(seconds)
     if error is not None and not isinstance(error, Exception):
         raise error  # KeyboardInterrupt / SystemExit of the process
-    outcome = run.succeed(seconds) if error is None else run.fail(error, seconds)
+    fault = fault_check(error) if error is not None and fault_check is not None else None
+    if fault is not None:
+        outcome: JobOutcome | None = run.hand_back(fault, seconds)
+        if outcome is None or outcome.state != "failed":  # handed back, or not ours any more
+            return outcome or run.release(seconds)
+        error = fault  # a poison job: failed with the fault it caused
+    else:
+        outcome = run.succeed(seconds) if error is None else run.fail(error, seconds)
     if outcome is None:  # cancelled or requeued meanwhile: the outcome is not ours to keep
         return run.release(seconds)
     remove_inputs(job, storage)
@@ -172,6 +201,7 @@ class _JobRun:
         self.output: Path | None = None
         self.preview: Path | None = None
         self.result: JobResult | None = None
+        self.timings: dict[str, float] = {}
 
     def work(self, models: JobModels) -> BaseException | None:
         """Do the swap under the heartbeat; returns what it raised, if anything."""
@@ -199,7 +229,13 @@ class _JobRun:
         result: JobResult
         if job.kind == "image":
             result = swap_image(
-                job.inputs, swapper, storage=storage, options=options, output=self.output, provenance=self.provenance
+                job.inputs,
+                swapper,
+                storage=storage,
+                options=options,
+                output=self.output,
+                provenance=self.provenance,
+                timings=self.timings,
             )
             self.preview = self.output
         else:
@@ -212,6 +248,7 @@ class _JobRun:
                 paths=VideoPaths(output=self.output, preview=self.preview),
                 progress=self.beat,
                 stop=self.stop,
+                timings=self.timings,
             )
             if not self.preview.exists():
                 self.preview = None
@@ -237,7 +274,11 @@ class _JobRun:
             output_path=rel_out,
             result=self.result,
         )
-        return JobOutcome(state="succeeded", seconds=seconds, output=rel_out, result=self.result) if held else None
+        if not held:
+            return None
+        return JobOutcome(
+            state="succeeded", seconds=seconds, output=rel_out, result=self.result, timings_ms=self.timings
+        )
 
     def fail(self, error: Exception, seconds: float) -> JobOutcome | None:
         """Record the failure (its files deleted); ``None`` when the job is no longer this worker's."""
@@ -255,6 +296,25 @@ class _JobRun:
             error_message=problem.message,
         )
         return JobOutcome(state="failed", seconds=seconds, error_code=problem.code) if held else None
+
+    def hand_back(self, fault: DeviceFaultError, seconds: float) -> JobOutcome | None:
+        """A device fault: delete the attempt's files and give the job back to
+        the queue (or fail it when it faulted ``max_attempts`` workers);
+        ``None`` when the job is no longer this worker's."""
+        discard_files(self.storage, self.output, self.preview)
+        state = self.store.hand_back(
+            self.job.id,
+            worker_id=self.worker_id,
+            attempt=self.job.attempts,
+            code=fault.code,
+            message=str(fault),
+            max_attempts=self.config.max_attempts,
+            ttl_s=self.config.ttl_s,
+        )
+        log.error("job %s attempt %d: %s; the job is %s", self.job.id, self.job.attempts, fault, state)
+        if state == "lost":
+            return None
+        return JobOutcome(state=state.replace("queued", "handed_back"), seconds=seconds, error_code=fault.code)
 
     def release(self, seconds: float) -> JobOutcome:
         """Give up the attempt: delete its files and settle the job (see :func:`settle_stopped`)."""

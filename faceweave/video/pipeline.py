@@ -336,7 +336,7 @@ class VideoSwapper:
             scene_cuts=tracker.scene_cuts,
             seconds=time.perf_counter() - started,
             broken_at=reader.broken_at,
-            timings_ms=work.timings_ms(),
+            timings_ms=work.timings_ms() | stream.timings_ms(),
         )
 
     def _writer(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, closing
@@ -136,6 +137,13 @@ class FrameStream(Generic[A, P]):
         self._frames_out: queue.Queue = queue.Queue(maxsize=queue_size)
         #: frames planned (and handed to the encoder)
         self.frames = 0
+        self._decode_s = 0.0  # only the decoder thread adds to it
+        self._encode_s = 0.0  # only the encoder thread adds to it
+
+    def timings_ms(self) -> dict[str, float]:
+        """Milliseconds spent decoding (the source's own time, not the work
+        done ahead) and writing frames into the sink, over the run."""
+        return {"decode": self._decode_s * 1000.0, "encode": self._encode_s * 1000.0}
 
     def halted(self) -> bool:
         return self._halt.is_set() or self._stop.is_set()
@@ -159,7 +167,13 @@ class FrameStream(Generic[A, P]):
         """Decode, and do each frame's work ahead of planning."""
         try:
             with closing(self.source):
-                for frame in self.source:
+                frames = iter(self.source)
+                while True:
+                    began = time.perf_counter()
+                    frame = next(frames, None)
+                    self._decode_s += time.perf_counter() - began
+                    if frame is None:
+                        break
                     if not self.policy.offer(self._frames_in, (frame, self.work.ahead(frame)), self.halted):
                         return
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
@@ -177,13 +191,15 @@ class FrameStream(Generic[A, P]):
                         if self.halted():
                             raise _Stop()
                         break
-                    pixels, time = cast("tuple[np.ndarray | Future[np.ndarray], float]", item)
+                    pixels, when = cast("tuple[np.ndarray | Future[np.ndarray], float]", item)
                     if isinstance(pixels, Future):
                         try:
                             pixels = pixels.result()
                         except CancelledError:
                             raise _Stop() from None
-                    sink.write(pixels, time)
+                    began = time.perf_counter()
+                    sink.write(pixels, when)
+                    self._encode_s += time.perf_counter() - began
         except _Stop:
             pass
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread

@@ -54,7 +54,8 @@ def celery_config(settings: ServiceSettings) -> dict[str, Any]:
         # loading and warming the models in a new worker process takes longer than Celery's 4 s default
         "worker_proc_alive_timeout": 300.0,
         "worker_cancel_long_running_tasks_on_connection_loss": False,
-        "worker_enable_remote_control": False,
+        # on: a worker whose device failed cancels its own consumer (``cancel_consumer``)
+        "worker_enable_remote_control": True,
         "worker_send_task_events": False,
     }
 

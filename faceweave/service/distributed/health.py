@@ -4,9 +4,12 @@
 stdlib ``ThreadingHTTPServer`` on a daemon thread of the worker's main
 process) answers:
 
-* ``GET /healthz``: 200 while the worker's main process runs (liveness);
+* ``GET /healthz``: 200 while the worker's main process runs, 503 once a
+  device fault made it unhealthy (liveness: Kubernetes restarts it);
 * ``GET /readyz``: 200 once every process that runs tasks has loaded and
-  warmed up its models, 503 before (readiness, startup).
+  warmed up its models and passed its self-test, 503 before, after a device
+  fault and while shutting down (readiness, startup);
+* ``GET /metrics``: the worker's Prometheus metrics (``docs/METRICS.md``).
 
 Models load where tasks run: in the prefork pool's processes, forked from the
 main process.  :class:`WorkerReadiness` therefore keeps the ids of the ready
@@ -24,7 +27,12 @@ import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from faceweave.service.distributed.fleet import WorkerState
 
 log = logging.getLogger("faceweave.service.distributed")
 
@@ -94,26 +102,39 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
         path = self.path.split("?", 1)[0]
+        state = self.server.state
         if path == "/healthz":
-            self._answer(200, {"status": "ok"})
+            if state.healthy:
+                self._answer(200, {"status": "ok"})
+            else:
+                self._answer(503, {"status": "unhealthy", "fault": state.fault})
         elif path == "/readyz":
-            readiness = self.server.readiness
-            body = {
-                "ready": readiness.ready,
+            readiness = state.readiness
+            ready = readiness.ready and state.healthy and not state.draining
+            body: dict[str, Any] = {
+                "ready": ready,
                 "processes_ready": readiness.ready_processes,
                 "processes": readiness.expected,
             }
-            self._answer(200 if readiness.ready else 503, body)
+            if not state.healthy:
+                body["fault"] = state.fault
+            if state.draining:
+                body["draining"] = True
+            self._answer(200 if ready else 503, body)
+        elif path == "/metrics" and self.server.metrics is not None:
+            self._send(200, self.server.metrics(), "text/plain; version=0.0.4; charset=utf-8")
         else:
-            self._answer(404, {"error": {"code": "not_found", "message": "GET /healthz or /readyz"}})
+            self._answer(404, {"error": {"code": "not_found", "message": "GET /healthz, /readyz or /metrics"}})
 
     def do_HEAD(self) -> None:  # noqa: N802
         self.do_GET()
 
     def _answer(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode("utf-8")
+        self._send(status, json.dumps(body).encode("utf-8"), "application/json")
+
+    def _send(self, status: int, data: bytes, content_type: str) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
@@ -128,19 +149,31 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], readiness: WorkerReadiness) -> None:
-        self.readiness = readiness
+    def __init__(
+        self, address: tuple[str, int], state: WorkerState, metrics: Callable[[], bytes] | None = None
+    ) -> None:
+        self.state = state
+        self.metrics = metrics
         super().__init__(address, _Handler)
 
 
 class HealthServer:
-    """``/healthz`` and ``/readyz`` for one worker on ``host:port``; :meth:`start`, then :meth:`close`.
+    """``/healthz``, ``/readyz`` (and ``/metrics`` when ``metrics`` renders
+    them) for one worker on ``host:port``; :meth:`start`, then :meth:`close`.
 
     ``port=0`` takes a free port (:attr:`port` tells which).
     """
 
-    def __init__(self, readiness: WorkerReadiness, *, host: str = "127.0.0.1", port: int = DEFAULT_HEALTH_PORT):
-        self.readiness = readiness
+    def __init__(
+        self,
+        state: WorkerState,
+        *,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_HEALTH_PORT,
+        metrics: Callable[[], bytes] | None = None,
+    ):
+        self.state = state
+        self.metrics = metrics
         self.host = host
         self._port = port
         self._server: _Server | None = None
@@ -154,10 +187,10 @@ class HealthServer:
         """Listen and answer on a daemon thread.  Raises :class:`OSError` when the port cannot be bound."""
         if self._server is not None:
             return
-        self._server = _Server((self.host, self._port), self.readiness)
+        self._server = _Server((self.host, self._port), self.state, self.metrics)
         self._thread = threading.Thread(target=self._server.serve_forever, name="worker-health", daemon=True)
         self._thread.start()
-        log.info("worker health on http://%s:%d/healthz and /readyz", self.host, self.port)
+        log.info("worker health on http://%s:%d/healthz, /readyz and /metrics", self.host, self.port)
 
     def close(self) -> None:
         server, self._server = self._server, None

@@ -259,16 +259,17 @@ class SegmentStore:
                 == 1
             )
 
-    def release(self, job_id: str, attempt: int, index: int, worker_id: str) -> bool:
-        """Put a held row back in the queue (this worker is stopping)."""
+    def release(self, job_id: str, attempt: int, index: int, worker_id: str, *, counted: bool = False) -> bool:
+        """Put a held row back in the queue: this worker is stopping (the try
+        not counted) or its device failed (``counted``: a segment that faults
+        every worker ends failed after ``max_attempts`` tries)."""
+        tries = SegmentRow.tries if counted else SegmentRow.tries - 1
         with self.engine.begin() as conn:
             return (
                 conn.execute(
                     update(SegmentRow)
                     .where(*_held(job_id, attempt, index, worker_id))
-                    .values(
-                        state="queued", worker_id=None, lease_expires=None, frames_done=0, tries=SegmentRow.tries - 1
-                    )
+                    .values(state="queued", worker_id=None, lease_expires=None, frames_done=0, tries=tries)
                 ).rowcount
                 == 1
             )

@@ -5,7 +5,13 @@ It is built in the worker's main process but opened in each pool process
 ``threads``): the database engine, the storage folder, the audit log and
 ``slots`` prepared :class:`~faceweave.service.models.JobModels` (one per
 concurrent task of the process: mediapipe graphs serve one thread at a time),
-loaded and warmed up before the process takes its first task.
+loaded, warmed up and self-tested (:mod:`faceweave.service.selftest`) before
+the process takes its first task; and its :class:`WorkerMetrics`.
+
+It also reports to the worker's shared :class:`WorkerState`: a self-test that
+fails (at start, or after a job's error that may be the device's) marks the
+worker unhealthy (:meth:`fault_check`); :meth:`task` counts a running task;
+:meth:`watch_draining` stops video work when the worker shuts down.
 """
 
 from __future__ import annotations
@@ -15,12 +21,17 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from faceweave.errors import NotReadyError
+from faceweave.errors import DeviceFaultError, NotReadyError
 from faceweave.service.settings import ServiceSettings
+
+if TYPE_CHECKING:
+    from faceweave.service.distributed.fleet import WorkerState
+    from faceweave.service.distributed.telemetry import WorkerMetrics
+    from faceweave.service.models import JobModels
 
 log = logging.getLogger("faceweave.service.distributed")
 
@@ -28,11 +39,15 @@ log = logging.getLogger("faceweave.service.distributed")
 class WorkerRuntime:
     """Store, storage, models and the publisher of one worker process; :meth:`open`, then :meth:`close`."""
 
-    def __init__(self, settings: ServiceSettings, *, app: Any, node: str, slots: int = 1) -> None:
+    def __init__(
+        self, settings: ServiceSettings, *, app: Any, node: str, slots: int = 1, state: WorkerState | None = None
+    ) -> None:
         self.settings = settings
         self.app = app
         self.node = node
         self.slots = max(1, slots)
+        self.state = state
+        self.metrics: WorkerMetrics | None = None
         self.store: Any = None
         self.segments: Any = None
         self.storage: Any = None
@@ -49,6 +64,7 @@ class WorkerRuntime:
 
     def open(self) -> None:
         """Connect to the store and load and warm up the models (in the process that runs tasks)."""
+        from faceweave.options import SwapOptions
         from faceweave.provenance.audit import AuditLog
         from faceweave.service.distributed.records import open_store
         from faceweave.service.jobs import RunConfig
@@ -65,7 +81,7 @@ class WorkerRuntime:
             try:
                 for _ in range(self.slots):
                     loaded.append(JobModels())
-                    loaded[-1].prepare()
+                    times = loaded[-1].prepare_timed(SwapOptions(runtime=self.settings.runtime))
             except BaseException:
                 for models in loaded:
                     models.close()
@@ -75,16 +91,105 @@ class WorkerRuntime:
             self.storage, self.segments = storage, segments
             self.config = RunConfig.from_settings(self.settings, storage)
             self.audit = AuditLog(self.settings.audit_path)
+            self.metrics = _worker_metrics()
             self._all = loaded
             for models in loaded:
                 self._models.put(models)
             self.store = store  # last: ``opened`` means everything is there
+            self._self_test(loaded[0], times)
             log.info(
                 "worker process %s ready: %d model slot(s) warmed up in %.0f ms",
                 os.getpid(),
                 self.slots,
                 self.warmup_ms,
             )
+
+    # -- health -----------------------------------------------------------------
+    @property
+    def healthy(self) -> bool:
+        return self.state is None or self.state.healthy
+
+    def _self_test(self, models: JobModels, times: Any) -> None:
+        """The first self-test: its seconds are the pipeline's warm-up; a failure marks the worker unhealthy."""
+        from faceweave.options import SwapOptions
+
+        try:
+            seconds = self.self_test(models, SwapOptions(runtime=self.settings.runtime))
+        except DeviceFaultError:
+            seconds = None
+        if self.metrics is not None:
+            warm = dict(times.warmup_s) | ({"pipeline": seconds} if seconds is not None else {})
+            self.metrics.models_loaded(times.load_s, warm)
+
+    def self_test(self, models: JobModels, options: Any) -> float:
+        """One self-test swap, counted; a failure marks the worker unhealthy and is raised."""
+        from faceweave.service.selftest import self_test
+
+        try:
+            seconds = self_test(models, options)
+        except DeviceFaultError as fault:
+            log.error("worker process %s: %s; the worker is now unhealthy", os.getpid(), fault)
+            if self.metrics is not None:
+                self.metrics.selftests.labels(result="failed").inc()
+                self.metrics.device_faults.inc()
+            if self.state is not None:
+                self.state.mark_faulty(str(fault))
+            raise
+        if self.metrics is not None:
+            self.metrics.selftests.labels(result="passed").inc()
+        return seconds
+
+    def fault_check(self, models: JobModels) -> Callable[[BaseException], DeviceFaultError | None]:
+        """For :func:`~faceweave.service.worker.run_job`: after an error that may
+        be the device's, a self-test with the job's options; its failure is the fault."""
+        from faceweave.options import SwapOptions
+        from faceweave.service.selftest import may_be_device_fault
+
+        def check(error: BaseException) -> DeviceFaultError | None:
+            if not may_be_device_fault(error):
+                return None
+            log.warning("worker process %s: a job failed with %s; self-testing", os.getpid(), type(error).__name__)
+            try:
+                self.self_test(models, models.options or SwapOptions(runtime=self.settings.runtime))
+            except DeviceFaultError as fault:
+                return fault
+            return None
+
+        return check
+
+    @contextmanager
+    def task(self, kind: str, *, queued_s: float | None = None) -> Iterator[dict[str, Any]]:
+        """Counts a running task for the ``with`` body; the body puts its
+        ``state`` (and ``code``) in the dict it gets, for the metrics."""
+        outcome: dict[str, Any] = {"state": "released"}
+        started = self.metrics.task_started(kind, queued_s=queued_s) if self.metrics is not None else 0.0
+        busy = self.state.task() if self.state is not None else _nothing()
+        try:
+            with busy:
+                yield outcome
+        finally:
+            if self.metrics is not None:
+                self.metrics.task_ended(kind, str(outcome["state"]), started, code=outcome.get("code"))
+
+    @contextmanager
+    def watch_draining(self, stop: threading.Event) -> Iterator[None]:
+        """Sets ``stop`` when the worker starts shutting down, during the ``with`` body."""
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.2):
+                if self.state is not None and self.state.draining:
+                    log.info("worker shutting down: handing back the running video work")
+                    stop.set()
+                    return
+
+        thread = threading.Thread(target=watch, name="faceweave-drain-watch", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
 
     def worker_id(self) -> str:
         """This process and thread, as the job store records who holds a job."""
@@ -110,6 +215,13 @@ class WorkerRuntime:
 
         self.app.send_task(task, args=list(args), queue=QUEUE)
 
+    def bounce(self, task: str, *args: Any) -> str:
+        """An unhealthy worker's answer to a task: send it back through the
+        broker (after a pause, so that a healthy worker takes it) unrun."""
+        time.sleep(1.0)
+        self.publish(task, *args)
+        return "bounced"
+
     def close(self) -> None:
         with self._lock:
             for models in self._all:
@@ -118,3 +230,19 @@ class WorkerRuntime:
             if self.store is not None:
                 self.store.close()
                 self.store = None
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def _worker_metrics() -> WorkerMetrics | None:
+    """This process's metric objects (``None`` when prometheus_client cannot be used)."""
+    from faceweave.service.distributed.telemetry import WorkerMetrics
+
+    try:
+        return WorkerMetrics()
+    except (OSError, ValueError):
+        log.warning("worker metrics are off in process %s", os.getpid(), exc_info=True)
+        return None

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,19 +66,49 @@ def register_tasks(app: Any, runtime: WorkerRuntime) -> None:
 
 # ---------------------------------------------------------------- the job
 def job_task(rt: WorkerRuntime, job_id: str) -> str:
-    """Returns what happened: skipped, segmented, or the job's outcome state."""
+    """Returns what happened: skipped, bounced (this worker is unhealthy),
+    segmented, or the job's outcome state."""
+    if not rt.healthy:
+        return rt.bounce(TASK_JOB, job_id)
     with rt.borrow() as models:
         worker_id = rt.worker_id()
         job = claim_job(rt.store, job_id, worker_id, lease_s=rt.settings.lease_s, max_attempts=rt.settings.max_attempts)
         if job is None:
             return "skipped"
-        with rt.storage.workspace(job.id):  # an object store's local copies go when done
+        with rt.task(job.kind, queued_s=time.time() - job.created_at) as counted, rt.storage.workspace(job.id):
             plan = _plan(rt, job)
             if plan:
-                return _start_segments(rt, job, models, plan, worker_id)
-            return run_job(
-                job, models, rt.store, rt.storage, worker_id=worker_id, config=rt.config, audit=rt.audit
-            ).state
+                counted["state"] = _start_segments(rt, job, models, plan, worker_id)
+                return str(counted["state"])
+            outcome = _run_whole(rt, job, models, worker_id)
+            counted.update(state=outcome.state, code=outcome.error_code)
+        if outcome.state in ("handed_back", "released"):
+            rt.publish(TASK_JOB, job_id)  # for a healthy worker (a finished or cancelled job is skipped there)
+        return outcome.state
+
+
+def _run_whole(rt: WorkerRuntime, job: JobRecord, models: JobModels, worker_id: str) -> JobOutcome:
+    """Run the job here; a video is stopped (and handed back) when the worker shuts down."""
+    stop = threading.Event()
+    watching = rt.watch_draining(stop) if job.kind == "video" else nullcontext()
+    with watching:
+        outcome = run_job(
+            job,
+            models,
+            rt.store,
+            rt.storage,
+            worker_id=worker_id,
+            config=rt.config,
+            audit=rt.audit,
+            stop=stop,
+            fault_check=rt.fault_check(models),
+        )
+    if rt.metrics is not None and outcome.state == "succeeded":
+        result = outcome.result
+        frames = result.frames if isinstance(result, VideoResult) else 0
+        faces = result.faces_swapped if result is not None else 0
+        rt.metrics.work_done(frames=frames, faces=faces, timings_ms=outcome.timings_ms)
+    return outcome
 
 
 def _plan(rt: WorkerRuntime, job: JobRecord):
@@ -185,31 +217,51 @@ def segment_task(rt: WorkerRuntime, job_id: str, attempt: int, index: int) -> st
 
 
 def _run_segment(rt: WorkerRuntime, job: JobRecord, index: int) -> str:
-    job_id, attempt = job.id, job.attempts
+    if not rt.healthy:
+        return rt.bounce(TASK_SEGMENT, job.id, job.attempts, index)
     with rt.borrow() as models:
         worker_id = rt.worker_id()
-        row = rt.segments.claim(job_id, attempt, index, worker_id, lease_s=rt.settings.lease_s)
+        row = rt.segments.claim(job.id, job.attempts, index, worker_id, lease_s=rt.settings.lease_s)
         if row is None:
             return "skipped"
-        if row.tries > rt.settings.max_attempts:
-            message = f"segment {index} of this job lost its worker {row.tries - 1} time(s)"
-            return _fail(rt, job, None, code="worker_lost", message=message)
-        part = rt.storage.resolve(row.part_path or "")
-        stop = threading.Event()
-        report: VideoSwapReport | None = None
-        error: Exception | None = None
-        with _Beat(rt, job, row, worker_id, stop):
-            try:
-                report = _swap_segment(rt, job, models, row, part, stop)
-            except Exception as exc:  # noqa: BLE001 - the job's outcome, unless stopped
-                error = exc
-    if stop.is_set():  # cancelled, or the job was taken back
+        with rt.task("segment") as counted:
+            counted["state"] = state = _segment_attempt(rt, job, models, row, worker_id)
+    if state in ("released", "handed_back"):  # shutting down or a device fault: for another worker
+        rt.publish(TASK_SEGMENT, job.id, job.attempts, index)
+    return state
+
+
+def _segment_attempt(rt: WorkerRuntime, job: JobRecord, models: JobModels, row: SegmentRecord, worker_id: str) -> str:
+    """Swap the claimed segment ``row``; returns released, handed_back, failed or done."""
+    job_id, attempt, index = job.id, job.attempts, row.index
+    if row.tries > rt.settings.max_attempts:
+        message = f"segment {index} of this job lost its worker {row.tries - 1} time(s)"
+        return _fail(rt, job, None, code="worker_lost", message=message)
+    part = rt.storage.resolve(row.part_path or "")
+    stop = threading.Event()
+    report: VideoSwapReport | None = None
+    error: Exception | None = None
+    with _Beat(rt, job, row, worker_id, stop), rt.watch_draining(stop):
+        try:
+            report = _swap_segment(rt, job, models, row, part, stop)
+        except KeyboardInterrupt:
+            if not stop.is_set():
+                raise  # the process's own interrupt
+        except Exception as exc:  # noqa: BLE001 - the job's outcome, unless stopped
+            error = exc
+    if stop.is_set():  # cancelled, the job was taken back, or the worker is shutting down
         part.unlink(missing_ok=True)
         rt.segments.release(job_id, attempt, index, worker_id)
         return "released"
+    if error is not None and rt.fault_check(models)(error) is not None:
+        part.unlink(missing_ok=True)
+        rt.segments.release(job_id, attempt, index, worker_id, counted=True)
+        return "handed_back"
     if error is not None or report is None:
         part.unlink(missing_ok=True)
         return _fail(rt, job, error)
+    if rt.metrics is not None:
+        rt.metrics.work_done(frames=report.frames, faces=report.faces_swapped, timings_ms=report.timings_ms)
     return _segment_done(rt, job, index, worker_id, report, part)
 
 
@@ -270,8 +322,9 @@ def join_task(rt: WorkerRuntime, job_id: str, attempt: int) -> str:
     job = _segmented(rt, job_id, attempt)
     if job is None:
         return "skipped"
-    with rt.storage.workspace(job_id):  # an object store's local copies go when done
-        return _join(rt, job)
+    with rt.task("join") as counted, rt.storage.workspace(job_id):  # an object store's local copies go when done
+        counted["state"] = _join(rt, job)
+        return str(counted["state"])
 
 
 def _join(rt: WorkerRuntime, job: JobRecord) -> str:
@@ -389,6 +442,7 @@ class _Beat:
                 log.warning("heartbeat of job %s failed", job.id, exc_info=True)
                 continue
             if not (mine and held):
+                log.info("job %s segment %d: no longer this worker's (cancelled or taken back)", job.id, self.row.index)
                 self.stop.set()
                 return
 
