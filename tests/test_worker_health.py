@@ -198,8 +198,8 @@ server.close()
         'faceweave_stage_seconds_sum{stage="decode"} 0.01',  # 50 ms over 10 frames, twice
         'faceweave_model_load_seconds{model="analysis"} 0.2',
         "faceweave_job_queued_seconds_count 2.0",
-        "faceweave_worker_healthy{worker=\"\"} 1.0",
-        "faceweave_worker_busy{worker=\"\"} 0.0",
+        'faceweave_worker_healthy{worker=""} 1.0',
+        'faceweave_worker_busy{worker=""} 0.0',
     ):
         assert line in text, (line, text)
     assert 'faceweave_job_run_seconds_bucket{kind="image",le="+Inf"} 2.0' in text
