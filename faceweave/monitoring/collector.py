@@ -86,6 +86,12 @@ class DeviceCollector:
             families = [*devices, *self._monitor_families(readings)]
         yield from families
 
+    def readings(self) -> list[DeviceReading] | None:
+        """One reading outside a scrape (the worker's device watch), serialised
+        with the scrapes; ``None`` when reading failed (counted and logged as a scrape's)."""
+        with self._lock:
+            return self._read()
+
     def _read(self) -> list[DeviceReading] | None:
         """The monitor's readings, or ``None`` when reading failed."""
         try:

@@ -22,6 +22,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ def run_worker(
             quiet=True,
             optimization="fair",
         )
-        with Supervisor(app, state, runtime.node, max_idle_s=max_idle_s):
+        with Supervisor(app, state, runtime.node, max_idle_s=max_idle_s, devices=devices):
             worker.start()
         return int(worker.exitcode or 0)
     finally:
@@ -186,15 +187,35 @@ def _start_health(
 
 class Supervisor:
     """A thread of the worker's main process, for the ``with`` body (the
-    Celery worker's run): once a device fault made the worker unhealthy it
-    stops consuming from the queue (its task processes bounce what they still
-    get); after ``max_idle_s`` without a task it shuts the worker down as
-    SIGTERM does (exit code 0)."""
+    Celery worker's run):
 
-    def __init__(self, app: Any, state: WorkerState, node: str, *, max_idle_s: float | None = None) -> None:
+    * every ``device_check_s`` it reads the devices (``devices``: the
+      :class:`~faceweave.monitoring.DeviceCollector`): a device in an error
+      state, or fewer accelerators than were visible at start (a device gone),
+      marks the worker unhealthy;
+    * once the worker is unhealthy (that, or a task process's failed
+      self-test) it stops consuming from the queue (its task processes bounce
+      what they still get);
+    * after ``max_idle_s`` without a task it shuts the worker down as SIGTERM
+      does (exit code 0).
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        state: WorkerState,
+        node: str,
+        *,
+        max_idle_s: float | None = None,
+        devices: Any | None = None,
+        device_check_s: float = 10.0,
+        tick_s: float = 0.5,
+    ) -> None:
         self.app, self.state, self.node, self.max_idle_s = app, state, node, max_idle_s
+        self.devices, self.device_check_s, self.tick_s = devices, device_check_s, tick_s
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="faceweave-supervisor", daemon=True)
+        self._accelerators: int | None = None  # visible at the first reading
         self.stopped_idle = False
 
     def __enter__(self) -> Supervisor:
@@ -207,7 +228,11 @@ class Supervisor:
 
     def _run(self) -> None:
         cancelled = False
-        while not self._done.wait(0.5):
+        next_check = 0.0
+        while True:
+            if self.devices is not None and time.monotonic() >= next_check:
+                self.check_devices()
+                next_check = time.monotonic() + self.device_check_s
             if not cancelled and not self.state.healthy:
                 cancelled = self._stop_consuming()
             if self._idle_too_long():
@@ -216,6 +241,23 @@ class Supervisor:
                 self.state.start_draining()
                 os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown, as an orchestrator's stop
                 return
+            if self._done.wait(self.tick_s):
+                return
+
+    def check_devices(self) -> None:
+        """Mark the worker unhealthy when a device reports an error state or went away."""
+        readings = self.devices.readings() if self.devices is not None else None
+        if readings is None:
+            return  # a failed reading is counted as a scrape error, not a fault
+        accelerators = [r for r in readings if r.vendor != "host"]
+        broken = [r for r in accelerators if r.healthy is False]
+        if broken:
+            names = ", ".join(f"{r.vendor}:{r.device} {r.name}".strip() for r in broken)
+            self.state.mark_faulty(f"device in an error state: {names}")
+        elif self._accelerators is None:
+            self._accelerators = len(accelerators)
+        elif len(accelerators) < self._accelerators:
+            self.state.mark_faulty(f"device gone: {len(accelerators)} of {self._accelerators} accelerator(s) visible")
 
     def _idle_too_long(self) -> bool:
         s = self.state
