@@ -245,3 +245,37 @@ def test_stage_seconds_sum_the_pipeline_steps_per_frame():
     assert stage_seconds(timings, per=10) == pytest.approx(
         {"decode": 0.01, "detect": 0.003, "model": 0.005, "composite": 0.001}
     )
+
+
+# ---------------------------------------------------------------- the embedded pool (serve without a broker)
+@pytest.mark.slow
+def test_an_embedded_worker_whose_device_fails_hands_back_and_the_node_turns_unhealthy(
+    tmp_path, monkeypatch, faces_dir
+):
+    from tests.service_fixtures import running_app, settings, wait_for
+
+    from faceweave.analysis import FaceAnalyser
+
+    single = faces_dir / "single"
+    files = [
+        ("source", ("s.jpg", (single / "paul_rudd.jpg").read_bytes(), "image/jpeg")),
+        ("target", ("t.jpg", (single / "biden2.jpg").read_bytes(), "image/jpeg")),
+    ]
+    with running_app(settings(tmp_path, workers=1, watermark=False)) as client:
+
+        def broken(self, *args, **kwargs):
+            raise RuntimeError("CUDA error 700: an illegal memory access was encountered")
+
+        monkeypatch.setattr(FaceAnalyser, "analyse", broken)  # the device breaks after start
+        job_id = client.post("/v1/jobs", files=files).json()["id"]
+
+        def handed_back():
+            job = client.get(f"/v1/jobs/{job_id}").json()
+            return job if job["state"] == "queued" and job["error"] else None
+
+        job = wait_for(handed_back, what="the job to be handed back", limit_s=60.0)
+        assert job["error"]["code"] == "device_fault" and job["attempts"] == 1
+        ready = client.get("/readyz")
+        assert ready.status_code == 503 and "1 of 1 worker(s) stopped on a device fault" in ready.text
+        assert client.get("/healthz").status_code == 503
+        assert 'faceweave_workers{state="unhealthy"} 1.0' in client.get("/metrics").text

@@ -83,6 +83,17 @@ class Service:
         if not self.ready.is_set():
             detail = f": {self.load_error}" if self.load_error else "; models are loading"
             raise NotReadyError(f"the service is not ready{detail}")
+        if self.pool.faults:
+            first = next(iter(self.pool.faults.values()))
+            raise NotReadyError(
+                f"{len(self.pool.faults)} of {self.pool.size} worker(s) stopped on a device fault: {first}"
+            )
+
+    def check_alive(self) -> None:
+        """``/healthz``: fails once every embedded worker stopped on a device fault (restart the node)."""
+        if self.pool.size and not self.pool.healthy:
+            first = next(iter(self.pool.faults.values()))
+            raise NotReadyError(f"every worker stopped on a device fault: {first}")
 
     def _load(self) -> None:
         try:

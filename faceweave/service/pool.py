@@ -3,6 +3,12 @@
 Each thread has its own prepared :class:`~faceweave.service.models.JobModels`
 and claims jobs from the store, running each with
 :func:`~faceweave.service.worker.run_job`; queueing a job wakes idle threads.
+
+A job that ends with an error that may be the device's is followed by a
+self-test (:mod:`faceweave.service.selftest`) on that thread's models; when it
+fails, the job goes back to the queue (counted: the poison-job guard fails it
+after ``max_attempts``), the thread stops taking jobs, and the node answers
+``/readyz`` (and, once no thread is healthy, ``/healthz``) with 503.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from faceweave.errors import DeviceFaultError
 from faceweave.service.jobs import RunConfig
 from faceweave.service.models import JobModels
 from faceweave.service.storage import Storage
@@ -51,6 +58,8 @@ class WorkerPool:
         self._running: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self.busy = 0
+        #: why each unhealthy worker thread stopped, by index
+        self.faults: dict[int, str] = {}
 
     def start(self, models: list[JobModels]) -> None:
         for index, item in enumerate(models):
@@ -65,6 +74,33 @@ class WorkerPool:
     @property
     def size(self) -> int:
         return len(self._threads)
+
+    @property
+    def healthy(self) -> int:
+        """Worker threads that have not stopped on a device fault."""
+        return len(self._threads) - len(self.faults)
+
+    def _fault_check(self, index: int, models: JobModels):
+        """For :func:`run_job`: a self-test after an error that may be the device's;
+        its failure is the fault, and the thread stops taking jobs."""
+        from faceweave.options import SwapOptions
+        from faceweave.service.selftest import may_be_device_fault, self_test
+
+        def check(error: BaseException) -> DeviceFaultError | None:
+            if not may_be_device_fault(error):
+                return None
+            try:
+                self_test(models, models.options or SwapOptions(runtime=self.config.runtime))
+            except DeviceFaultError as fault:
+                log.error("worker %d: %s; it takes no more jobs", index, fault)
+                with self._lock:
+                    self.faults[index] = str(fault)
+                if self.metrics is not None:
+                    self.metrics.workers.labels(state="unhealthy").set(len(self.faults))
+                return fault
+            return None
+
+        return check
 
     def wake(self) -> None:
         """Tell idle workers that a job was queued."""
@@ -91,7 +127,8 @@ class WorkerPool:
 
     def _loop(self, index: int, models: JobModels) -> None:
         worker_id = f"{self.node}:{index}"
-        while not self._stopping.is_set():
+        check = self._fault_check(index, models)
+        while not self._stopping.is_set() and index not in self.faults:
             try:
                 job = self.store.claim(worker_id, lease_s=self.config.lease_s)
             except Exception:
@@ -118,6 +155,7 @@ class WorkerPool:
                     stop=stop,
                     metrics=self.metrics,
                     audit=self.audit,
+                    fault_check=check,
                 )
             except Exception:
                 log.exception("worker %s crashed on job %s", worker_id, job.id)

@@ -70,8 +70,9 @@ _SWAP_ANSWER: dict[str, Any] = {
 
 
 # ------------------------------------------------------------------ health
-@router.get("/healthz", tags=["health"])
-async def healthz() -> Health:
+@router.get("/healthz", tags=["health"], responses=error_responses(503))
+async def healthz(service: ServiceDep) -> Health:
+    service.check_alive()
     return Health()
 
 
