@@ -130,11 +130,17 @@ def test_workers_scale_on_the_queue(rendered):
     _, resources = rendered
     scaled = dm.by_kind(resources, "ScaledObject")["faceweave-worker"]
     assert scaled["spec"]["scaleTargetRef"]["name"] == "faceweave-worker"
-    (trigger,) = scaled["spec"]["triggers"]
+    trigger, waited = scaled["spec"]["triggers"]
     broker = dm.by_kind(resources, "ConfigMap")["faceweave-settings"]["data"]["FACEWEAVE_BROKER"]
     assert trigger["type"] == "redis" and trigger["metadata"]["listName"] == QUEUE
     assert trigger["metadata"]["address"].split(".")[0] == broker.split("//")[1].split(":")[0]
     assert scaled["spec"]["minReplicaCount"] >= 1
+    # the second signal: the age of the oldest queued job, a metric the API exports (docs/METRICS.md)
+    assert waited["type"] == "prometheus" and float(waited["metadata"]["threshold"]) > 0
+    from tests.monitoring_queries import unknown_metrics
+
+    assert "faceweave_queue_oldest_age_seconds" in waited["metadata"]["query"]
+    assert not unknown_metrics(waited["metadata"]["query"])
 
 
 # ---------------------------------------------------------------- Compose

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,15 @@ def _metric(text: str, line_start: str) -> float:
     return sum(values)
 
 
+def _save(name: str, value: object) -> None:
+    """A figure for the closing note, in test-artifacts/failover.json."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / "failover.json"
+    figures = json.loads(path.read_text()) if path.exists() else {}
+    figures[name] = value
+    path.write_text(json.dumps(figures, indent=1))
+
+
 def _results(cluster: Cluster, job_id: str) -> list[str]:
     folder = cluster.config.storage / "jobs" / job_id
     return sorted(p.name for p in folder.iterdir() if p.name.startswith("result")) if folder.exists() else []
@@ -122,39 +132,33 @@ def test_a_faulty_worker_hands_its_job_to_the_healthy_one(make_cluster, faces_di
 
 
 def test_failover_time_from_the_fault_to_the_healthy_worker(make_cluster, faces_dir):
-    """Measured for the closing note (test-artifacts/failover.json): the job goes
-    to the faulty worker alone, then a healthy one is already waiting."""
+    """Measured for the closing note (test-artifacts/failover.json): from the
+    job's error on the faulty worker (its log's time) to the job running on
+    the healthy worker, which is waiting already."""
     cluster = make_cluster()
     cluster.start_worker("good")
     cluster.wait_ready("good")
     cluster.start_worker("bad", fault_after=0)
     cluster.wait_ready("bad")
+    running_at = None
     with running_app(cluster.config) as client:
-        timings = []
-        for _ in range(6):
-            if cluster.health("bad")[0] != 200:
-                break
-            created = client.post("/v1/jobs", files=_photo(faces_dir))
-            job_id = created.json()["id"]
-            handed = running = None
+        while running_at is None and cluster.health("bad")[0] == 200:
+            job_id = client.post("/v1/jobs", files=_photo(faces_dir)).json()["id"]
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and running is None:
+            while time.monotonic() < deadline:
                 row = _row(cluster, job_id)
-                now = time.monotonic()
-                if handed is None and row.error_code == "device_fault":
-                    handed = now
-                if handed is not None and row.state in ("running", "succeeded") and row.attempts == 2:
-                    running = now
-                if row.state == "succeeded" and row.attempts == 1:
+                if row.attempts == 2 and row.state in ("running", "succeeded"):
+                    running_at = time.time()
+                    break
+                if row.state == "succeeded":
                     break  # the good worker took it first: try again
-                time.sleep(0.01)
-            if handed is not None and running is not None:
-                timings.append(running - handed)
+                time.sleep(0.005)
             wait_state(client, job_id, ("succeeded", "failed"), limit_s=120.0)
-    assert timings, "the faulty worker never took a job"
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "failover.json").write_text(json.dumps({"handed_back_to_running_s": timings}))
-    assert max(timings) < 30.0  # the broker hands it on at once: far under the job lease
+    assert running_at is not None, "the faulty worker never took a job"
+    (line,) = [x for x in cluster.log("bad").splitlines() if "a job failed with RuntimeError" in x]
+    fault_at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    _save("fault_to_running_on_the_healthy_worker_s", round(running_at - fault_at, 3))
+    assert 0 <= running_at - fault_at < 30.0  # the broker hands it on at once: far under the job lease
 
 
 def test_a_job_that_faults_every_worker_fails_with_its_reason(make_cluster, faces_dir):
@@ -210,6 +214,7 @@ def test_sigterm_hands_back_the_running_segment_and_it_finishes_elsewhere(make_c
     log = cluster.log("w1")
     assert "handing back the running video work" in log and "Warm shutdown" in log
     assert stopped_s < 30.0  # handed back at once, not run to its end
+    _save("sigterm_to_exit_s", stopped_s)
     assert done["result"]["segment_workers"].count(None) == 0
 
 
