@@ -203,3 +203,18 @@ server.close()
     ):
         assert line in text, (line, text)
     assert 'faceweave_job_run_seconds_bucket{kind="image",le="+Inf"} 2.0' in text
+
+
+def test_the_worker_entry_does_not_import_prometheus_client_before_the_folder_is_set():
+    """prometheus_client picks its value class when first imported: the worker's
+    modules must leave that to :func:`metrics_folder` (else the task processes'
+    counts are lost)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import faceweave.cli.worker, faceweave.service.distributed.worker_main, "
+        "faceweave.service.distributed.tasks, faceweave.service.worker; print('prometheus_client' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr

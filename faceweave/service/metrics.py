@@ -19,6 +19,8 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from faceweave.service.distributed.telemetry import STAGE_BUCKETS
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _JOB_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -53,6 +55,13 @@ class Metrics:
             "faceweave_job_queued_seconds",
             "Time from submission to a worker taking the job",
             buckets=_JOB_BUCKETS,
+            registry=r,
+        )
+        self.stages = Histogram(
+            "faceweave_stage_seconds",
+            "Seconds per frame (video) or per photo in each stage (embedded workers)",
+            ["stage"],
+            buckets=STAGE_BUCKETS,
             registry=r,
         )
         self.frames = Counter("faceweave_frames_processed", "Video frames processed", registry=r)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faceweave.errors import DeviceFaultError
+from faceweave.service.distributed.telemetry import stage_seconds
 from faceweave.service.errors import job_error
 from faceweave.service.jobdata import JobResult, JobState, VideoResult
 from faceweave.service.jobs import (
@@ -329,7 +330,10 @@ def _count(metrics: Metrics, job: JobRecord, outcome: JobOutcome) -> None:
     metrics.jobs_finished.labels(kind=job.kind, state=outcome.state).inc()
     metrics.job_seconds.labels(kind=job.kind).observe(outcome.seconds)
     metrics.faces.inc(result.faces_swapped if result is not None else 0)
-    metrics.frames.inc(result.frames if isinstance(result, VideoResult) else 0)
+    frames = result.frames if isinstance(result, VideoResult) else 0
+    metrics.frames.inc(frames)
+    for stage, seconds in stage_seconds(outcome.timings_ms, per=max(1, frames)).items():
+        metrics.stages.labels(stage=stage).observe(seconds)
     if outcome.error_code:
         metrics.errors.labels(code=outcome.error_code).inc()
 

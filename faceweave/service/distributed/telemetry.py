@@ -1,5 +1,8 @@
 """A Celery worker's Prometheus metrics (names in ``docs/METRICS.md``).
 
+This module imports ``prometheus_client`` only inside functions: the worker
+sets the multiprocess folder first (:func:`metrics_folder`).
+
 Tasks run in the prefork pool's processes, forked from the worker's main
 process, so the counters and histograms use ``prometheus_client``'s
 multiprocess mode: every process writes its values to memory-mapped files in
@@ -33,8 +36,9 @@ log = logging.getLogger("faceweave.service.distributed")
 #: the environment variable prometheus_client's multiprocess mode reads
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
+#: per-frame stage times (the API's embedded workers use the same)
+STAGE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 _JOB_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
-_STAGE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 #: the pipeline's timing names (``timings_ms`` keys) -> the stage they count toward
 STAGE_OF: Mapping[str, str] = MappingProxyType(
@@ -129,7 +133,7 @@ class WorkerMetrics:
             "faceweave_stage_seconds",
             "Seconds per frame (video) or per photo in each stage",
             ["stage"],
-            buckets=_STAGE_BUCKETS,
+            buckets=STAGE_BUCKETS,
             registry=None,
         )
         self.model_load = Gauge(
