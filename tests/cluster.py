@@ -89,6 +89,16 @@ class Cluster:
         status, body = self.get(name, path)
         return status, json.loads(body)
 
+    def row(self, job_id: str):
+        """The job's record as the store has it now."""
+        from faceweave.service.store import JobStore
+
+        store = JobStore(self.config.database_url)
+        try:
+            return store.get(job_id)
+        finally:
+            store.close()
+
     def kill(self, name: str) -> None:
         process = self.workers.pop(name)
         os.killpg(process.pid, signal.SIGKILL)

@@ -281,7 +281,7 @@ def test_cancelling_a_segmented_job_stops_its_segments(cluster, faces_dir):
     with running_app(cluster.config) as client:
         created = client.post("/v1/jobs", files=_files(faces_dir, VIDEO, "clip.mp4"), data={"format": "mp4"})
         job_id = created.json()["id"]
-        wait_for(lambda: _row(cluster, job_id).worker_id == "segmented", what="the segments to start", limit_s=120.0)
+        wait_for(lambda: cluster.row(job_id).worker_id == "segmented", what="the segments to start", limit_s=120.0)
         cancelled = client.delete(f"/v1/jobs/{job_id}")
         assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
         store = JobStore(cluster.config.database_url)
@@ -309,30 +309,20 @@ def test_a_killed_worker_s_job_finishes_on_the_other_worker(cluster, faces_dir, 
         job_id = created.json()["id"]
         running = wait_state(client, job_id, ("running", "succeeded", "failed"), limit_s=120.0)
         assert running["state"] == "running", running
-        store_row = _row(cluster, job_id)
-        wait_for(lambda: _row(cluster, job_id).frames_done > 0, what="the job to be under way", limit_s=120.0)
+        store_row = cluster.row(job_id)
+        wait_for(lambda: cluster.row(job_id).frames_done > 0, what="the job to be under way", limit_s=120.0)
         victim = store_row.worker_id.split("@")[0]
         cluster.kill(victim)  # the whole worker: its main and pool processes
         done = wait_state(client, job_id, ("succeeded", "failed"), limit_s=300.0)
     assert done["state"] == "succeeded", done
     survivor = {"w1", "w2"} - {victim}
-    final = _row(cluster, job_id)
+    final = cluster.row(job_id)
     assert final.attempts == 2 and final.worker_id.split("@")[0] in survivor
     job_dir = cluster.config.storage / "jobs" / job_id
     results = sorted(p.name for p in job_dir.iterdir() if p.name.startswith("result"))
     assert results == ["result-2.mp4"]  # exactly one result, from the second attempt
     video = probe_video(job_dir / "result-2.mp4")
     assert video.frame_count == done["result"]["frames"] == 75
-
-
-def _row(cluster: Cluster, job_id: str):
-    from faceweave.service.store import JobStore
-
-    store = JobStore(cluster.config.database_url)
-    try:
-        return store.get(job_id)
-    finally:
-        store.close()
 
 
 @pytest.mark.slow

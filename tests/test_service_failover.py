@@ -67,16 +67,6 @@ def _photo(faces_dir: Path, target: str = "biden2.jpg"):
     ]
 
 
-def _row(cluster: Cluster, job_id: str):
-    from faceweave.service.store import JobStore
-
-    store = JobStore(cluster.config.database_url)
-    try:
-        return store.get(job_id)
-    finally:
-        store.close()
-
-
 def _metric(text: str, line_start: str) -> float:
     values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(line_start)]
     return sum(values)
@@ -115,7 +105,7 @@ def test_a_faulty_worker_hands_its_job_to_the_healthy_one(make_cluster, faces_di
         assert cluster.health("bad", "/readyz")[0] == 503
         done = [wait_state(client, job_id, ("succeeded", "failed"), limit_s=180.0) for job_id in ids]
     assert [d["state"] for d in done] == ["succeeded"] * len(ids), done
-    rows = {job_id: _row(cluster, job_id) for job_id in ids}
+    rows = {job_id: cluster.row(job_id) for job_id in ids}
     handed = [job_id for job_id, row in rows.items() if row.attempts == 2]
     assert len(handed) == 1, {j: r.attempts for j, r in rows.items()}
     for job_id, row in rows.items():
@@ -146,7 +136,7 @@ def test_failover_time_from_the_fault_to_the_healthy_worker(make_cluster, faces_
             job_id = client.post("/v1/jobs", files=_photo(faces_dir)).json()["id"]
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                row = _row(cluster, job_id)
+                row = cluster.row(job_id)
                 if row.attempts == 2 and row.state in ("running", "succeeded"):
                     running_at = time.time()
                     break

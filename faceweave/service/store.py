@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy import (
@@ -299,16 +300,7 @@ class JobStore:
                 conn.execute(
                     update(JobRow)
                     .where(*_held(job_id, worker_id, attempt))
-                    .values(
-                        state="queued",
-                        worker_id=None,
-                        lease_expires=None,
-                        attempts=JobRow.attempts - 1,
-                        progress=0.0,
-                        frames_done=0,
-                        eta_s=None,
-                        preview_path=None,
-                    )
+                    .values(**REQUEUED, attempts=JobRow.attempts - 1)
                 ).rowcount
                 == 1
             )
@@ -340,17 +332,7 @@ class JobStore:
             error_code=code,
             error_message=f"failed on {attempt} worker(s) in a row; the last: {message}",
         )
-        queued = dict(
-            state="queued",
-            worker_id=None,
-            lease_expires=None,
-            progress=0.0,
-            frames_done=0,
-            eta_s=None,
-            preview_path=None,
-            error_code=code,
-            error_message=f"handed back to the queue: {message}",
-        )
+        queued = dict(REQUEUED, error_code=code, error_message=f"handed back to the queue: {message}")
         with self.engine.begin() as conn:
             held = _held(job_id, worker_id, attempt)
             if conn.execute(update(JobRow).where(*held, JobRow.attempts >= max_attempts).values(**failed)).rowcount:
@@ -416,15 +398,7 @@ class JobStore:
                     error_message=f"the worker running this job stopped answering {attempts} time(s)",
                 )
                 if give_up
-                else dict(
-                    state="queued",
-                    worker_id=None,
-                    lease_expires=None,
-                    progress=0.0,
-                    frames_done=0,
-                    eta_s=None,
-                    preview_path=None,
-                )  # the next attempt discards the dead one's files
+                else dict(REQUEUED)  # the next attempt discards the dead one's files
             )
             with self.engine.begin() as conn:
                 changed = conn.execute(
@@ -457,6 +431,12 @@ class JobStore:
     def ids(self, states: Iterable[str]) -> builtins.list[str]:
         with self.engine.connect() as conn:
             return list(conn.execute(select(JobRow.id).where(JobRow.state.in_(tuple(states)))).scalars())
+
+
+#: what a job's row becomes when it goes back to the queue (requeued, released, handed back)
+REQUEUED: Mapping[str, Any] = MappingProxyType(
+    dict(state="queued", worker_id=None, lease_expires=None, progress=0.0, frames_done=0, eta_s=None, preview_path=None)
+)
 
 
 def _held(job_id: str, worker_id: str, attempt: int) -> tuple:
