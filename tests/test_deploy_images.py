@@ -228,7 +228,9 @@ def test_swap_through_the_container_and_on_the_host(run_container, faces_dir, tm
 BUCKET, PREFIX = "faceweave-cluster", "cluster"
 HOST = "10.0.2.2"  # slirp4netns: the host's loopback as the containers see it
 #: what a node keeps on its own disk by design: the audit log (and its lock), matplotlib's font list
-NODE_FILES = ("/data/audit.jsonl", "/cache/matplotlib/fontlist-")
+#: what a node keeps that is not a job's: the audit log, matplotlib's font cache, and a
+#: worker's metrics (prometheus_client's multiprocess files, removed when it stops)
+NODE_FILES = ("/data/audit.jsonl", "/cache/matplotlib/fontlist-", "/cache/faceweave-metrics-")
 
 
 @pytest.fixture
