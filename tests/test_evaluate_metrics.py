@@ -212,39 +212,10 @@ def test_nearest_identity(query, expected):
     assert M.nearest_identity(vec(*query), {}) is None
 
 
-# ------------------------------------------------------------------ tone
+# ---------------------------------------------------------------- blotch
 
 
 INNER = square((120, 120), 30, 90, 30, 90)
-RING = square((120, 120), 0, 120, 0, 120) & ~square((120, 120), 20, 100, 20, 100)
-
-
-@pytest.mark.parametrize("shifted", [(200, 150, 125), (210, 150, 125), (200, 140, 140), (170, 120, 100)])
-def test_tone_error_of_a_uniform_shift_is_its_delta_e(shifted):
-    target = uniform(SKIN)
-    result = target.copy()
-    result[INNER] = shifted
-    expected = lab_distance(shifted, SKIN)
-    got = M.tone_error(result, target, result_inner=INNER, target_inner=INNER, ring=RING)
-    assert got == pytest.approx(expected, abs=0.02)  # OpenCV's vectorised Lab differs by ~0.01
-
-
-def test_tone_error_subtracts_the_targets_own_difference():
-    target = uniform(SKIN)
-    target[INNER] = (210, 150, 125)  # the face was already a bit redder than the neck
-    same = M.tone_error(target.copy(), target, result_inner=INNER, target_inner=INNER, ring=RING)
-    closer = target.copy()
-    closer[INNER] = SKIN  # the swap matches the neck better than the original face: no error
-    better = M.tone_error(closer, target, result_inner=INNER, target_inner=INNER, ring=RING)
-    assert same == 0.0 and better == 0.0
-
-
-def test_tone_error_is_none_without_a_ring():
-    t = uniform(SKIN)
-    assert M.tone_error(t, t, result_inner=INNER, target_inner=INNER, ring=np.zeros(INNER.shape, bool)) is None
-
-
-# ---------------------------------------------------------------- blotch
 
 
 @pytest.mark.parametrize("side, expected", [(0, 0.0), (6, 36 / 3600), (10, 100 / 3600)])
@@ -426,44 +397,6 @@ def test_inner_skin_lies_inside_the_oval_and_avoids_the_features(astro_face, ast
     assert at(151) and at(50) and at(280)  # forehead, both cheeks
 
 
-def test_ring_lies_outside_the_face_and_below_the_brows(astro_face, astronaut):
-    shape = astronaut.shape
-    ring = R.ring_mask(astro_face, shape)
-    assert ring.any() and not (ring & R.face_oval_mask(astro_face, shape)).any()
-    ys, _ = np.nonzero(ring)
-    brow_top = astro_face.points2d[np.concatenate([topo.right_eyebrow(), topo.left_eyebrow()]), 1].min()
-    assert ys.min() >= brow_top - 2  # an upright face: nothing above the brows (hair)
-    chin_y = astro_face.points2d[topo.CHIN, 1]
-    assert ys.max() > chin_y  # the neck
-
-
-def test_skin_ring_keeps_skin_and_drops_hair_and_background(astro_face, astronaut):
-    ring = R.ring_mask(astro_face, astronaut.shape)
-    skin = R.skin_ring_mask(astro_face, astronaut)
-    assert skin.sum() > 200 and not (skin & ~ring).any()
-    reference = np.median(M.rgb_to_lab(astronaut[R.inner_skin_mask(astro_face, astronaut.shape)]), axis=0)
-    lab = M.rgb_to_lab(astronaut[skin])
-    assert np.median(M.delta_e(lab, reference)) < 15
-    hair = uniform((60, 45, 30), astronaut.shape[:2])  # the whole picture dark brown: no skin around
-    inner = R.inner_skin_mask(astro_face, astronaut.shape)
-    hair[inner] = astronaut[inner]
-    assert not R.skin_ring_mask(astro_face, hair).any()
-
-
-def test_tone_error_on_a_real_face(astro_face, astronaut):
-    shape = astronaut.shape
-    inner = R.inner_skin_mask(astro_face, shape)
-    ring = R.skin_ring_mask(astro_face, astronaut)
-    kw = dict(result_inner=inner, target_inner=inner, ring=ring)
-    assert M.tone_error(astronaut, astronaut, **kw) == 0.0
-    # the whole face and the ring made uniform skin; then the face shifted
-    target = astronaut.copy()
-    target[inner | ring] = SKIN
-    result = target.copy()
-    result[inner] = (215, 145, 115)
-    assert M.tone_error(result, target, **kw) == pytest.approx(lab_distance((215, 145, 115), SKIN), abs=0.02)
-
-
 def test_blotch_and_sharpness_on_a_real_face(astro_face, astronaut):
     inner = R.inner_skin_mask(astro_face, astronaut.shape)
     sigma = 0.1 * astro_face.size
@@ -604,6 +537,46 @@ def test_pairs_from_the_shared_identities_csv():
 # ------------------------------------------------------------------ sheet
 
 
+JUDGE_PAIRS = {"meta": {}, "pairs": [{"pair": 0, "source": "bob/1.jpg", "target": "ann/2.jpg", "status": "ok"}]}
+
+
+@pytest.mark.parametrize(
+    "document, expected",
+    [
+        (JUDGE_PAIRS, [("bob/1.jpg", "ann/2.jpg")]),
+        (
+            {"pairs": [{"source": "ann/1.jpg", "target": "cid/1.jpg"}, {"source": "cid/1.jpg", "target": "dee/0.jpg"}]},
+            [("ann/1.jpg", "cid/1.jpg"), ("cid/1.jpg", "dee/0.jpg")],
+        ),
+        ({"pairs": []}, "non-empty list"),
+        ([1, 2], "non-empty list"),
+        ({"pairs": [{"source": "ann/1.jpg"}]}, "pair 0 has no source and target"),
+        ({"pairs": [{"source": "ann/1.jpg", "target": "xyz/9.jpg"}]}, "xyz/9.jpg is not listed"),
+        ({"pairs": [{"source": "ann/1.jpg", "target": "ann/2.jpg"}]}, "with themselves"),
+    ],
+)
+def test_parse_pair_list(document, expected):
+    from faceweave.evaluate.pairs import parse_pair_list
+
+    photos = make_photos()
+    if isinstance(expected, str):
+        with pytest.raises(InputError, match=expected):
+            parse_pair_list(document, photos, origin="results.json")
+        return
+    pairs = parse_pair_list(document, photos, origin="results.json")
+    assert [(p.source.file, p.target.file) for p in pairs] == expected
+    assert [p.index for p in pairs] == list(range(len(expected)))
+
+
+def test_read_pair_list_of_a_bad_file(tmp_path):
+    from faceweave.evaluate.pairs import read_pair_list
+
+    (tmp_path / "bad.json").write_text("{not json")
+    for path, message in ((tmp_path / "bad.json", "not JSON"), (tmp_path / "none.json", "cannot read")):
+        with pytest.raises(UnreadableFileError, match=message):
+            read_pair_list(path, make_photos())
+
+
 def test_face_thumbnail_centres_the_face_and_pads():
     img = uniform((0, 0, 255), (200, 300))
     img[90:110, 140:160] = (255, 0, 0)
@@ -715,7 +688,7 @@ def test_evaluate_folder_writes_the_report(tiny_dataset, tmp_path, astro_face):
         assert pair.id_dist_target is not None and pair.id_dist_target < pair.id_dist_source
     text = format_summary(report)
     assert (out / "summary.txt").read_text().strip() == text
-    assert text.count("PASS") + text.count("FAIL") == 8 and "FAIL  retrieval rate" in text
+    assert text.count("PASS") + text.count("FAIL") == 9 and "FAIL  retrieval rate" in text
     sheet = cv2.imread(str(out / "contact_sheet.png"))
     assert sheet.shape[1] == 3 * 256 + 2 * 4 and sheet.shape[0] > 4 * 256
 
@@ -730,6 +703,35 @@ def test_evaluate_folder_records_failed_pairs(tiny_dataset, tmp_path, astro_face
     assert failed and all(p.source_identity == "bob" and "no_face" in p.error for p in failed)
     assert report.summary["pairs"] == 6 and report.summary["pairs_found"] == 6 - len(failed)
     assert report.summary["all_faces_found"] is False
+
+
+def test_evaluate_folder_reruns_the_pairs_of_a_report(tiny_dataset, tmp_path, astro_face):
+    from faceweave.evaluate import evaluate_folder, format_summary
+
+    first = evaluate_folder(tiny_dataset, tmp_path / "first", swapper=FakeSwapper(astro_face), pairs=5, seed=3)
+    again = evaluate_folder(
+        tiny_dataset,
+        tmp_path / "again",
+        swapper=FakeSwapper(astro_face),
+        pairs=3,
+        pairs_from=tmp_path / "first" / "report.json",
+    )
+    assert [(p.source, p.target) for p in again.pairs] == [(p.source, p.target) for p in first.pairs[:3]]
+    assert again.options["pairs_from"] == str(tmp_path / "first" / "report.json")
+    assert "listed in" in format_summary(again).splitlines()[0]
+
+
+def test_the_report_holds_the_tone_vector_and_both_tone_checks(tiny_dataset, tmp_path, astro_face):
+    from faceweave.evaluate import CHECKS, evaluate_folder
+
+    report = evaluate_folder(tiny_dataset, tmp_path / "out", swapper=FakeSwapper(astro_face), pairs=2)
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert all(p["tone_dlab"] == [0.0, 0.0, 0.0] and p["tone_error"] == 0.0 for p in data["pairs"])
+    assert data["summary"]["tone_error_max"] == 0.0 and data["summary"]["tone_dlab_mean"] == [0.0, 0.0, 0.0]
+    assert data["options"]["settings"]["tone"]["face_width"] == 200
+    tone_checks = {c.name: c.goal for c in report.checks if "tone" in c.name}
+    assert tone_checks == {"mean tone_error": "<= 2", "max tone_error": "<= 4"}
+    assert len(CHECKS) == len(report.checks) == 9
 
 
 @pytest.mark.slow
@@ -758,3 +760,20 @@ def test_evaluate_folder_on_real_photos(tmp_path):
     for pair in report.pairs:
         assert pair.found, pair.error
         assert pair.psnr_outside is not None and pair.psnr_outside > 30
+
+
+@pytest.mark.parametrize(
+    "pair_list, code, fragments",
+    [
+        (None, 2, ["--pairs-from", "no such file"]),
+        ('{"pairs": [{"source": "ann/0.png", "target": "ghost/1.png"}]}', 2, ["ghost/1.png", "not listed"]),
+    ],
+)
+def test_cli_refuses_a_bad_pair_list(tiny_dataset, tmp_path, pair_list, code, fragments):
+    from tests.test_cli import assert_clean_error, faceweave
+
+    path = tmp_path / "results.json"
+    if pair_list is not None:
+        path.write_text(pair_list)
+    proc = faceweave("evaluate", tiny_dataset, "--out", tmp_path / "out", "--pairs-from", path)
+    assert_clean_error(proc, code, *fragments)

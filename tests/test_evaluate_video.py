@@ -1,4 +1,5 @@
-"""Temporal figures of a video swap (jitter, frame-to-frame change)."""
+"""Temporal figures of a video swap (jitter, frame-to-frame change) and its
+expression frame by frame against the original."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from faceweave.evaluate.video import temporal_figures
+from faceweave.evaluate.video import corner_ratios, expression_figures, pearson, temporal_figures
 
 
 def square_mesh(x: float, y: float, size: float = 100.0) -> np.ndarray:
@@ -44,6 +45,67 @@ def test_frames_without_face_and_face_switches_are_left_out():
     assert temporal_figures(flicker, meshes).change > 10
 
 
+def face(mouth_open: float = 20.0, mouth_width: float = 80.0, lids: float = 10.0, x: float = 0.0) -> np.ndarray:
+    """(478, 2) mesh, zero except the expression landmarks; outer eye corners 100 px apart."""
+    mesh = np.zeros((478, 2))
+    points = {
+        33: (0, 0),
+        263: (100, 0),
+        13: (50, 50),
+        14: (50, 50 + mouth_open),
+        61: (50 - mouth_width / 2, 60),
+        291: (50 + mouth_width / 2, 60),
+        159: (20, -lids / 2),
+        145: (20, lids / 2),
+        386: (80, -lids / 2),
+        374: (80, lids / 2),
+    }
+    for i, xy in points.items():
+        mesh[i] = xy
+    return mesh + (x, 0.0)
+
+
+def test_corner_ratios_divide_by_the_outer_eye_corner_distance():
+    assert corner_ratios(face()) == pytest.approx((0.2, 0.8, 0.1))
+    assert corner_ratios(face(x=37.0) * 3.0) == pytest.approx((0.2, 0.8, 0.1))  # position and scale free
+    assert corner_ratios(np.zeros((478, 2))) is None
+
+
+def test_expression_errors_are_means_over_the_frames_with_a_face_in_both():
+    talking = [10.0, 20.0, 30.0, 20.0, 10.0, 25.0]
+    original = [face(mouth_open=m) for m in talking]
+    # the swap opens the mouth half as wide, 8 px wider corners, the same eyes
+    swapped: list[np.ndarray | None] = [face(mouth_open=m / 2, mouth_width=88.0) for m in talking]
+    swapped[2] = None  # no face found there: the frame is left out
+    figures = expression_figures(original, swapped)
+    kept = [m for i, m in enumerate(talking) if i != 2]
+    assert figures.frames == 5 and [f.frame for f in figures.series] == [0, 1, 3, 4, 5]
+    assert figures.mouth_open_error == pytest.approx(np.mean(kept) / 2 / 100)
+    assert figures.mouth_width_error == pytest.approx(0.08) and figures.eye_open_error == pytest.approx(0.0)
+    assert figures.expression_error == pytest.approx((np.mean(kept) / 200 + 0.08) / 3)
+    assert figures.mouth_open_correlation == pytest.approx(1.0)  # half as wide, in step
+    assert figures.series[0].original == pytest.approx((0.1, 0.8, 0.1))
+
+
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        ([1, 2, 3, 4], [2, 4, 6, 8], 1.0),
+        ([1, 2, 3, 4], [4, 3, 2, 1], -1.0),
+        ([1, 2, 3, 4], [1, 1, 1, 1], None),  # a still mouth: no correlation
+        ([1, 2], [1, 2], None),  # too short
+    ],
+)
+def test_pearson(a, b, expected):
+    got = pearson(np.array(a, float), np.array(b, float))
+    assert got == (None if expected is None else pytest.approx(expected))
+
+
+def test_no_common_face_gives_no_expression_figures():
+    figures = expression_figures([face(), None], [None, face()])
+    assert figures.frames == 0 and figures.mouth_width_error is None and figures.series == ()
+
+
 @pytest.mark.slow
 def test_evaluate_video_writes_a_report(tmp_path, faces_dir):
     from faceweave.evaluate.video import evaluate_video
@@ -63,4 +125,10 @@ def test_evaluate_video_writes_a_report(tmp_path, faces_dir):
     assert evaluation.jitter_ratio is not None and 0.2 < evaluation.jitter_ratio < 5
     report = json.loads((tmp_path / "report/video_report.json").read_text())
     assert report["jitter_ratio"] == pytest.approx(evaluation.jitter_ratio)
-    assert "jitter ratio" in (tmp_path / "report/video_summary.txt").read_text()
+    summary = (tmp_path / "report/video_summary.txt").read_text()
+    assert "jitter ratio" in summary and "mouth width" in summary and "correlation" in summary
+    expression = report["expression"]
+    assert expression["frames"] == len(expression["series"]) == evaluation.original.frames
+    assert expression["mouth_width_error"] == pytest.approx(evaluation.expression.mouth_width_error)
+    assert 0.0 <= expression["expression_error"] < 0.3
+    assert set(expression["series"][0]) == {"frame", "original", "swapped"}

@@ -49,9 +49,27 @@ _OutDirFlag = Annotated[
     Path, typer.Option("--out", metavar="DIR", help="Folder for the swapped images and the report.")
 ]
 
-_PairsFlag = Annotated[int, typer.Option("--pairs", min=1, metavar="N", help="How many source/target pairs to swap.")]
+_PairsFlag = Annotated[
+    int,
+    typer.Option(
+        "--pairs",
+        min=1,
+        metavar="N",
+        help="How many source/target pairs to swap (with --pairs-from: the first N listed).",
+    ),
+]
 
 _SeedFlag = Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the pair sampling.")]
+
+_PairsFromFlag = Annotated[
+    Path | None,
+    typer.Option(
+        "--pairs-from",
+        metavar="JSON",
+        help="Swap the pairs listed in a judge's results.json or an earlier report.json (the first --pairs of "
+        "them) instead of a seeded pick.",
+    ),
+]
 
 _SourceFlag = Annotated[
     Path | None, typer.Option("--source", "-s", metavar="PHOTO", help="Video mode: the source photo to swap in.")
@@ -75,6 +93,7 @@ def evaluate_command(
     out_dir: _OutDirFlag,
     pairs: _PairsFlag = 30,
     seed: _SeedFlag = 0,
+    pairs_from: _PairsFromFlag = None,
     source: _SourceFlag = None,
     working_size: _WorkingSizeFlag = None,
     max_pixels: MaxPixelsOption = None,
@@ -121,17 +140,25 @@ def evaluate_command(
                 raise InvalidOptionError("evaluating a video needs --source PHOTO")
             refuse_video(source, role="source")
             return _evaluate_video(term, options, data_dir, source, out_dir)
-        from faceweave.errors import InvalidOptionError, UnreadableFileError
-
-        if not data_dir.is_dir():
-            raise UnreadableFileError(f"{data_dir} does not exist; {_ACCEPTED}")
-        if not (data_dir / "identities.csv").is_file():
-            raise UnreadableFileError(f"folder {data_dir} has no identities.csv; {_ACCEPTED}")
-        if out_dir.exists() and not out_dir.is_dir():
-            raise InvalidOptionError(f"--out {out_dir}: is a file; give a folder for the swapped images and the report")
-        return _evaluate(term, options, data_dir, out_dir, pairs=pairs, seed=seed)
+        _check_folder_mode(data_dir, out_dir, pairs_from)
+        return _evaluate(term, options, data_dir, out_dir, pairs=pairs, seed=seed, pairs_from=pairs_from)
 
     raise typer.Exit(console.run(verbose, body))
+
+
+def _check_folder_mode(data_dir: Path, out_dir: Path, pairs_from: Path | None) -> None:
+    """Refuse a missing data folder or ``identities.csv``, an ``--out`` that is
+    a file and a missing ``--pairs-from`` file."""
+    from faceweave.errors import InvalidOptionError, UnreadableFileError
+
+    if not data_dir.is_dir():
+        raise UnreadableFileError(f"{data_dir} does not exist; {_ACCEPTED}")
+    if not (data_dir / "identities.csv").is_file():
+        raise UnreadableFileError(f"folder {data_dir} has no identities.csv; {_ACCEPTED}")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InvalidOptionError(f"--out {out_dir}: is a file; give a folder for the swapped images and the report")
+    if pairs_from is not None and not pairs_from.is_file():
+        raise UnreadableFileError(f"--pairs-from {pairs_from}: no such file; give a results.json or report.json")
 
 
 def _evaluate_video(term: console.Terminal, options, video: Path, source: Path, out_dir: Path) -> int:
@@ -144,7 +171,9 @@ def _evaluate_video(term: console.Terminal, options, video: Path, source: Path, 
     return console.EXIT_OK
 
 
-def _evaluate(term: console.Terminal, options, data_dir: Path, out_dir: Path, *, pairs: int, seed: int) -> int:
+def _evaluate(
+    term: console.Terminal, options, data_dir: Path, out_dir: Path, *, pairs: int, seed: int, pairs_from: Path | None
+) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from faceweave.evaluate import evaluate_folder, format_summary
@@ -157,6 +186,8 @@ def _evaluate(term: console.Terminal, options, data_dir: Path, out_dir: Path, *,
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        report = evaluate_folder(data_dir, out_dir, swapper=swapper, pairs=pairs, seed=seed, progress=progress)
+        report = evaluate_folder(
+            data_dir, out_dir, swapper=swapper, pairs=pairs, seed=seed, pairs_from=pairs_from, progress=progress
+        )
     term.line(format_summary(report))
     return console.EXIT_OK

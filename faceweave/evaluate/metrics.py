@@ -7,7 +7,8 @@ RGB in ``[0, 1]`` (L in ``0..100``), with the CIE76 colour difference ΔE
 (Euclidean distance in Lab).
 
 A metric that cannot be measured (an empty mask, no reference photos) returns
-``None`` rather than a made-up number.
+``None`` rather than a made-up number.  The skin-tone metric is in
+:mod:`faceweave.evaluate.tone`.
 """
 
 from __future__ import annotations
@@ -161,43 +162,7 @@ def nearest_identity(embedding: np.ndarray, centroids: Mapping[str, np.ndarray])
     return None if best is None else best[1]
 
 
-# ---------------------------------------------------------------- colour
-
-
-def mean_lab(pixels: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
-    """``(3,)`` mean Lab colour of the ``(H, W, 3)`` uint8 image over the
-    ``(H, W)`` bool mask, ``None`` when the mask is empty."""
-    _check_image("pixels", pixels)
-    _check_mask("mask", mask, pixels.shape)
-    if not mask.any():
-        return None
-    return rgb_to_lab(pixels[mask]).astype(np.float64).mean(axis=0)
-
-
-def tone_error(
-    result: np.ndarray,
-    target: np.ndarray,
-    *,
-    result_inner: np.ndarray,
-    target_inner: np.ndarray,
-    ring: np.ndarray,
-) -> float | None:
-    """How much further the swapped face's skin tone is from the surrounding
-    skin than the target's own face was, in ΔE:
-
-    ``max(0, ΔE(mean(result[result_inner]), mean(target[ring]))
-             - ΔE(mean(target[target_inner]), mean(target[ring])))``
-
-    Means are taken in Lab.  Args: ``(H, W, 3)`` uint8 images and ``(H, W)``
-    bool masks.  ``None`` when a mask is empty.
-    """
-    _check_pair(result, target)
-    res_in = mean_lab(result, result_inner)
-    tgt_in = mean_lab(target, target_inner)
-    around = mean_lab(target, ring)
-    if res_in is None or tgt_in is None or around is None:
-        return None
-    return float(max(0.0, float(delta_e(res_in, around)) - float(delta_e(tgt_in, around))))
+# ------------------------------------------------------------- blotches
 
 
 def _gaussian(values: np.ndarray, sigma: float) -> np.ndarray:

@@ -9,9 +9,10 @@ a second photo of a person).
 from __future__ import annotations
 
 import csv
+import json
 import random
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,3 +161,52 @@ def build_pairs(photos: Sequence[Photo], *, count: int = 30, seed: int = 0) -> t
         photo_use[t.file] += 1
         chosen.append(SwapPair(index=len(chosen), source=s, target=t))
     return tuple(chosen)
+
+
+def _pair_files(entry: object) -> tuple[str, str] | None:
+    """``(source, target)`` files of one pair-list entry, ``None`` when it has not both."""
+    if not isinstance(entry, Mapping):
+        return None
+    source, target = entry.get("source"), entry.get("target")
+    if not (isinstance(source, str) and source and isinstance(target, str) and target):
+        return None
+    return source, target
+
+
+def parse_pair_list(document: object, photos: Sequence[Photo], *, origin: str) -> tuple[SwapPair, ...]:
+    """The pairs a report lists, in its order: ``document["pairs"]`` is a list
+    of objects with ``source`` and ``target`` photo files (relative to the data
+    folder).  The judge's ``results.json`` and faceweave's own ``report.json``
+    both have that shape, so either reruns the same pairs.
+
+    Raises :class:`InputError` when the list is missing or empty, an entry
+    lacks a file, a file is not in ``photos`` or a pair is one person."""
+    entries = document.get("pairs") if isinstance(document, Mapping) else None
+    if not isinstance(entries, list) or not entries:
+        raise InputError(f"{origin}: expected a non-empty list 'pairs' of {{source, target}} photo files")
+    by_file = {p.file: p for p in photos}
+    chosen: list[SwapPair] = []
+    for i, entry in enumerate(entries):
+        files = _pair_files(entry)
+        if files is None:
+            raise InputError(f"{origin}: pair {i} has no source and target photo file")
+        unknown = [f for f in files if f not in by_file]
+        if unknown:
+            raise InputError(f"{origin}: pair {i}: {unknown[0]} is not listed in identities.csv")
+        source, target = by_file[files[0]], by_file[files[1]]
+        if source.identity == target.identity:
+            raise InputError(f"{origin}: pair {i} swaps {source.identity} with themselves")
+        chosen.append(SwapPair(index=i, source=source, target=target))
+    return tuple(chosen)
+
+
+def read_pair_list(path: Path, photos: Sequence[Photo]) -> tuple[SwapPair, ...]:
+    """:func:`parse_pair_list` of a JSON file; raises
+    :class:`UnreadableFileError` when it cannot be read or is not JSON."""
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UnreadableFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise UnreadableFileError(f"{path} is not JSON: {exc}") from exc
+    return parse_pair_list(document, photos, origin=str(path))

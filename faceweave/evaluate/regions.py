@@ -12,7 +12,6 @@ from functools import cache
 import cv2
 import numpy as np
 
-from faceweave.evaluate.metrics import delta_e, rgb_to_lab
 from faceweave.geometry import topology as topo
 from faceweave.types import BBox, Face
 
@@ -140,60 +139,6 @@ def inner_skin_mask(
     :func:`feature_mask` (eyes, brows, lips, nose tip and nostrils)."""
     inner = erode(face_oval_mask(face, shape), erode_by * face.size)
     return inner & ~feature_mask(face, shape, margin=feature_margin)
-
-
-def _up_axis(face: Face) -> np.ndarray:
-    """``(2,)`` unit vector from the chin towards the forehead, in the image."""
-    p = face.points2d.astype(np.float64)
-    up = p[topo.FOREHEAD_TOP] - p[topo.CHIN]
-    n = np.linalg.norm(up)
-    return up / n if n > 1e-6 else np.array([0.0, -1.0])
-
-
-def ring_mask(face: Face, shape: tuple[int, ...], *, gap: float = 0.03, width: float = 0.15) -> np.ndarray:
-    """``(H, W)`` bool ring just outside the face oval, below the top of the
-    eyebrows (temples, sides of the cheeks, jaw, neck): the oval grown by
-    ``(gap + width) * face.size`` minus the oval grown by ``gap * face.size``,
-    keeping pixels no higher along the face's chin-to-forehead axis than the
-    highest eyebrow point (so the hair line above the forehead is left out)."""
-    oval = face_oval_mask(face, shape)
-    ring = dilate(oval, (gap + width) * face.size) & ~dilate(oval, gap * face.size)
-    up = _up_axis(face)
-    p = face.points2d.astype(np.float64)
-    brows = p[np.concatenate([topo.right_eyebrow(), topo.left_eyebrow()])]
-    limit = float(np.max(brows @ up))
-    ys, xs = np.nonzero(ring)
-    above = xs * up[0] + ys * up[1] > limit
-    ring[ys[above], xs[above]] = False
-    return ring
-
-
-def skin_ring_mask(
-    face: Face,
-    pixels: np.ndarray,
-    *,
-    max_distance: float = 12.0,
-    lightness_weight: float = 0.5,
-    gap: float = 0.03,
-    width: float = 0.15,
-) -> np.ndarray:
-    """The :func:`ring_mask` of ``face`` restricted to skin-like pixels of the
-    ``(H, W, 3)`` uint8 image: those whose Lab colour lies within
-    ``max_distance`` of the median Lab colour of the face's
-    :func:`inner_skin_mask` in the same image, with the lightness difference
-    weighted by ``lightness_weight`` (``sqrt((w*dL)^2 + da^2 + db^2)``): skin in
-    shadow (neck) stays in, while hair and grey or beige backgrounds, which
-    differ mostly in chroma, fall out.  Empty when the inner skin is empty."""
-    inner = inner_skin_mask(face, pixels.shape)
-    ring = ring_mask(face, pixels.shape, gap=gap, width=width)
-    if not inner.any() or not ring.any():
-        return np.zeros(pixels.shape[:2], bool)
-    weights = np.array([lightness_weight, 1.0, 1.0], np.float32)
-    reference = np.median(rgb_to_lab(pixels[inner]), axis=0) * weights
-    close = delta_e(rgb_to_lab(pixels[ring]) * weights, reference) <= max_distance
-    out = np.zeros(pixels.shape[:2], bool)
-    out[ring] = close
-    return out
 
 
 def changed_mask(

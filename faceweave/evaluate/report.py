@@ -11,7 +11,9 @@ from dataclasses import asdict, dataclass, field
 from statistics import mean, median
 from typing import Any
 
-REPORT_VERSION = 1
+from faceweave.evaluate.tone import ToneSettings
+
+REPORT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class EvaluationSettings:
     seam_threshold: float = 6.0  #: grey levels of |result - target| that count as changed
     seam_border_width: int = 1  #: half-width of the border band, pixels
     seam_box_scale: float = 2.5  #: only border pixels inside the face box scaled by this count
-    skin_distance: float = 12.0  #: ring pixels this close to the inner-skin median count as skin
+    tone: ToneSettings = ToneSettings()  #: the skin-tone metric's constants (the judge's)
     blotch_delta_e: float = 12.0  #: ΔE from the smoothed face that makes a pixel a blotch
     blotch_sigma: float = 0.1  #: smoothing sigma as a fraction of the face size
     match_iou: float = 0.3  #: a result face matches the target face above this box IoU
@@ -53,7 +55,8 @@ class PairResult:
     mouth_width_error: float | None = None
     eye_open_error: float | None = None
     psnr_outside: float | None = None
-    tone_error: float | None = None
+    tone_error: float | None = None  #: ΔE76 length of tone_dlab
+    tone_dlab: tuple[float, float, float] | None = None  #: excess (dL*, da*, db*): + paler, redder, yellower
     seam_ratio: float | None = None
     blotch_fraction: float | None = None
     sharpness_ratio: float | None = None
@@ -100,7 +103,8 @@ class Check:
 CHECKS: tuple[tuple[str, str, float | None, float | None], ...] = (
     ("retrieval rate", "retrieval_rate", 0.95, None),
     ("median id_dist_source", "id_dist_source_median", None, 0.45),
-    ("mean tone_error", "tone_error_mean", None, 3.0),
+    ("mean tone_error", "tone_error_mean", None, 2.0),
+    ("max tone_error", "tone_error_max", None, 4.0),
     ("median seam_ratio", "seam_ratio_median", None, 1.05),
     ("median sharpness_ratio", "sharpness_ratio_median", 0.85, 1.15),
     ("median pose_error", "pose_error_median", None, 2.0),
@@ -146,6 +150,13 @@ def _rounded(value: Any) -> Any:
     return value
 
 
+def _mean_vector(vectors: Sequence[Sequence[float]]) -> list[float] | None:
+    """Component-wise mean of equal-length vectors; ``None`` when there are none."""
+    if not vectors:
+        return None
+    return [float(mean(column)) for column in zip(*vectors, strict=True)]
+
+
 def summarize(results: Sequence[PairResult], *, photos_without_face: Sequence[str] = ()) -> dict[str, Any]:
     """Summary statistics; averages are over the pairs with ``found`` and a value."""
     found = [r for r in results if r.found]
@@ -173,6 +184,8 @@ def summarize(results: Sequence[PairResult], *, photos_without_face: Sequence[st
         "id_dist_source_below_0_6": (sum(d < 0.6 for d in ids) / len(ids)) if ids else None,
         "id_dist_target_mean": stat(mean, "id_dist_target"),
         "tone_error_mean": stat(mean, "tone_error"),
+        "tone_error_max": stat(max, "tone_error"),
+        "tone_dlab_mean": _mean_vector([r.tone_dlab for r in found if r.tone_dlab is not None]),
         "seam_ratio_median": stat(median, "seam_ratio"),
         "blotch_fraction_mean": stat(mean, "blotch_fraction"),
         "sharpness_ratio_median": stat(median, "sharpness_ratio"),
@@ -204,11 +217,20 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _fmt_vector(values: Sequence[float] | None, digits: int = 2) -> str:
+    return "n/a" if values is None else "(" + ", ".join(f"{v:+.{digits}f}" for v in values) + ")"
+
+
+def _pair_origin(options: Mapping[str, Any]) -> str:
+    listed = options.get("pairs_from")
+    return f"listed in {listed}" if listed else f"seed {options.get('seed')}"
+
+
 def format_summary(report: EvaluationReport) -> str:
     """Short human-readable summary with PASS/FAIL per check (plain text)."""
     s = report.summary
     lines = [
-        f"faceweave evaluate: {s['pairs']} pairs from {report.data_dir} (seed {report.options.get('seed')})",
+        f"faceweave evaluate: {s['pairs']} pairs from {report.data_dir} ({_pair_origin(report.options)})",
         f"faces found:     {s['pairs_found']}/{s['pairs']} pairs"
         + (
             ""
@@ -220,7 +242,9 @@ def format_summary(report: EvaluationReport) -> str:
         f"{_fmt(s['id_dist_source_median'])}"
         f" mean {_fmt(s['id_dist_source_mean'])}  <0.6 {_fmt(s['id_dist_source_below_0_6'])}"
         f"  id_dist_target mean {_fmt(s['id_dist_target_mean'])}",
-        f"blend:           tone mean {_fmt(s['tone_error_mean'], 2)} dE  seam median {_fmt(s['seam_ratio_median'])}"
+        f"tone:            mean {_fmt(s['tone_error_mean'], 2)} max {_fmt(s['tone_error_max'], 2)} dE"
+        f"  mean (dL, da, db) {_fmt_vector(s['tone_dlab_mean'])}",
+        f"blend:           seam median {_fmt(s['seam_ratio_median'])}"
         f"  blotch mean {_fmt(s['blotch_fraction_mean'], 4)}  sharpness median {_fmt(s['sharpness_ratio_median'])}",
         f"fidelity:        pose median {_fmt(s['pose_error_median'], 2)} max {_fmt(s['pose_error_max'], 2)} deg"
         f"  expression median {_fmt(s['expression_error_median'], 4)} max {_fmt(s['expression_error_max'], 4)}"

@@ -22,7 +22,14 @@ import numpy as np
 from pydantic import BaseModel
 
 from faceweave.errors import FaceweaveError, OutputError
-from faceweave.evaluate.pairs import Photo, SwapPair, build_pairs, independent_photos, read_identities
+from faceweave.evaluate.pairs import (
+    Photo,
+    SwapPair,
+    build_pairs,
+    independent_photos,
+    read_identities,
+    read_pair_list,
+)
 from faceweave.evaluate.report import (
     EvaluationReport,
     EvaluationSettings,
@@ -70,6 +77,13 @@ def _write_bytes(path: Path, data: bytes) -> None:
         raise OutputError(f"cannot write '{path}': {exc.strerror or exc}") from exc
 
 
+def _largest_faces(
+    photos: Sequence[Photo], swapper: Swapper, load: Callable[[Photo, str], Image]
+) -> dict[str, Face | None]:
+    """The largest face of each photo, with its embedding (``None`` without a face), by file."""
+    return {p.file: _largest(swapper.analyser.analyse(load(p, "photo").pixels, embeddings=True)) for p in photos}
+
+
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)[:60]
 
@@ -81,21 +95,24 @@ def evaluate_folder(
     swapper: Swapper,
     pairs: int = 30,
     seed: int = 0,
+    pairs_from: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
     settings: EvaluationSettings = EvaluationSettings(),
 ) -> EvaluationReport:
     """Swap ``pairs`` deterministic pairs from ``data_dir`` (which holds
     ``identities.csv``), score them and write ``report.json``,
     ``summary.txt``, ``contact_sheet.png`` and ``results/*.jpg`` into
-    ``out_dir`` (created).  ``progress(done, total)`` is called after each pair.
+    ``out_dir`` (created).  With ``pairs_from`` (a judge's ``results.json`` or
+    a ``report.json``) the pairs are the first ``pairs`` it lists instead of
+    a seeded pick.  ``progress(done, total)`` is called after each pair.
 
     Raises:
-        UnreadableFileError, InputError: bad ``identities.csv`` or photo.
+        UnreadableFileError, InputError: bad ``identities.csv``, pair list or photo.
         OutputError: the output folder or a file in it cannot be written.
     """
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     photos = read_identities(data_dir / "identities.csv")
-    chosen = build_pairs(photos, count=pairs, seed=seed)
+    chosen = build_pairs(photos, count=pairs, seed=seed) if pairs_from is None else read_pair_list(pairs_from, photos)
     swap_options = getattr(swapper, "options", None)
     max_pixels = int(getattr(swap_options, "max_pixels", 40_000_000))
     try:
@@ -106,19 +123,17 @@ def evaluate_folder(
     def load(photo: Photo, role: str) -> Image:
         return read_image(data_dir / photo.file, max_pixels=max_pixels, role=role)
 
-    # the largest face of every independent photo, with its embedding, once
-    faces: dict[str, Face | None] = {}
-    for photo in independent_photos(photos):
-        faces[photo.file] = _largest(swapper.analyser.analyse(load(photo, "photo").pixels, embeddings=True))
+    faces = _largest_faces(independent_photos(photos), swapper, load)
     embeddings = {f: face.embedding for f, face in faces.items() if face is not None and face.embedding is not None}
     without_face = sorted(f for f, face in faces.items() if face is None)
     run = _Run(photos, faces, embeddings, swapper, load, settings)
-    results, rows = _run_pairs(chosen, run, out_dir, progress)
+    results, rows = _run_pairs(chosen[:pairs], run, out_dir, progress)
     summary = summarize(results, photos_without_face=without_face)
     options = {
         "data_dir": str(data_dir),
         "pairs": pairs,
         "seed": seed,
+        "pairs_from": None if pairs_from is None else str(pairs_from),
         "settings": asdict(settings),
         "swap_options": swap_options.model_dump(mode="json") if isinstance(swap_options, BaseModel) else None,
     }

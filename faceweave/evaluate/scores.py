@@ -14,19 +14,20 @@ from faceweave.evaluate import metrics as M
 from faceweave.evaluate import regions as R
 from faceweave.evaluate.pairs import Photo, SwapPair, independent_photos, other_photos
 from faceweave.evaluate.report import EvaluationSettings
+from faceweave.evaluate.tone import tone_shift
 from faceweave.types import Face
 
 
 def image_metrics(
     target: np.ndarray, target_face: Face, result: np.ndarray, result_face: Face, *, settings: EvaluationSettings
-) -> dict[str, float | None]:
-    """Pose, expression, psnr_outside, tone, seam, blotch and sharpness of one
-    swap: ``target`` and ``result`` are ``(H, W, 3)`` uint8 RGB, the faces are
-    the target's face and the matching face found in the result."""
+) -> dict[str, Any]:
+    """Pose, expression, psnr_outside, tone (error and signed Lab vector),
+    seam, blotch and sharpness of one swap: ``target`` and ``result`` are
+    ``(H, W, 3)`` uint8 RGB, the faces are the target's face and the matching
+    face found in the result."""
     shape = target.shape
     target_inner = R.inner_skin_mask(target_face, shape)
     result_inner = R.inner_skin_mask(result_face, shape)
-    ring = R.skin_ring_mask(target_face, target, max_distance=settings.skin_distance)
     border = R.seam_border(
         result,
         target,
@@ -35,6 +36,7 @@ def image_metrics(
         within=R.box_mask(shape, target_face.bbox, scale=settings.seam_box_scale),
     )
     expression = M.expression_differences(result_face.mesh, target_face.mesh)
+    tone = tone_shift(result, target, target_face.mesh, result_face.mesh, settings=settings.tone)
     return {
         "pose_error": M.pose_error(result_face.pose, target_face.pose),
         "expression_error": max(expression.as_tuple()),
@@ -44,7 +46,8 @@ def image_metrics(
         "psnr_outside": M.psnr(
             result, target, R.outside_box_mask(shape, target_face.bbox, scale=settings.psnr_box_scale)
         ),
-        "tone_error": M.tone_error(result, target, result_inner=result_inner, target_inner=target_inner, ring=ring),
+        "tone_error": None if tone is None else float(np.linalg.norm(tone)),
+        "tone_dlab": None if tone is None else tuple(float(v) for v in tone),
         "seam_ratio": M.seam_ratio(result, target, border),
         "blotch_fraction": M.blotch_excess(
             result,

@@ -13,18 +13,28 @@ a face:
 
 Each is reported for the original and for the swap, and as the ratio
 swap / original (1.0: as steady as the original).
+
+**Expression** is compared frame by frame, as the judge's ``videoeval.py``
+does: in every frame with a face in both videos, mouth opening (mesh 13-14),
+mouth width (61-291) and eye opening (mean of 159-145 and 386-374), each over
+the outer-eye-corner distance (33-263); reported are the mean absolute error
+of each ratio over the clip, their mean, the per-frame series and the Pearson
+correlation of the mouth-opening series (does the new face still speak as
+the original did?).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from faceweave.geometry import topology as topo
 from faceweave.io import atomic_output
 
 #: the issue's target: the swap shakes at most this much more than the original
@@ -40,6 +50,32 @@ class TemporalFigures:
 
 
 @dataclass(frozen=True)
+class ExpressionFrame:
+    """The expression ratios (mouth opening, mouth width, eye opening over the
+    outer-eye-corner distance) of one frame in the original and the swap."""
+
+    frame: int
+    original: tuple[float, float, float]
+    swapped: tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class ExpressionFigures:
+    """Expression of the swap against the original over the frames with a
+    face in both: mean absolute error of each ratio and their mean
+    (``expression_error``), the correlation of the mouth-opening series, and
+    the series; ``None`` where there are too few frames (or no variation)."""
+
+    frames: int
+    mouth_open_error: float | None = None
+    mouth_width_error: float | None = None
+    eye_open_error: float | None = None
+    expression_error: float | None = None
+    mouth_open_correlation: float | None = None
+    series: tuple[ExpressionFrame, ...] = ()
+
+
+@dataclass(frozen=True)
 class VideoEvaluation:
     original: TemporalFigures
     swapped: TemporalFigures
@@ -47,9 +83,20 @@ class VideoEvaluation:
     change_ratio: float | None
     swap_fps: float
     output: str
+    expression: ExpressionFigures = ExpressionFigures(frames=0)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """Everything, the per-frame expression series rounded to 5 decimals (short JSON)."""
+        out = asdict(self)
+        out["expression"]["series"] = [
+            {"frame": f.frame, "original": _round5(f.original), "swapped": _round5(f.swapped)}
+            for f in self.expression.series
+        ]
+        return out
+
+
+def _round5(values: tuple[float, ...]) -> list[float]:
+    return [round(v, 5) for v in values]
 
 
 def _same_face(a: np.ndarray, b: np.ndarray) -> bool:
@@ -99,19 +146,89 @@ def temporal_figures(frames: list[np.ndarray | None], meshes: list[np.ndarray | 
     )
 
 
-def measure_video(path: str | os.PathLike, analyser) -> TemporalFigures:
-    """:func:`temporal_figures` of a video file, the largest face per frame."""
+def corner_ratios(mesh: np.ndarray) -> tuple[float, float, float] | None:
+    """Mouth opening (13-14), mouth width (61-291) and eye opening (mean of
+    159-145 and 386-374) of a ``(468+, 2+)`` mesh, each over the outer
+    eye-corner distance (33-263); ``None`` when the corners coincide."""
+    p = np.asarray(mesh, np.float64)[:, :2]
+
+    def dist(i: int, j: int) -> float:
+        return float(np.linalg.norm(p[i] - p[j]))
+
+    eyes = dist(topo.RIGHT_EYE_OUTER, topo.LEFT_EYE_OUTER)
+    if eyes <= 1e-6:
+        return None
+    lids = (dist(topo.RIGHT_EYE_UPPER, topo.RIGHT_EYE_LOWER) + dist(topo.LEFT_EYE_UPPER, topo.LEFT_EYE_LOWER)) / 2
+    return (
+        dist(topo.UPPER_LIP_INNER, topo.LOWER_LIP_INNER) / eyes,
+        dist(topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT) / eyes,
+        lids / eyes,
+    )
+
+
+def pearson(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Pearson correlation of two ``(N,)`` series; ``None`` below 3 values or
+    when either series is constant."""
+    if len(a) < 3 or float(np.std(a)) <= 1e-12 or float(np.std(b)) <= 1e-12:
+        return None
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def expression_figures(
+    original: Sequence[np.ndarray | None], swapped: Sequence[np.ndarray | None]
+) -> ExpressionFigures:
+    """:class:`ExpressionFigures` from the per-frame ``(478, 2+)`` meshes of
+    the original and the swap (``None`` where no face was found), frame ``t``
+    of one against frame ``t`` of the other."""
+    series = []
+    for t, (a, b) in enumerate(zip(original, swapped, strict=False)):
+        ra = None if a is None else corner_ratios(a)
+        rb = None if b is None else corner_ratios(b)
+        if ra is not None and rb is not None:
+            series.append(ExpressionFrame(frame=t, original=ra, swapped=rb))
+    if not series:
+        return ExpressionFigures(frames=0)
+    ro = np.array([f.original for f in series])
+    rs = np.array([f.swapped for f in series])
+    errors = np.abs(ro - rs).mean(axis=0)
+    return ExpressionFigures(
+        frames=len(series),
+        mouth_open_error=float(errors[0]),
+        mouth_width_error=float(errors[1]),
+        eye_open_error=float(errors[2]),
+        expression_error=float(errors.mean()),
+        mouth_open_correlation=pearson(ro[:, 0], rs[:, 0]),
+        series=tuple(series),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class VideoScan:
+    """Per frame of a video: the grey image and the largest face's ``(478,
+    2)`` mesh (``None`` where there is no face)."""
+
+    greys: list[np.ndarray | None]
+    meshes: list[np.ndarray | None]
+
+
+def scan_video(path: str | os.PathLike, analyser) -> VideoScan:
+    """The :class:`VideoScan` of a video file (detector and mesh each frame)."""
     from faceweave.video.io import VideoReader
 
-    greys: list[np.ndarray | None] = []
-    meshes: list[np.ndarray | None] = []
+    scan = VideoScan(greys=[], meshes=[])
     with VideoReader(path) as reader:
         for frame in reader:
             faces = analyser.analyse(frame.pixels, small_faces=False)
             face = max(faces, key=lambda f: f.bbox.area) if faces else None
-            meshes.append(None if face is None else np.array(face.mesh[:, :2]))
-            greys.append(cv2.cvtColor(frame.pixels, cv2.COLOR_RGB2GRAY))
-    return temporal_figures(greys, meshes)
+            scan.meshes.append(None if face is None else np.array(face.mesh[:, :2]))
+            scan.greys.append(cv2.cvtColor(frame.pixels, cv2.COLOR_RGB2GRAY))
+    return scan
+
+
+def measure_video(path: str | os.PathLike, analyser) -> TemporalFigures:
+    """:func:`temporal_figures` of a video file, the largest face per frame."""
+    scan = scan_video(path, analyser)
+    return temporal_figures(scan.greys, scan.meshes)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -127,8 +244,9 @@ def evaluate_video(video: Path, source: Path, out_dir: Path, *, swapper, progres
     out_dir.mkdir(parents=True, exist_ok=True)
     result = out_dir / "result.mp4"
     report = VideoSwapper(swapper).swap_video([source], video, result, progress=progress)
-    original = measure_video(video, swapper.analyser)
-    swapped = measure_video(result, swapper.analyser)
+    before, after = scan_video(video, swapper.analyser), scan_video(result, swapper.analyser)
+    original = temporal_figures(before.greys, before.meshes)
+    swapped = temporal_figures(after.greys, after.meshes)
     evaluation = VideoEvaluation(
         original=original,
         swapped=swapped,
@@ -136,6 +254,7 @@ def evaluate_video(video: Path, source: Path, out_dir: Path, *, swapper, progres
         change_ratio=_ratio(swapped.change, original.change),
         swap_fps=report.fps,
         output=str(result),
+        expression=expression_figures(before.meshes, after.meshes),
     )
     for name, text in (
         ("video_report.json", json.dumps(evaluation.as_dict(), indent=2)),
@@ -150,6 +269,7 @@ def format_video_summary(e: VideoEvaluation, video: Path | str) -> str:
     def f(v: float | None, digits: int = 4) -> str:
         return "n/a" if v is None else f"{v:.{digits}f}"
 
+    x = e.expression
     verdict = "n/a" if e.jitter_ratio is None else ("PASS" if e.jitter_ratio <= JITTER_RATIO_TARGET else "FAIL")
     return "\n".join(
         [
@@ -160,6 +280,9 @@ def format_video_summary(e: VideoEvaluation, video: Path | str) -> str:
             f"{f(e.jitter_ratio, 2)}",
             f"frame change:      original {f(e.original.change, 2)}  swapped {f(e.swapped.change, 2)}  ratio "
             f"{f(e.change_ratio, 2)}",
+            f"expression:        mouth open {f(x.mouth_open_error)}  mouth width {f(x.mouth_width_error)}  eyes "
+            f"{f(x.eye_open_error)}  mean {f(x.expression_error)}  (abs. error over {x.frames} frames)",
+            f"mouth opening:     correlation with the original {f(x.mouth_open_correlation, 3)}",
             f"swap speed:        {e.swap_fps:.1f} fps",
             f"  {verdict}  jitter ratio <= {JITTER_RATIO_TARGET}",
         ]
