@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from faceweave.analysis.occluders import Occluders
-from faceweave.compositing.blend import match_detail, paste_back
+from faceweave.compositing.blend import match_detail, paste_back, restore_detail
 from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.composite import composite
 from faceweave.compositing.values import Composite
@@ -28,6 +28,17 @@ from faceweave.types import Face
 
 #: one face to swap and the source to swap it with
 Pair = tuple[Face, SourceFace]
+#: the scale of skin texture restored from the photo under a softer new face
+#: (:func:`~faceweave.compositing.blend.restore_detail`), as a fraction of the
+#: face size; photos only, and skipped below :data:`MIN_TEXTURE_SIGMA` pixels,
+#: where the grain match of ``match_detail`` already covers it
+TEXTURE_SCALE = 0.006
+MIN_TEXTURE_SIGMA = 1.0
+
+
+def _scale(matrix: np.ndarray) -> float:
+    """The scale of a ``(2, 3)`` similarity (frame -> crop)."""
+    return float(np.sqrt(abs(np.linalg.det(np.asarray(matrix, np.float64)[:, :2]))))
 
 
 class FaceRenderer:
@@ -132,6 +143,9 @@ class FaceRenderer:
         with timed(timings, "paste"):
             paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
             match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask, sharpen=still)
+            sigma = TEXTURE_SCALE * crop.face_size / _scale(crop.matrix)
+            if still and sigma >= MIN_TEXTURE_SIGMA:  # photos: a video keeps its frame rate
+                restore_detail(pixels, into, comp.detail, crop.matrix, sigma=sigma, out=into)
 
     def _composite(
         self, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float], colour: ColourMatch | None

@@ -201,6 +201,35 @@ def match_detail(
     return out
 
 
+def restore_detail(
+    original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, sigma: float, out: np.ndarray
+) -> np.ndarray:
+    """Give a new face that is softer than the photo the photo's own detail at
+    the scale of skin texture (``sigma``: frame pixels, a fraction of the face
+    size), in ``out``: a source face smaller than the target, or resampled
+    through the working crop, looks waxy beside the photo.  Under ``mask``
+    (crop coordinates: the new face's bare skin) the detail band (image minus
+    its low-pass at ``sigma``) of the target ``original`` is added, just
+    enough that the band's energy matches the original's; a new face as
+    detailed as the photo, or more, is left as it is.  Returns ``out``."""
+    window = _detail_window(frame.shape, mask, None, matrix)
+    if window is None:
+        return out
+    (x1, y1, x2, y2), m, _ = window
+    sel = (m > 0.5).astype(np.uint8)
+    if cv2.countNonZero(sel) < 64:
+        return out
+    orig = original[y1:y2, x1:x2].astype(np.float32)
+    new = frame[y1:y2, x1:x2].astype(np.float32)
+    c, add = _grain_step(orig, new, m, sel, sigma)
+    if not add or c <= 0.0:
+        return out
+    # the band of (new + c * band) is less than c times the band: c may pass 1; at most twice the photo's
+    new += _band(orig, sigma) * (min(c, 2.0) * m)[..., None] + 0.5
+    out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
+    return out
+
+
 def _detail_window(
     shape: tuple[int, ...], mask: np.ndarray, blur_mask: np.ndarray | None, matrix: np.ndarray
 ) -> tuple[tuple[int, int, int, int], np.ndarray, np.ndarray | None] | None:

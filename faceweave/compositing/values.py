@@ -7,7 +7,7 @@ holds them as read-only views, like :mod:`faceweave.types`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -77,17 +77,24 @@ class CompositeMasks:
 @dataclass(frozen=True, eq=False)
 class ColourPlan:
     """How the new face's colour is changed: ``match`` maps its skin colour
-    to the target's; ``shading`` ``(s, s, 3)`` float32 CIELAB offset, the
-    target's low-frequency shading minus the matched face's, added
+    to the target's; ``regional`` gives it the target's skin tint;
+    ``shading`` ``(s, s, 3)`` float32 CIELAB offset, the target's
+    low-frequency shading minus the matched and tinted face's, added
     ``amount`` (0..1) times."""
 
     match: ColourMatch
     shading: np.ndarray
     amount: float
+    #: ``(s, s, 3)`` float32 CIELAB offset added whole: the target's skin tint
+    #: where its skin shows it (:func:`~faceweave.compositing.composite.skin_tint`); zeros when not given
+    regional: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 3), np.float32))
 
     def __post_init__(self) -> None:
         shading = checked_array(self.shading, shape=(None, None, 3), dtype=np.float32, name="shading offset")
         object.__setattr__(self, "shading", shading)
+        regional = np.zeros_like(shading) if self.regional.size == 0 else self.regional
+        regional = checked_array(regional, shape=shading.shape, dtype=np.float32, name="regional offset")
+        object.__setattr__(self, "regional", regional)
         if not 0.0 <= self.amount <= 1.0:
             raise ValueError(f"shading amount must be in [0, 1]; got {self.amount}")
 
