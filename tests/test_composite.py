@@ -166,7 +166,6 @@ def test_a_surgical_mask_on_the_target_stays_in_front(faces_dir):
 
     from faceweave.io import read_image
     from faceweave.pipeline import FaceSwapper
-
     from faceweave.provenance.stamp import Provenance
 
     target = read_image(faces_dir / "hard/occl_surgical_mask.jpg").pixels
