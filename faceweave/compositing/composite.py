@@ -256,8 +256,7 @@ def skin_tint(view: HalfCrop, matched: np.ndarray, skin: np.ndarray) -> np.ndarr
     tint = np.zeros((small[1], small[0], 3), np.float32)
     tint[..., 1:] = fine[..., 1:] * weight[..., None]
     tint[..., 0] = TINT_LIGHTNESS * fine[..., 0] * weight
-    tint = cv2.resize(tint, view.size, interpolation=cv2.INTER_LINEAR)
-    return tint
+    return cv2.resize(tint, view.size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
 
 
 def _shrunk(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
