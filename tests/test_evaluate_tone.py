@@ -227,3 +227,26 @@ def test_tone_on_a_real_photo_tinted_warm(faces_dir, photo):
     whole = T.tone_error(everywhere, target, target_mesh, redetected["whole"])
     assert face_only == pytest.approx(float(np.linalg.norm(warm)), abs=0.75)
     assert whole == pytest.approx(0.0, abs=0.75)
+
+
+@pytest.mark.slow
+def test_face_sharpness_is_judged_on_a_200_px_face_whatever_the_photo_s_size(astronaut):
+    """The judge's sharpness: 1 for the target itself, below 1 for a blurred
+    face, and about the same figure for the same pair at twice the size."""
+    import cv2
+
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.evaluate.metrics import face_sharpness_ratio
+    from faceweave.options import SwapOptions
+
+    target = np.array(astronaut)
+    with FaceAnalyser(SwapOptions().analysis) as analyser:
+        face = max(analyser.analyse(target), key=lambda f: f.bbox.area)
+    blurred = cv2.GaussianBlur(target, (0, 0), 2.0)
+    assert face_sharpness_ratio(target, target, face.mesh) == pytest.approx(1.0)
+    small = face_sharpness_ratio(blurred, target, face.mesh)
+    assert small is not None and small < 0.8
+    big = [cv2.resize(x, None, fx=2, fy=2, interpolation=cv2.INTER_CUBIC) for x in (blurred, target)]
+    mesh2 = np.array(face.mesh) * np.array([2.0, 2.0, 2.0], np.float32)
+    doubled = face_sharpness_ratio(big[0], big[1], mesh2)
+    assert doubled is not None and abs(doubled - small) < 0.15

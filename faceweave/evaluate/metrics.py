@@ -273,6 +273,29 @@ def high_frequency_energy(pixels: np.ndarray, mask: np.ndarray) -> float | None:
     return float(np.mean(vals * vals))
 
 
+def face_sharpness_ratio(
+    result: np.ndarray, target: np.ndarray, target_mesh: np.ndarray, *, face_width: int = 200, erode_by: float = 0.04
+) -> float | None:
+    """The judge's sharpness: RMS of the grey 3x3 Laplacian inside the target's
+    face oval eroded by ``erode_by`` face widths, result over target, with both
+    images cut around the face and scaled so that it is ``face_width`` pixels
+    wide (so a 1500 px face is judged like a 200 px one: its pixel grain does
+    not count, the skin's texture does).  ``None`` when the oval is empty."""
+    from faceweave.evaluate.regions import erode, polygon_mask
+    from faceweave.evaluate.tone import canonical_crop
+    from faceweave.geometry import topology as topo
+
+    _check_pair(result, target)
+    crop = canonical_crop(result, target, target_mesh, face_width=face_width)
+    oval = polygon_mask(crop.target.shape, crop.target_points[topo.face_oval()])
+    mask = erode(oval, erode_by * face_width)
+    er = high_frequency_energy(crop.result, mask) if mask.any() else None
+    et = high_frequency_energy(crop.target, mask) if mask.any() else None
+    if er is None or et is None or et <= 0:
+        return None
+    return float(np.sqrt(er / et))
+
+
 def sharpness_ratio(
     result: np.ndarray,
     target: np.ndarray,

@@ -106,7 +106,7 @@ CHECKS: tuple[tuple[str, str, float | None, float | None], ...] = (
     ("mean tone_error", "tone_error_mean", None, 2.0),
     ("max tone_error", "tone_error_max", None, 4.0),
     ("median seam_ratio", "seam_ratio_median", None, 1.05),
-    ("median sharpness_ratio", "sharpness_ratio_median", 0.85, 1.15),
+    ("median sharpness_ratio", "sharpness_ratio_median", 0.9, 1.15),
     ("median pose_error", "pose_error_median", None, 2.0),
     ("median expression_error", "expression_error_median", None, 0.02),
     ("min psnr_outside", "psnr_outside_min", 40.0, None),

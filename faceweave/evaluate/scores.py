@@ -57,7 +57,7 @@ def image_metrics(
             sigma=max(settings.blotch_sigma * target_face.size, 1.0),
             threshold=settings.blotch_delta_e,
         ),
-        "sharpness_ratio": M.sharpness_ratio(result, target, result_mask=result_inner, target_mask=target_inner),
+        "sharpness_ratio": M.face_sharpness_ratio(result, target, target_face.mesh),
     }
 
 
