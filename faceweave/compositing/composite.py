@@ -58,6 +58,12 @@ TINT_FEATHER = 0.03
 #: rest is the source's modelling of its cheeks, which carries identity):
 #: on the judge's 24 pairs 0.3 moved tone from 2.75 to 2.53 dE for +0.003 d_src
 TINT_LIGHTNESS = 0.3
+#: the skin around the eyes that :func:`eyelid_lift` may lighten: between
+#: these distances from the eye (fractions of the face size), and the lift
+#: (L* units) from which it takes the target's tint there in full
+EYELID_INNER = 0.015
+EYELID_OUTER = 0.07
+EYELID_FULL = 4.0
 
 
 def composite(
@@ -256,7 +262,43 @@ def skin_tint(view: HalfCrop, matched: np.ndarray, skin: np.ndarray) -> np.ndarr
     tint = np.zeros((small[1], small[0], 3), np.float32)
     tint[..., 1:] = fine[..., 1:] * weight[..., None]
     tint[..., 0] = TINT_LIGHTNESS * fine[..., 0] * weight
+    tint += eyelid_lift(face, behind, mesh, fs)
     return cv2.resize(tint, view.size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
+
+
+def eyelid_lift(face: np.ndarray, behind: np.ndarray, mesh: np.ndarray, face_size: float) -> np.ndarray:
+    """``(s, s, 3)`` float32 CIELAB offset that lifts a source's dark eye
+    makeup or shadowed lids to the target's lids: over the skin around the
+    eyes (not the eyes and lashes, not the brows), where the new face is
+    darker than the target there, its lightness is brought up to the
+    target's and its tint with it.  Never darker: a target's own eye
+    shadow does not come across."""
+    size = (face.shape[1], face.shape[0])
+    inner = _eye_mask(size, mesh, EYELID_INNER * face_size)
+    outer = _eye_mask(size, mesh, EYELID_OUTER * face_size)
+    brows = feature_mask(size, mesh, grow=0.0) - np.maximum(_eye_mask(size, mesh, 0.0), 0.0)
+    ring = np.clip(outer - inner - cv2.dilate(np.clip(brows, 0, 1), np.ones((3, 3), np.uint8)), 0.0, 1.0)
+    if float(ring.sum()) < 16:
+        return np.zeros_like(face)
+    offset = shading_offset(face, ring, behind, ring, sigma=TINT_SIGMA * face_size)
+    lift = np.clip(offset[..., 0], 0.0, None)
+    share = np.clip(lift / EYELID_FULL, 0.0, 1.0)
+    weight = feather(ring, erode=0, blur=TINT_FEATHER * face_size) * (1.0 - _eye_mask(size, mesh, 0.0))
+    out = np.zeros_like(face)
+    out[..., 0] = lift * weight
+    out[..., 1:] = offset[..., 1:] * (share * weight)[..., None]
+    return out
+
+
+def _eye_mask(size: tuple[int, int], mesh: np.ndarray, grow: float) -> np.ndarray:
+    from faceweave.compositing.masks import polygon_mask
+    from faceweave.geometry import topology as topo
+
+    m = np.maximum(polygon_mask(size, mesh[topo.right_eye()]), polygon_mask(size, mesh[topo.left_eye()]))
+    if grow >= 0.5:
+        k = int(round(grow)) * 2 + 1
+        m = cv2.dilate(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    return np.asarray(m, np.float32)
 
 
 def _shrunk(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:

@@ -250,6 +250,8 @@ def _segment_attempt(rt: WorkerRuntime, job: JobRecord, models: JobModels, row: 
         except Exception as exc:  # noqa: BLE001 - the job's outcome, unless stopped
             error = exc
     if stop.is_set():  # cancelled, the job was taken back, or the worker is shutting down
+        if rt.state is not None and rt.state.draining:
+            log.info("job %s segment %d: worker shutting down: handing back the running video work", job_id, index)
         part.unlink(missing_ok=True)
         rt.segments.release(job_id, attempt, index, worker_id)
         return "released"
