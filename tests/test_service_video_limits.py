@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from service_fixtures import running_app, settings, wait_state
+from service_fixtures import running_app, settings, wait_for, wait_state
 
 pytestmark = pytest.mark.slow
 
@@ -146,4 +146,10 @@ def test_a_dead_attempts_files_are_removed_by_the_next_attempt(tmp_path, source)
     with running_app(settings(tmp_path, workers=1)) as b:
         done = wait_state(b, job_id, ("succeeded", "failed"))
         assert done["state"] == "succeeded" and done["attempts"] == 2, done
-        assert sorted(p.name for p in folder.iterdir()) == ["result-2.png"]
+        # the worker removes the inputs just after it records the outcome
+        left = wait_for(
+            lambda: (names := sorted(p.name for p in folder.iterdir())) == ["result-2.png"] and names,
+            what="the inputs to be removed",
+            limit_s=10.0,
+        )
+        assert left == ["result-2.png"]
