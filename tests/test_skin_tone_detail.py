@@ -152,15 +152,16 @@ def test_a_downscaled_source_keeps_a_face_as_detailed_as_the_photo(faces_dir):
 
 @pytest.mark.slow
 def test_dark_eye_makeup_of_the_source_is_lifted_to_the_target_s_lids_but_never_darkened(astronaut_crop):
-    from faceweave.compositing.composite import EYELID_INNER, EYELID_OUTER, _eye_mask, eyelid_lift
+    from faceweave.compositing.composite import EYELID_INNER, EYELID_OUTER, eyelid_lift
+    from faceweave.compositing.regions import eye_mask
 
     crop = astronaut_crop
     view = _view(crop, crop.pixels)
     size, mesh, fs = view.size, view.mesh, view.face_size
-    ring = (_eye_mask(size, mesh, EYELID_OUTER * fs) - _eye_mask(size, mesh, 0.03 * fs)) > 0.5
-    eyes = _eye_mask(size, mesh, 0.0) > 0.5
+    ring = (eye_mask(size, mesh, grow=EYELID_OUTER * fs) - eye_mask(size, mesh, grow=0.03 * fs)) > 0.5
+    eyes = eye_mask(size, mesh) > 0.5
     made_up = view.behind_lab.copy()
-    made_up[..., 0] -= 15.0 * (_eye_mask(size, mesh, EYELID_OUTER * fs) > 0.5)  # dark shadow around the eyes
+    made_up[..., 0] -= 15.0 * (eye_mask(size, mesh, grow=EYELID_OUTER * fs) > 0.5)  # dark shadow around the eyes
     lift = eyelid_lift(made_up, view.behind_lab, mesh, fs)
     assert np.median(lift[ring][:, 0]) > 6.0  # a good part of the 15 taken back (the lift fades at its edges)
     assert np.abs(lift[eyes]).max() < 1.0 and EYELID_INNER > 0  # the eyes themselves are not touched

@@ -25,7 +25,15 @@ from faceweave.compositing.colour import (
 )
 from faceweave.compositing.masks import box_mask, combine, feather
 from faceweave.compositing.occlusion import target_occlusion
-from faceweave.compositing.regions import feature_mask, forehead_fade, inner_face, mouth_mask, skin_region
+from faceweave.compositing.regions import (
+    brow_mask,
+    eye_mask,
+    feature_mask,
+    forehead_fade,
+    inner_face,
+    mouth_mask,
+    skin_region,
+)
 from faceweave.compositing.resample import half, half_mesh, upsample, upsampled_window
 from faceweave.compositing.skin import CENTRE_TOLERANCE, skin_likelihood, skin_statistics
 from faceweave.compositing.values import ColourPlan, Composite, CompositeMasks, HalfCrop
@@ -274,31 +282,21 @@ def eyelid_lift(face: np.ndarray, behind: np.ndarray, mesh: np.ndarray, face_siz
     target's and its tint with it.  Never darker: a target's own eye
     shadow does not come across."""
     size = (face.shape[1], face.shape[0])
-    inner = _eye_mask(size, mesh, EYELID_INNER * face_size)
-    outer = _eye_mask(size, mesh, EYELID_OUTER * face_size)
-    brows = feature_mask(size, mesh, grow=0.0) - np.maximum(_eye_mask(size, mesh, 0.0), 0.0)
-    ring = np.clip(outer - inner - cv2.dilate(np.clip(brows, 0, 1), np.ones((3, 3), np.uint8)), 0.0, 1.0)
+    eyes = eye_mask(size, mesh)
+    inner = eye_mask(size, mesh, grow=EYELID_INNER * face_size)
+    outer = eye_mask(size, mesh, grow=EYELID_OUTER * face_size)
+    brows = cv2.dilate(brow_mask(size, mesh), np.ones((3, 3), np.uint8))
+    ring = np.clip(outer - inner - brows, 0.0, 1.0)
     if float(ring.sum()) < 16:
         return np.zeros_like(face)
     offset = shading_offset(face, ring, behind, ring, sigma=TINT_SIGMA * face_size)
     lift = np.clip(offset[..., 0], 0.0, None)
     share = np.clip(lift / EYELID_FULL, 0.0, 1.0)
-    weight = feather(ring, erode=0, blur=TINT_FEATHER * face_size) * (1.0 - _eye_mask(size, mesh, 0.0))
+    weight = feather(ring, erode=0, blur=TINT_FEATHER * face_size) * (1.0 - eyes)
     out = np.zeros_like(face)
     out[..., 0] = lift * weight
     out[..., 1:] = offset[..., 1:] * (share * weight)[..., None]
     return out
-
-
-def _eye_mask(size: tuple[int, int], mesh: np.ndarray, grow: float) -> np.ndarray:
-    from faceweave.compositing.masks import polygon_mask
-    from faceweave.geometry import topology as topo
-
-    m = np.maximum(polygon_mask(size, mesh[topo.right_eye()]), polygon_mask(size, mesh[topo.left_eye()]))
-    if grow >= 0.5:
-        k = int(round(grow)) * 2 + 1
-        m = cv2.dilate(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
-    return np.asarray(m, np.float32)
 
 
 def _shrunk(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:

@@ -143,12 +143,29 @@ def mouth_mask(size: tuple[int, int], mesh: np.ndarray, *, grow: float) -> np.nd
 def feature_mask(size: tuple[int, int], mesh: np.ndarray, *, grow: float) -> np.ndarray:
     """1 over the eyes, eyebrows and lips (grown by ``grow`` pixels): the
     parts of a face that are not skin-coloured."""
+    m = np.maximum(eye_mask(size, mesh), brow_mask(size, mesh))
+    return _grown(np.maximum(m, polygon_mask(size, mesh[topo.lips_outer()])), grow)
+
+
+def eye_mask(size: tuple[int, int], mesh: np.ndarray, *, grow: float = 0.0) -> np.ndarray:
+    """1 inside both eyes' outlines (grown by ``grow`` pixels), 0 elsewhere."""
+    m = np.maximum(polygon_mask(size, mesh[topo.right_eye()]), polygon_mask(size, mesh[topo.left_eye()]))
+    return _grown(m, grow)
+
+
+def brow_mask(size: tuple[int, int], mesh: np.ndarray) -> np.ndarray:
+    """1 inside the convex hull of each eyebrow, 0 elsewhere."""
     w, h = size
     m = np.zeros((h, w), np.float32)
-    for idx in (topo.right_eye(), topo.left_eye(), topo.lips_outer()):
-        m = np.maximum(m, polygon_mask(size, mesh[idx]))
     for idx in (topo.right_eyebrow(), topo.left_eyebrow()):
         hull = cv2.convexHull(np.ascontiguousarray(mesh[idx][:, :2], np.float32))
         m = np.maximum(m, polygon_mask(size, hull.reshape(-1, 2)))
+    return m
+
+
+def _grown(mask: np.ndarray, grow: float) -> np.ndarray:
+    """``mask`` dilated by a disk of radius ``round(grow)`` pixels (unchanged for 0)."""
     k = int(round(grow)) * 2 + 1
-    return np.asarray(cv2.dilate(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))))
+    if k == 1:
+        return mask
+    return np.asarray(cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))))

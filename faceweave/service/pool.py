@@ -81,26 +81,23 @@ class WorkerPool:
         return len(self._threads) - len(self.faults)
 
     def _fault_check(self, index: int, models: JobModels):
-        """For :func:`run_job`: a self-test after an error that may be the device's;
-        its failure is the fault, and the thread stops taking jobs."""
-        from faceweave.options import SwapOptions
-        from faceweave.service.selftest import may_be_device_fault, self_test
+        """For :func:`run_job`: a self-test after an error that may be the device's
+        (:func:`~faceweave.service.selftest.fault_check`); on a fault the thread stops taking jobs."""
+        from faceweave.service.selftest import fault_check
 
-        def check(error: BaseException) -> DeviceFaultError | None:
-            if not may_be_device_fault(error):
-                return None
-            try:
-                self_test(models, models.options or SwapOptions(runtime=self.config.runtime))
-            except DeviceFaultError as fault:
+        check = fault_check(models, self.config.runtime)
+
+        def stop_on_fault(error: BaseException) -> DeviceFaultError | None:
+            fault = check(error)
+            if fault is not None:
                 log.error("worker %d: %s; it takes no more jobs", index, fault)
                 with self._lock:
                     self.faults[index] = str(fault)
                 if self.metrics is not None:
                     self.metrics.workers.labels(state="unhealthy").set(len(self.faults))
-                return fault
-            return None
+            return fault
 
-        return check
+        return stop_on_fault
 
     def wake(self) -> None:
         """Tell idle workers that a job was queued."""

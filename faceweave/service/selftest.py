@@ -12,7 +12,10 @@ The picture is a crop of NASA's portrait of Eileen Collins (public domain,
 
 from __future__ import annotations
 
+import logging
+import os
 import time
+from collections.abc import Callable
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -21,8 +24,10 @@ import numpy as np
 from faceweave.errors import DeviceFaultError, InputError, NoFaceError, NoMatchingFaceError, OutputError
 
 if TYPE_CHECKING:
-    from faceweave.options import SwapOptions
+    from faceweave.options import RuntimeOptions, SwapOptions
     from faceweave.service.models import JobModels
+
+log = logging.getLogger("faceweave.service.worker")
 
 #: errors that say the job's input or options are wrong, never the device
 INPUT_FAULTS: tuple[type[BaseException], ...] = (InputError, NoFaceError, NoMatchingFaceError, OutputError)
@@ -64,3 +69,28 @@ def self_test(models: JobModels, options: SwapOptions) -> float:
     if float(np.abs(result.image.astype(np.int16) - picture[:, ::-1]).mean()) == 0.0:
         raise DeviceFaultError("self-test failed: the swap left the picture unchanged")
     return time.perf_counter() - began
+
+
+def fault_check(
+    models: JobModels,
+    runtime: RuntimeOptions,
+    *,
+    test: Callable[[JobModels, SwapOptions], float] = self_test,
+) -> Callable[[BaseException], DeviceFaultError | None]:
+    """For :func:`~faceweave.service.worker.run_job`: after a job's error that
+    may be the device's, a self-test (``test``) with the job's options (the
+    swapper ``models`` built last; else the worker's ``runtime`` defaults);
+    the :class:`DeviceFaultError` it raises is the fault, ``None`` clears the device."""
+    from faceweave.options import SwapOptions
+
+    def check(error: BaseException) -> DeviceFaultError | None:
+        if not may_be_device_fault(error):
+            return None
+        log.warning("worker process %s: a job failed with %s; self-testing", os.getpid(), type(error).__name__)
+        try:
+            test(models, models.options or SwapOptions(runtime=runtime))
+        except DeviceFaultError as fault:
+            return fault
+        return None
+
+    return check

@@ -140,22 +140,11 @@ class WorkerRuntime:
         return seconds
 
     def fault_check(self, models: JobModels) -> Callable[[BaseException], DeviceFaultError | None]:
-        """For :func:`~faceweave.service.worker.run_job`: after an error that may
-        be the device's, a self-test with the job's options; its failure is the fault."""
-        from faceweave.options import SwapOptions
-        from faceweave.service.selftest import may_be_device_fault
+        """For :func:`~faceweave.service.worker.run_job`: a counted self-test after
+        an error that may be the device's (:func:`~faceweave.service.selftest.fault_check`)."""
+        from faceweave.service.selftest import fault_check
 
-        def check(error: BaseException) -> DeviceFaultError | None:
-            if not may_be_device_fault(error):
-                return None
-            log.warning("worker process %s: a job failed with %s; self-testing", os.getpid(), type(error).__name__)
-            try:
-                self.self_test(models, models.options or SwapOptions(runtime=self.settings.runtime))
-            except DeviceFaultError as fault:
-                return fault
-            return None
-
-        return check
+        return fault_check(models, self.settings.runtime, test=self.self_test)
 
     @contextmanager
     def task(self, kind: str, *, queued_s: float | None = None) -> Iterator[dict[str, Any]]:
