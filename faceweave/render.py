@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from faceweave.analysis.occluders import Occluders
-from faceweave.compositing.blend import match_detail, paste_back, restore_detail
+from faceweave.compositing.blend import match_detail, paste_back, restore_detail, warp_frame
 from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.composite import composite
 from faceweave.compositing.values import Composite
@@ -141,6 +141,8 @@ class FaceRenderer:
         grain and blur to match are read off ``pixels``, the target's own."""
         comp = self._composite(crop, out, timings, colour)
         with timed(timings, "paste"):
+            if comp.warp is not None:
+                warp_frame(into, comp.warp, crop.matrix, out=into)
             paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
             match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask, sharpen=still)
             sigma = TEXTURE_SCALE * crop.face_size / _scale(crop.matrix)

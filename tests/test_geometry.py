@@ -16,6 +16,7 @@ from faceweave.geometry.warp import (
     ellipse_ring,
     falloff_at,
     grid_to_pixels,
+    hull_falloff,
     piecewise_affine_maps,
     radial_falloff,
     rasterize_triangles,
@@ -173,6 +174,22 @@ SIZE = (256, 240)  # (w, h)
 ANCHORS = np.array([[100, 100], [160, 110], [128, 170], [190, 150], [70, 150]], np.float32)
 SHIFTS = np.array([[5, -3], [-4, 2], [0, 6], [3, 3], [-2, -5]], np.float32)
 RING = ellipse_ring((128.0, 125.0), (115.0, 108.0), 24)
+
+
+def test_hull_falloff_is_one_inside_and_zero_beyond_its_reach():
+    square = np.array([[40, 40], [80, 40], [80, 80], [40, 80]], np.float32)
+    xs = np.arange(0, 160, 4, dtype=np.float32)
+    ys = np.arange(0, 120, 4, dtype=np.float32)
+    w = hull_falloff(square, xs, ys, reach=20.0)
+    assert w.shape == (len(ys), len(xs)) and w.dtype == np.float32
+    at = lambda x, y: float(w[int(y // 4), int(x // 4)])  # noqa: E731
+    assert at(60, 60) == 1.0 and at(44, 76) == 1.0
+    assert at(108, 60) == 0.0 and at(60, 8) == 0.0  # 28 and 32 pixels out
+    assert 0.0 < at(92, 60) < 1.0  # 12 pixels out
+    row = w[15, 20:]  # y = 60, from x = 80 outwards
+    assert np.all(np.diff(row) <= 1e-6)
+    with pytest.raises(ValueError):
+        hull_falloff(square, xs, ys, reach=0.0)
 
 
 def test_ellipse_ring_lies_on_the_ellipse():

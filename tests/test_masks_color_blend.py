@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from faceweave.compositing import colour, masks, regions, skin
-from faceweave.compositing.blend import laplacian_blend, match_detail, paste_back
+from faceweave.compositing.blend import laplacian_blend, match_detail, paste_back, warp_frame
 from faceweave.geometry import topology as topo
 from faceweave.geometry.align import crop_matrix
 from faceweave.types import BBox
@@ -393,6 +393,41 @@ def test_paste_back_changes_nothing_outside_the_crops_footprint(angle):
     np.testing.assert_array_equal(out[outside], frame[outside])
     assert (out[footprint > 0] != frame[footprint > 0]).any()
     assert out is not frame and out.dtype == np.uint8
+
+
+@pytest.mark.parametrize("scale, angle", [(1.0, 0.0), (0.5, 0.0), (0.5, 90.0)])
+def test_warp_frame_moves_the_frame_by_the_crops_offsets_at_the_frames_resolution(scale, angle):
+    """Offsets of (+2, 0) crop pixels over a crop at ``scale`` of the frame,
+    turned by ``angle``: the frame under that part of the crop shows the
+    frame 2 / scale pixels further along the crop's x axis."""
+    rng = np.random.default_rng(3)
+    frame = np.ascontiguousarray(
+        np.repeat(np.arange(240, dtype=np.uint8)[None, :], 200, axis=0)[..., None].repeat(3, 2)
+    )
+    frame[:, :, 1] = rng.integers(0, 256, (200, 240), dtype=np.uint8)  # texture that must stay exact elsewhere
+    m = cv2.getRotationMatrix2D((120.0, 100.0), angle, scale)  # frame -> crop
+    m[:, 2] += (32.0 - 120.0, 32.0 - 100.0)
+    offsets = np.zeros((64, 64, 2), np.float32)
+    offsets[24:40, 24:40, 0] = 2.0
+    out = frame.copy()
+
+    warp_frame(frame, offsets, m, out=out)
+
+    step = 2.0 / scale
+    direction = np.linalg.inv(m[:, :2]) @ np.array([1.0, 0.0]) * scale  # the crop's x axis in the frame
+    assert int(out[100, 120, 0]) == pytest.approx(120 + step * direction[0], abs=1.0)
+    moved = np.abs(out.astype(int) - frame.astype(int)).max(axis=2) > 0
+    ys, xs = np.nonzero(moved)
+    reach = 16 / scale
+    assert np.abs(xs - 120).max() <= reach and np.abs(ys - 100).max() <= reach  # only under the moved part
+    assert moved.sum() > 0
+
+
+def test_warp_frame_without_offsets_changes_nothing():
+    frame = np.random.default_rng(4).integers(0, 256, (80, 90, 3), dtype=np.uint8)
+    out = frame.copy()
+    warp_frame(frame, np.zeros((32, 32, 2), np.float32), np.array([[0.5, 0, 0], [0, 0.5, 0]]), out=out)
+    np.testing.assert_array_equal(out, frame)
 
 
 def test_paste_back_with_a_zero_mask_changes_nothing():

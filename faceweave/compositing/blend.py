@@ -288,6 +288,39 @@ def _grain_step(orig: np.ndarray, new: np.ndarray, m: np.ndarray, sel: np.ndarra
     return (0.0 if qa <= 1e-9 else _smallest_step(qa, qb, qc)), add_grain
 
 
+#: offsets (crop pixels) below which the frame is not warped
+_STILL = 0.01
+
+
+def warp_frame(frame: np.ndarray, offsets: np.ndarray, matrix: np.ndarray, *, out: np.ndarray) -> None:
+    """Apply a crop's reshaping warp to the frame at the frame's own resolution.
+
+    ``offsets`` ``(S, S, 2)`` float32: the crop at ``q`` shows the crop at
+    ``q + offsets[q]`` (crop pixels); ``matrix`` the ``(2, 3)`` frame->crop
+    transform.  Writes into ``out`` (which may be ``frame``) only where the
+    offsets move something, so what does not move keeps its exact pixels
+    instead of a copy resampled through the working crop."""
+    moving = (np.abs(offsets).max(axis=2) > _STILL).astype(np.uint8)
+    bx, by, bw, bh = cv2.boundingRect(moving)
+    if bw == 0 or bh == 0:
+        return
+    sub = matrix.astype(np.float64).copy()
+    sub[:, 2] -= (bx, by)
+    x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (bw, bh), sub)
+    if x2 <= x1 or y2 <= y1:
+        return
+    window = np.ascontiguousarray(offsets[by : by + bh, bx : bx + bw])
+    at_frame = cv2.warpAffine(window, inv_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=(0.0, 0.0))
+    # crop offsets -> frame offsets: the inverse of the matrix's linear part
+    linear = np.linalg.inv(matrix[:, :2].astype(np.float64)).astype(np.float32)
+    map_x = at_frame[..., 0] * linear[0, 0] + at_frame[..., 1] * linear[0, 1]
+    map_y = at_frame[..., 0] * linear[1, 0] + at_frame[..., 1] * linear[1, 1]
+    map_x += np.arange(x1, x2, dtype=np.float32)[None, :]
+    map_y += np.arange(y1, y2, dtype=np.float32)[:, None]
+    moved = cv2.remap(frame, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    out[y1:y2, x1:x2] = moved
+
+
 def paste_back(
     frame: np.ndarray, crop: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, out: np.ndarray | None = None
 ) -> np.ndarray:

@@ -102,7 +102,18 @@ def composite(
     masks = blend_masks(view, out, options=mask_options, person_mask=person, hands=hands, full=target.size)
     plan = colour_plan(view, masks.skin, shading=shading, colour=colour)
     pixels = blend_face(out, behind, masks.mask, plan, hands=hands)
-    return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail)
+    warp = frame_warp(out, hands)
+    return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail, warp=warp)
+
+
+def frame_warp(out: SwapOutput, hands: np.ndarray | None) -> np.ndarray | None:
+    """The swapper's reshaping offsets, held still under ``hands`` (which
+    keep the photo's own pixels), or ``None`` when nothing moves."""
+    if out.displacement is None or not bool(out.changed.any()):
+        return None
+    if hands is None:
+        return out.displacement
+    return (out.displacement * (1.0 - hands)[..., None]).astype(np.float32)
 
 
 def crop_mask(mask: np.ndarray | None, target: AlignedCrop, *, name: str) -> np.ndarray | None:
@@ -198,21 +209,34 @@ def blend_masks(
     bare = 1.0 - feather(feature_mask(size, mesh, grow=0.02 * fs), erode=0, blur=0.01 * fs)
     return CompositeMasks(
         mask=upsample(mask_h, full),
-        paste=paste_mask(mask_h, fs, boxed=box is not None, changed=out.changed, hands=hands),
+        # a swapper that says how it reshaped the crop has the frame warped
+        # itself (:func:`frame_warp`); otherwise the reshaped copy is pasted
+        paste=paste_mask(mask_h, fs, boxed=box is not None, changed=_pasted_change(out), hands=hands, full=full),
         detail=upsample(mask_h * bare, full),
         skin=skin if occlusion is None else skin * (occlusion > 0.5),
     )
 
 
+def _pasted_change(out: SwapOutput) -> np.ndarray | None:
+    return out.changed if out.displacement is None else None
+
+
 def paste_mask(
-    mask_h: np.ndarray, face_size: float, *, boxed: bool, changed: np.ndarray, hands: np.ndarray | None
+    mask_h: np.ndarray,
+    face_size: float,
+    *,
+    boxed: bool,
+    changed: np.ndarray | None,
+    hands: np.ndarray | None,
+    full: tuple[int, int],
 ) -> np.ndarray:
     """``(S, S)`` float32 in ``[0, 1]``: where the crop replaces the frame.
 
     The blend mask ``mask_h`` (half resolution) grown and softened, so the
     blend's soft edge is pasted whole; everywhere the reshaping warp
-    ``changed`` the crop; never over ``hands``, where the photo's own
-    pixels show (not their copy through the working crop)."""
+    ``changed`` the crop (``None``: the frame is warped instead), at the
+    crop's ``full = (W, H)``; never over ``hands``, where the
+    photo's own pixels show (not their copy through the working crop)."""
     size = (mask_h.shape[1], mask_h.shape[0])
     grow = int(round(0.05 * face_size)) * 2 + 1
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow))
@@ -220,7 +244,9 @@ def paste_mask(
     paste_h = feather(touched, erode=0, blur=0.015 * face_size)
     if boxed:
         paste_h = np.minimum(paste_h, box_mask(size, inset=0.0, blur=0.04))
-    paste = np.maximum(upsample(paste_h, (changed.shape[1], changed.shape[0])), changed)
+    paste = upsample(paste_h, full)
+    if changed is not None:
+        paste = np.maximum(paste, changed)
     if hands is not None:
         paste = paste * (1.0 - hands)
     return np.clip(paste, 0.0, 1.0)

@@ -105,12 +105,15 @@ class Composite:
     float32 the blend mask; ``paste`` ``(S, S)`` float32: where the crop
     replaces the frame; ``detail`` ``(S, S)`` float32: the bare skin of the
     new face, where the target's own fine grain may be added back at full
-    resolution."""
+    resolution; ``warp`` ``(S, S, 2)`` float32 or ``None``: the reshaping
+    warp's offsets in crop pixels, to apply to the frame itself before the
+    paste (nothing moves under hands)."""
 
     pixels: np.ndarray
     mask: np.ndarray
     paste: np.ndarray
     detail: np.ndarray
+    warp: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -118,3 +121,5 @@ class Composite:
         set_(self, "pixels", checked_array(self.pixels, shape=(h, w, 3), dtype=np.uint8, name="result crop"))
         for name in ("mask", "paste", "detail"):
             set_(self, name, checked_array(getattr(self, name), shape=(h, w), dtype=np.float32, name=f"{name} mask"))
+        if self.warp is not None:
+            set_(self, "warp", checked_array(self.warp, shape=(h, w, 2), dtype=np.float32, name="warp"))

@@ -91,6 +91,26 @@ def falloff_at(
     return (t * t * (3.0 - 2.0 * t)).astype(np.float32)
 
 
+def hull_falloff(points: np.ndarray, xs: np.ndarray, ys: np.ndarray, *, reach: float, cell: float = 4.0) -> np.ndarray:
+    """``(len(ys), len(xs))`` float32 weight at the grid ``xs`` x ``ys``
+    (pixels): 1 inside the convex hull of ``points`` ``(N, 2+)``, falling
+    smoothly to 0 at ``reach`` pixels outside it.  Distances are measured on
+    a raster of ``cell``-pixel cells."""
+    if reach <= 0:
+        raise ValueError(f"reach must be positive; got {reach}")
+    xs, ys = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
+    cols = int(np.ceil(max(float(xs.max()), 1.0) / cell)) + 2
+    rows = int(np.ceil(max(float(ys.max()), 1.0) / cell)) + 2
+    inside = np.zeros((rows, cols), np.uint8)
+    hull = cv2.convexHull(np.round(np.asarray(points, np.float64)[:, :2] / cell).astype(np.int32))
+    cv2.fillConvexPoly(inside, hull, (1,))
+    dist = cv2.distanceTransform(1 - inside, cv2.DIST_L2, 3) * cell
+    i = np.clip(np.round(ys / cell).astype(int), 0, rows - 1)
+    j = np.clip(np.round(xs / cell).astype(int), 0, cols - 1)
+    t = np.clip(1.0 - dist[i[:, None], j[None, :]] / reach, 0.0, 1.0)
+    return (t * t * (3.0 - 2.0 * t)).astype(np.float32)
+
+
 def radial_falloff(
     size: tuple[int, int], center: tuple[float, float], radii: tuple[float, float], *, inner: float
 ) -> np.ndarray:

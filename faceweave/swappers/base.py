@@ -106,7 +106,11 @@ class SwapOutput:
     where ``background`` differs from the target crop; ``source_clean``:
     ``(S, S)`` float32 ``[0, 1]`` or ``None``, the source's clean map carried
     onto the output (low where the source face was covered by hair, a hand
-    or glasses).  Arrays are read-only views."""
+    or glasses); ``displacement``: ``(S, S, 2)`` float32 or ``None``, the
+    reshaping warp as offsets in crop pixels (``background`` at ``q`` is the
+    target crop at ``q + displacement[q]``), so the frame itself can be
+    warped at its own resolution instead of pasting the crop's copy of it.
+    Arrays are read-only views."""
 
     face: np.ndarray
     background: np.ndarray
@@ -114,6 +118,7 @@ class SwapOutput:
     mesh: np.ndarray
     changed: np.ndarray
     source_clean: np.ndarray | None = None
+    displacement: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -126,6 +131,9 @@ class SwapOutput:
         if self.source_clean is not None:
             clean = checked_array(self.source_clean, shape=(s, s), dtype=np.float32, name="source clean")
             set_(self, "source_clean", clean)
+        if self.displacement is not None:
+            moved = checked_array(self.displacement, shape=(s, s, 2), dtype=np.float32, name="displacement")
+            set_(self, "displacement", moved)
 
 
 @runtime_checkable

@@ -31,6 +31,7 @@ from faceweave.geometry.warp import (
     ellipse_ring,
     falloff_at,
     grid_to_pixels,
+    hull_falloff,
     piecewise_affine_maps,
     rasterize_triangles,
     tps_grid,
@@ -58,6 +59,9 @@ _FORESHORTENED = 0.08
 _RESHAPE_STEP = 12
 #: pins of the reshaping warp, relative to the face's half-size
 _PIN_RING = 1.45
+#: nothing moves farther than this many face widths outside the face's
+#: hull: the jaw and hairline reshape, the collar, hair and background stay
+_HULL_REACH = 0.2
 #: points that pull the target crop onto the new geometry: outline, mouth, eyes, brows, nose tip
 _ANCHORS = np.concatenate(
     [
@@ -184,10 +188,16 @@ class MeshSwapper:
         texture = source.prepared if isinstance(source.prepared, MeshTexture) else source_texture(source.crop.mesh)
         amount = self.shape_transfer * shape_confidence(source.face.pose.yaw, head_pose(target.mesh).yaw)
         new_mesh = transfer_shape(target.mesh, source.crop.mesh, amount=amount, correction=correction)
-        background, changed = self._reshape(target, new_mesh)
+        background, changed, moved = self._reshape(target, new_mesh)
         face, coverage, clean = self._texture(source, texture, new_mesh, size, target.face_size)
         return SwapOutput(
-            face=face, background=background, coverage=coverage, mesh=new_mesh, changed=changed, source_clean=clean
+            face=face,
+            background=background,
+            coverage=coverage,
+            mesh=new_mesh,
+            changed=changed,
+            source_clean=clean,
+            displacement=moved,
         )
 
     def swap_batch(self, source: SourceFace, targets: Sequence[AlignedCrop]) -> list[SwapOutput]:
@@ -195,9 +205,10 @@ class MeshSwapper:
         return [self.swap(source, target) for target in targets]
 
     @staticmethod
-    def _reshape(target: AlignedCrop, new_mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _reshape(target: AlignedCrop, new_mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The target crop warped so that its face outline and features sit on
-        the new mesh, with no movement at all beyond a ring around the face."""
+        the new mesh, with no movement at all beyond a ring around the face;
+        where it moved; and the ``(S, S, 2)`` offsets it sampled at."""
         w, h = target.size
         src = target.mesh[_ANCHORS, :2]
         dst = new_mesh[_ANCHORS, :2]
@@ -210,13 +221,16 @@ class MeshSwapper:
         gh, gw = grid.shape[:2]
         steps = np.arange(max(gw, gh), dtype=np.float32) * _RESHAPE_STEP
         grid *= falloff_at(steps[:gw], steps[:gh], (float(centre[0]), float(centre[1])), radii, inner=0.8)[..., None]
+        face = target.mesh[topo.face_oval(), :2]
+        reach = _HULL_REACH * max(float(np.ptp(face[:, 0])), 1.0)
+        grid *= hull_falloff(face, steps[:gw], steps[:gh], reach=reach)[..., None]
         moved = np.clip(np.hypot(grid[..., 0], grid[..., 1]) / 0.3, 0.0, 1.0)
         dx, dy, changed = cv2.split(grid_to_pixels(np.dstack([grid, moved]), (w, h), _RESHAPE_STEP))
-        # the displacements become the sampling maps, in place
+        offsets = cv2.merge([dx, dy])
         dx += np.arange(w, dtype=np.float32)[None, :]
         dy += np.arange(h, dtype=np.float32)[:, None]
         background = cv2.remap(target.pixels, dx, dy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-        return background, changed
+        return background, changed, offsets
 
     @staticmethod
     def _texture(
