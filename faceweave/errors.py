@@ -214,3 +214,34 @@ class NotReadyError(ServiceError):
     """The service is starting (models not loaded) or has no capacity now."""
 
     code = "not_ready"
+
+class UnknownModelError(ModelNotFoundError, InvalidOptionError):
+    """A model name that no catalog entry has (the user's input: exit code 2, HTTP 422)."""
+
+    code = "unknown_model"
+
+
+class BadModelFileError(ModelError, InputError):
+    """A model file the user hands over (``models import``, ``--from-facefusion``)
+    is not the model it is named as; nothing of it is registered or copied."""
+
+    code = "bad_model_file"
+
+
+class ModelFileFormatError(BadModelFileError, ModelFormatError):
+    """A file the user imports is not a readable ONNX graph."""
+
+    code = "model_format"
+
+
+class ModelFileSignatureError(BadModelFileError, ModelSignatureError):
+    """A file the user imports has inputs/outputs other than its model's spec."""
+
+    code = "model_signature"
+
+
+class ModelFileChecksumError(BadModelFileError, ChecksumError):
+    """A file the user imports has another hash than its spec pins, or than
+    FaceFusion's ``.hash`` file beside it records (CRC32)."""
+
+    code = "checksum_mismatch"

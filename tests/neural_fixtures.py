@@ -125,3 +125,118 @@ class OrtModel:
         self.calls.append({k: np.array(v) for k, v in feeds.items()})
         names = [o.name for o in self.outputs]
         return dict(zip(names, self.session.run(names, feeds), strict=False))
+
+
+def catalog_stand_in(spec) -> onnx.ModelProto:
+    """A stand-in for any catalogued model (a ``ModelSpec``): exactly its
+    input/output names, shapes and dtypes (see ``onnx_fixtures.model_for_spec``),
+    plus, for inswapper, the ``(512, 512)`` ``emap`` initializer placed last.
+    A frame enhancer's stand-in upscales (nearest) by its registered scale,
+    since its output size follows its input."""
+    from tests.onnx_fixtures import model_for_spec
+
+    if spec.kind == "frame_enhancer":
+        return upscaler_model(spec)
+    extra = {"emap": np.eye(512, dtype=np.float32)} if spec.name.startswith("inswapper") else None
+    return model_for_spec(spec, initializers=extra)
+
+
+def textured(side: int, seed: int) -> np.ndarray:
+    """A smooth, colourful ``(side, side, 3)`` uint8 picture (channels differ)."""
+    yy, xx = np.mgrid[0:side, 0:side].astype(np.float32) / side
+    rng = np.random.default_rng(seed)
+    chans = []
+    for c in range(3):
+        fx, fy, ph = rng.uniform(1.0, 3.0, 3)
+        chans.append(0.5 + 0.35 * np.sin(2 * np.pi * (fx * xx + fy * yy) + ph * 3) + 0.1 * (c - 1) * xx)
+    return np.clip(np.stack(chans, -1) * 255, 0, 255).astype(np.uint8)
+
+
+def face_crop(side: int = 200, *, seed: int = 1, degrees: float = 8.0):
+    """An ``AlignedCrop`` whose mesh puts the five alignment points on a
+    rotated ``arcface_128`` face (the other mesh points at the centre)."""
+    from faceweave.geometry.templates import template_points
+    from faceweave.swappers import AlignedCrop
+
+    ref = template_points("arcface_128", 1) - 0.5
+    a = np.radians(degrees)
+    rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+    five = (ref @ rot.T) * side * 0.55 + side / 2.0
+    mesh = np.zeros((478, 3), np.float32)
+    mesh[:, :2] = side / 2.0
+    for i, p in zip([468, 473, 1, 61, 291], five, strict=False):
+        mesh[i, :2] = p
+    return AlignedCrop(pixels=textured(side, seed), matrix=np.eye(2, 3), mesh=mesh, face_size=side / 1.8)
+
+
+def source_face(seed: int = 5):
+    """A ``SourceFace`` on a :func:`face_crop`."""
+    from faceweave.swappers import SourceFace
+    from faceweave.types import BBox, Face, Pose
+
+    crop = face_crop(220, seed=seed, degrees=-5.0)
+    face = Face(bbox=BBox(0, 0, 220, 220), score=1.0, mesh=crop.mesh, pose=Pose(0.0, 0.0, 0.0))
+    return SourceFace(index=0, path=None, face=face, crop=crop)
+
+
+class FolderServer:
+    """A flat folder served over HTTP on the loopback (``url``/FILE), as a
+    models mirror; ``requests`` lists the paths asked for.  Use as a context."""
+
+    def __init__(self, folder) -> None:
+        import functools
+        import threading
+        from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+        requests: list[str] = []
+        self.requests = requests
+
+        class Handler(SimpleHTTPRequestHandler):
+            def log_message(self, *args):  # keep the test output clean
+                pass
+
+            def do_GET(self):
+                requests.append(self.path)
+                super().do_GET()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> FolderServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def upscaler_model(spec) -> onnx.ModelProto:
+    """A frame enhancer's stand-in: ``[N, 3, H, W]`` float32 -> nearest
+    upscale by the enhancer's scale, with the spec's tensor names."""
+    from faceweave.enhancers.base import FRAME_ENHANCERS
+
+    scale = float(FRAME_ENHANCERS[spec.name].scale)
+    source, output = spec.inputs[0].name or "input", spec.outputs[0].name or "output"
+    inits = [numpy_helper.from_array(np.array([1, 1, scale, scale], np.float32), "scales")]
+    node = helper.make_node(
+        "Resize", [source, "", "scales"], [output], mode="nearest", coordinate_transformation_mode="asymmetric"
+    )
+    inputs = [_value(source, ["N", 3, "height", "width"])]
+    return _model([node], inputs, [_value(output, ["N", 3, "out_height", "out_width"])], inits)
+
+
+def facefusion_folder(folder, specs):
+    """Stand-ins (:func:`catalog_stand_in`) for ``specs`` laid out as FaceFusion
+    keeps them: ``NAME.onnx`` and its CRC32 in ``NAME.hash`` (8 hex digits)."""
+    import zlib
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for spec in specs:
+        data = catalog_stand_in(spec).SerializeToString()
+        (folder / spec.file_name).write_bytes(data)
+        (folder / spec.file_name).with_suffix(".hash").write_text(format(zlib.crc32(data), "08x"))
+    return folder

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from faceweave.errors import ModelNotFoundError
+from faceweave.errors import UnknownModelError
 from faceweave.models.spec import ModelSpec, TensorSpec
 
 _GITHUB = "https://github.com/facefusion/facefusion-assets/releases/download/{tag}/{file}"
@@ -67,10 +67,13 @@ def _swapper(
     std: tuple[float, float, float],
     source: TensorSpec,
     output: str | None = None,
+    extra_outputs: tuple[TensorSpec, ...] = (),
     notes: str = "",
     sha256: str | None = None,
     file_size: int | None = None,
+    converter: str | None = None,
 ) -> ModelSpec:
+    needs = () if source.shape is None or len(source.shape) != 2 else ("arcface_w600k_r50",)
     return ModelSpec(
         name=name,
         kind="swapper",
@@ -78,7 +81,7 @@ def _swapper(
         licence=licence,
         vendor=vendor,
         inputs=(_image("target", size), source),
-        outputs=(_image(output, size),),
+        outputs=(_image(output, size), *extra_outputs),
         urls=facefusion_urls(tag, f"{name}.onnx"),
         template=template,
         crop_size=size,
@@ -87,6 +90,7 @@ def _swapper(
         notes=notes,
         sha256=sha256,
         size=file_size,
+        requires=needs + ((converter,) if converter else ()),
     )
 
 
@@ -137,6 +141,7 @@ def _swappers() -> list[ModelSpec]:
             std=(0.229, 0.224, 0.225),
             source=_embedding("source"),
             notes=simswap_note,
+            converter="crossface_simswap",
         ),
         _swapper(
             "simswap_unofficial_512",
@@ -149,6 +154,7 @@ def _swappers() -> list[ModelSpec]:
             std=_ONE,
             source=_embedding("source"),
             notes=simswap_note,
+            converter="crossface_simswap",
         ),
         _swapper(
             "blendswap_256",
@@ -187,9 +193,27 @@ def _swappers() -> list[ModelSpec]:
                 mean=_HALF,
                 std=_HALF,
                 source=_embedding("source"),
-                notes="source: the normalised ArcFace (w600k_r50) embedding",
+                extra_outputs=(TensorSpec("mask", (None, 1, 256, 256), "float32"),),
+                notes="source: the normalised ArcFace (w600k_r50) embedding; second output `mask`, the model's "
+                "own face mask (FaceFusion 3.x reads only the first output); float16 weights, float32 "
+                "inputs/outputs",
             )
         )
+    specs.append(
+        _swapper(
+            "hififace_unofficial_256",
+            tag="models-3.1.0",
+            licence="Unknown",
+            vendor="GuijiAI",
+            template="mtcnn_512",
+            size=256,
+            mean=_HALF,
+            std=_HALF,
+            source=_embedding("source"),
+            notes="source: ArcFace embedding converted by crossface_hififace, then L2-normalised",
+            converter="crossface_hififace",
+        )
+    )
     for version in (1, 2, 3):
         specs.append(
             _swapper(
@@ -203,6 +227,7 @@ def _swappers() -> list[ModelSpec]:
                 std=_HALF,
                 source=_embedding("source"),
                 notes=ghost_note,
+                converter="crossface_ghost",
             )
         )
     return specs
@@ -277,6 +302,7 @@ def _embedders() -> list[ModelSpec]:
         converter("arcface_converter_ghost", "models-3.0.0", "FaceFusion"),
         converter("crossface_simswap", "models-3.4.0", "FaceFusion"),
         converter("crossface_ghost", "models-3.4.0", "FaceFusion"),
+        converter("crossface_hififace", "models-3.4.0", "FaceFusion"),
     ]
 
 
@@ -304,6 +330,7 @@ def _enhancers() -> list[ModelSpec]:
         )
 
     def frame(name: str, scale: int) -> ModelSpec:
+        precision = "; float16 weights, float32 inputs/outputs (FaceFusion feeds float32)" if "fp16" in name else ""
         return ModelSpec(
             name=name,
             kind="frame_enhancer",
@@ -317,16 +344,20 @@ def _enhancers() -> list[ModelSpec]:
             std=_ONE,
             warmup_dims=(("height", 256), ("width", 256)),
             notes=f"x{scale} upscale of RGB tiles in [0, 1]; FaceFusion tiles at 256 px with 16 px padding, 8 "
-            "px overlap",
+            f"px overlap{precision}",
         )
 
     return [
+        face("gfpgan_1.2", "Apache-2.0", "TencentARC"),
+        face("gfpgan_1.3", "Apache-2.0", "TencentARC"),
         face("gfpgan_1.4", "Apache-2.0", "TencentARC"),
         face("codeformer", "S-Lab-1.0", "sczhou", weight=True),
+        face("gpen_bfr_256", NON_COMMERCIAL, "yangxy", size=256, template="arcface_128"),
         face("gpen_bfr_512", NON_COMMERCIAL, "yangxy"),
+        face("gpen_bfr_1024", NON_COMMERCIAL, "yangxy", size=1024),
+        face("gpen_bfr_2048", NON_COMMERCIAL, "yangxy", size=2048),
         face("restoreformer_plus_plus", "Apache-2.0", "wzhouxiff"),
-        frame("real_esrgan_x2", 2),
-        frame("real_esrgan_x4", 4),
+        *(frame(f"real_esrgan_x{scale}{suffix}", scale) for scale in (2, 4, 8) for suffix in ("", "_fp16")),
     ]
 
 
@@ -362,7 +393,8 @@ def find_spec(name: str, catalog: Mapping[str, ModelSpec] | None = None) -> Mode
     """The spec called ``name`` (in ``catalog``, default the built-in one).
 
     Raises:
-        ModelNotFoundError: no such model; the message lists close names.
+        UnknownModelError: no such model (a :class:`ModelNotFoundError` and an
+            :class:`InvalidOptionError`); the message lists close names.
     """
     specs = builtin_specs() if catalog is None else catalog
     if name in specs:
@@ -371,4 +403,4 @@ def find_spec(name: str, catalog: Mapping[str, ModelSpec] | None = None) -> Mode
 
     close = difflib.get_close_matches(name, list(specs), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else "; run `faceweave models list` to see them"
-    raise ModelNotFoundError(f"unknown model {name!r}{hint}")
+    raise UnknownModelError(f"unknown model {name!r}{hint}")

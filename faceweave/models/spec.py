@@ -63,7 +63,8 @@ class ModelSpec:
     on pixels scaled to ``[0, 1]``.  ``bundled`` is ``(package, resource)`` for
     a file shipped inside an installed Python package (never downloaded).
     ``warmup_dims`` gives sizes for named dynamic dimensions in the warm-up
-    input (others get 1).
+    input (others get 1).  ``requires`` names the other models this one is
+    used with (a swapper's ArcFace and embedding converter).
     """
 
     name: str
@@ -82,6 +83,7 @@ class ModelSpec:
     std: tuple[float, float, float] | None = None
     bundled: tuple[str, str] | None = None
     warmup_dims: tuple[tuple[str, int], ...] = ()
+    requires: tuple[str, ...] = ()
     notes: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:

@@ -24,6 +24,7 @@ from faceweave.swappers.neural.base import (
 )
 from faceweave.swappers.neural.blendswap import BLENDSWAP_256, BlendSwap
 from faceweave.swappers.neural.ghost import GHOST_1_256, GHOST_2_256, GHOST_3_256, Ghost
+from faceweave.swappers.neural.hififace import HIFIFACE_UNOFFICIAL_256, HiFiFace
 from faceweave.swappers.neural.hyperswap import (
     HYPERSWAP_1A_256,
     HYPERSWAP_1B_256,
@@ -64,6 +65,7 @@ def _entries() -> dict[str, NeuralEntry]:
         (HyperSwap, HYPERSWAP_1A_256),
         (HyperSwap, HYPERSWAP_1B_256),
         (HyperSwap, HYPERSWAP_1C_256),
+        (HiFiFace, HIFIFACE_UNOFFICIAL_256),
         (Ghost, GHOST_1_256),
         (Ghost, GHOST_2_256),
         (Ghost, GHOST_3_256),
@@ -81,6 +83,7 @@ __all__ = [
     "NEURAL_SWAPPERS",
     "BlendSwap",
     "Ghost",
+    "HiFiFace",
     "HyperSwap",
     "InSwapper",
     "InferenceModel",

@@ -15,7 +15,10 @@ everything else is common and follows FaceFusion's ``face_swapper``:
 4. the output, NCHW RGB, is de-normalised (``* std + mean``) only for the
    families FaceFusion does it for, clipped to ``[0, 1]``, scaled to 255;
 5. it is warped back into the target crop's pixels, with FaceFusion's static
-   box mask (feathered edges) as the coverage.
+   box mask (feathered edges) as the coverage; a family that reads a mask
+   of the model's own (:meth:`NeuralSwapper.mask_output`, hyperswap's
+   ``mask`` on request) takes the minimum of both, as FaceFusion combines
+   masks.
 
 The model objects are owned by the caller (e.g. a session pool); the
 swapper never loads or closes them.
@@ -160,6 +163,19 @@ def box_mask(size: int, *, blur: float = 0.3, padding: tuple[float, float, float
     return mask
 
 
+def model_mask(values: np.ndarray, size: int) -> np.ndarray:
+    """A model's mask output ``(N, 1, h, w)`` or ``(N, h, w)`` -> ``(N, size,
+    size, 1)`` float32, clipped to ``[0, 1]`` and resized (bilinear) to the
+    model side."""
+    x = np.asarray(values, np.float32)
+    if x.ndim not in (3, 4) or (x.ndim == 4 and x.shape[1] != 1):
+        raise ModelSignatureError(f"a model mask should have shape [N, 1, H, W]; got {list(x.shape)}")
+    x = np.clip(x.reshape(len(x), *x.shape[-2:]), 0.0, 1.0)
+    if x.shape[1:] != (size, size):
+        x = np.stack([cv2.resize(m, (size, size), interpolation=cv2.INTER_LINEAR) for m in x])
+    return x[..., None]
+
+
 def blend_factor(weight: float) -> float:
     """FaceFusion's ``face_swapper_weight`` in ``[0, 1]`` -> the share of the
     target's embedding mixed into the source's: 0.35 at 0, 0 at 0.5, -0.35 at 1."""
@@ -226,6 +242,7 @@ class NeuralSwapper:
             check_shape(self._source_info, [None, 3, side, side], model=spec.name)
         names = [o.name for o in model.outputs]
         self._output = "output" if "output" in names else names[0]
+        self._mask_output = self.mask_output(names)
 
     # -- Swapper protocol -------------------------------------------------
     def prepare(self) -> None:
@@ -259,12 +276,14 @@ class NeuralSwapper:
         per_target = self.boost * self.boost
         sources = self._sources_for(src, targets, crops, matrices)
         source_rows = np.repeat(sources, per_target, axis=0)
-        out = self.run(normalize_crops(tiles, self.spec.mean, self.spec.std), source_rows)
+        out, model_masks = self.run_outputs(normalize_crops(tiles, self.spec.mean, self.spec.std), source_rows)
         faces = denormalize_outputs(out, self.spec.mean, self.spec.std, denormalize=self.spec.denormalize)
-        mask = box_mask(side, blur=self.mask_blur, padding=self.mask_padding)
+        box = box_mask(side, blur=self.mask_blur, padding=self.mask_padding)
         results = []
         for n, (target, m) in enumerate(zip(targets, matrices, strict=False)):
-            swapped = untile(faces[n * per_target : (n + 1) * per_target], self.boost)
+            rows = slice(n * per_target, (n + 1) * per_target)
+            swapped = untile(faces[rows], self.boost)
+            mask = box if model_masks is None else np.minimum(box, untile(model_masks[rows], self.boost)[..., 0])
             results.append(self._paste(target, swapped, mask, m))
         return results
 
@@ -288,6 +307,11 @@ class NeuralSwapper:
         crop, _ = warp_to_template(source.crop.pixels, points5(source.crop), template, side)
         return image_tensor(crop)
 
+    def mask_output(self, names: Sequence[str]) -> str | None:
+        """The output holding the model's own face mask to combine with the
+        box mask, or ``None`` (the default: FaceFusion uses no model mask)."""
+        return None
+
     def identity_embedder(self) -> Embedder:
         """The embedder (the constructor makes sure the families and weights
         that need one have it)."""
@@ -300,13 +324,21 @@ class NeuralSwapper:
         """Run on ``target`` ``(N, 3, S, S)`` with ``source`` ``(N, ...)``: in
         chunks of ``max_batch`` when the batch dimension is dynamic, else one
         image at a time.  Returns the ``(N, 3, S, S)`` output."""
+        return self.run_outputs(target, source)[0]
+
+    def run_outputs(self, target: np.ndarray, source: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Like :meth:`run`, with the model's own mask (:meth:`mask_output`)
+        as ``(N, S, S, 1)`` float32 in ``[0, 1]`` (``None`` when not used)."""
         dynamic = is_dynamic(self._target_info.shape[0]) and is_dynamic(self._source_info.shape[0])
         step = self.max_batch if dynamic else 1
-        parts = []
+        faces, masks = [], []
         for i in range(0, len(target), step):
             feeds = {"target": target[i : i + step], "source": np.ascontiguousarray(source[i : i + step], np.float32)}
-            parts.append(np.asarray(self.model.run(feeds)[self._output]))
-        return np.concatenate(parts)
+            outputs = self.model.run(feeds)
+            faces.append(np.asarray(outputs[self._output]))
+            if self._mask_output is not None:
+                masks.append(model_mask(outputs[self._mask_output], self.spec.size))
+        return np.concatenate(faces), (np.concatenate(masks) if masks else None)
 
     def _sources_for(self, src: np.ndarray, targets, crops, matrices) -> np.ndarray:
         """``(len(targets), ...)`` source rows, with the target embedding mixed

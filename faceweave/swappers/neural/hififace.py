@@ -1,0 +1,42 @@
+"""HiFiFace (``hififace_unofficial_256``): the target crop (``mtcnn_512`` at
+256 px, ``[-1, 1]``; the output is de-normalised) and the source's ArcFace
+w600k embedding mapped by ``crossface_hififace`` and L2-normalised, as
+FaceFusion's ``hififace`` model type.  A mixed-in target embedding is
+L2-normalised first (the base class's default)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from faceweave.embedders.arcface import l2_normalize
+from faceweave.errors import InvalidOptionError
+from faceweave.swappers.base import SourceFace
+from faceweave.swappers.neural.base import InferenceModel, NeuralSpec, NeuralSwapper
+
+HIFIFACE_UNOFFICIAL_256 = NeuralSpec(
+    name="hififace_unofficial_256",
+    family="hififace",
+    template="mtcnn_512",
+    size=256,
+    mean=(0.5, 0.5, 0.5),
+    std=(0.5, 0.5, 0.5),
+    denormalize=True,
+    source="embedding",
+    embedder="arcface_w600k_r50",
+    converter="crossface_hififace",
+)
+
+
+class HiFiFace(NeuralSwapper):
+    """Needs its converter: HiFiFace was trained on another identity space
+    than the w600k ArcFace, and no FaceFusion asset gives that space directly."""
+
+    def __init__(self, model: InferenceModel, *, spec: NeuralSpec = HIFIFACE_UNOFFICIAL_256, **kwargs: Any) -> None:
+        if kwargs.get("converter") is None:
+            raise InvalidOptionError(f"{spec.name} needs its embedding converter ({spec.converter})")
+        super().__init__(model, spec=spec, **kwargs)
+
+    def source_tensor(self, source: SourceFace) -> np.ndarray:
+        return l2_normalize(self.converter.convert(self.source_embedding(source).reshape(1, -1)))
