@@ -150,13 +150,13 @@ CASES = [
     (
         "models-unknown-name",
         ["models", "download", "nosuch", "--offline", "--models-dir", "{O}/m"],
-        1,
+        2,
         ["unknown model 'nosuch'", "models list"],
     ),
     (
         "models-import-truncated",
         ["models", "import", "inswapper_128", "{B}/truncated.onnx", "--models-dir", "{O}/m"],
-        1,
+        2,
         ["not an ONNX model"],
     ),
     ("models-dir-is-a-file", ["models", "list", "--models-dir", "{B}/text.jpg"], 2, ["--models-dir", "is a file"]),

@@ -520,13 +520,13 @@ def test_cli_import_and_errors(tmp_path, capfd):
     assert f"sha256 {_sha(good)}" in out
     wrong = save_model(tmp_path / "b.onnx", [("x", [1], "float32")], [("y", [1], "float32")])
     code, out, err = _invoke(capfd, "import", "gfpgan_1.4", str(wrong), "--models-dir", str(models))
-    assert code == 1
+    assert code == 2  # the user's file is bad input
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "does not match its spec" in lines[0]
     code, out, err = _invoke(capfd, "download", "gfpgan_1.4", "--offline", "--models-dir", str(models))
     assert code == 1 and "--offline" in err and "Traceback" not in err
     code, out, err = _invoke(capfd, "download", "no_such_model", "--models-dir", str(models))
-    assert code == 1 and "unknown model 'no_such_model'" in err
+    assert code == 2 and "unknown model 'no_such_model'" in err
 
 
 def test_cli_download_from_local_server(tmp_path, capfd, server, monkeypatch):

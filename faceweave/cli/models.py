@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from faceweave.cli import console
+from faceweave.errors import InvalidOptionError
 
 ModelsDirOption = Annotated[
     Path | None,
@@ -22,7 +23,6 @@ VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show libra
 
 
 def _store(models_dir: Path | None):
-    from faceweave.errors import InvalidOptionError
     from faceweave.models import ModelStore
 
     if models_dir is not None and models_dir.exists() and not models_dir.is_dir():
@@ -82,6 +82,17 @@ def list_command(
     raise typer.Exit(console.run(verbose, body))
 
 
+MirrorOption = Annotated[
+    str | None,
+    typer.Option(
+        "--mirror",
+        metavar="URL",
+        envvar="FACEWEAVE_MODELS_MIRROR",
+        help="Download from this folder of model files (URL/NAME.onnx) instead of FaceFusion's hosts.",
+    ),
+]
+
+
 def download_command(
     names: Annotated[
         list[str], typer.Argument(metavar="NAME...", help="Models to download (see `faceweave models list`).")
@@ -89,6 +100,7 @@ def download_command(
     offline: Annotated[
         bool, typer.Option("--offline", help="Never touch the network: fail for models that are not present.")
     ] = False,
+    mirror: MirrorOption = None,
     models_dir: ModelsDirOption = None,
     verbose: VerboseOption = False,
 ) -> None:
@@ -104,7 +116,7 @@ def download_command(
                 term.line(f"{spec.name}: present at {store.locate(spec)}")
                 continue
             with _ProgressBar(term, spec.name) as bar:
-                path = download_model(store, spec, offline=offline, progress=bar.update)
+                path = download_model(store, spec, offline=offline, progress=bar.update, mirror=mirror)
             term.line(f"{spec.name}: downloaded to {path}")
         return console.EXIT_OK
 
@@ -112,10 +124,25 @@ def download_command(
 
 
 def import_command(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="The model the file is (see `faceweave models list`).")],
-    path: Annotated[Path, typer.Argument(metavar="PATH", help="The .onnx file you already have.")],
+    arguments: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[NAME] PATH",
+            help="The .onnx file you already have, after the model's name when its file name is not the model's "
+            "(see `faceweave models list`).",
+            show_default=False,
+        ),
+    ] = None,
+    from_facefusion: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-facefusion",
+            metavar="DIR",
+            help="Import every known model of a FaceFusion models folder (.assets/models), checking its .hash files.",
+        ),
+    ] = None,
     link: Annotated[
-        bool, typer.Option("--link", help="Leave the file where it is (record its path) instead of copying it.")
+        bool, typer.Option("--link", help="Leave the files where they are (record their paths) instead of copying.")
     ] = False,
     trust: Annotated[
         bool, typer.Option("--trust", help="Accept a file whose sha256 differs from the one the spec pins.")
@@ -123,18 +150,41 @@ def import_command(
     models_dir: ModelsDirOption = None,
     verbose: VerboseOption = False,
 ) -> None:
-    """Register a model file you already have, after checking its inputs/outputs; pins its sha256."""
+    """Register model files you already have, after checking their inputs/outputs (and FaceFusion's .hash
+    files); pins their sha256."""
 
     def body(term: console.Terminal) -> int:
-        from faceweave.models import import_model
-
         store = _store(models_dir)
-        used = import_model(store, name, path, copy=not link, trust=trust)
+        given = arguments or []
+        if from_facefusion is not None:
+            if given:
+                raise InvalidOptionError("give either --from-facefusion DIR or [NAME] PATH, not both")
+            return _import_folder(term, store, from_facefusion, copy=not link)
+        if len(given) not in (1, 2):
+            raise InvalidOptionError(f"give [NAME] PATH (one or two arguments), not {len(given)}")
+        from faceweave.models import import_model
+        from faceweave.models.importer import name_for_file
+
+        name, path = given if len(given) == 2 else (name_for_file(store, given[0]), given[0])
+        used = import_model(store, name, Path(path), copy=not link, trust=trust)
         pin = store.pins()[name]
         term.line(f"{name}: imported {used} (sha256 {pin.sha256})")
         return console.EXIT_OK
 
     raise typer.Exit(console.run(verbose, body))
+
+
+def _import_folder(term: console.Terminal, store, folder: Path, *, copy: bool) -> int:
+    """``--from-facefusion DIR``: one line per model imported, one per model missing (on stderr)."""
+    from faceweave.models.facefusion import import_facefusion_folder
+
+    result = import_facefusion_folder(store, folder, copy=copy)
+    for model in result.imported:
+        checked = f"CRC32 {model.crc32} checked" if model.crc32 else "no .hash beside it: signature checked only"
+        term.line(f"{model.name}: imported {model.path} ({checked})")
+    for missing in result.missing:
+        term.note(f"missing: {missing.name} ({missing.why}); get it with `faceweave models download {missing.name}`")
+    return console.EXIT_OK
 
 
 class _ProgressBar:

@@ -113,13 +113,15 @@ class ModelStore:
         return self.locate(spec) is not None
 
     def resolve(self, name: str) -> Path:
-        """The file for the model called ``name``, checked cheaply (by size
-        against the pinned size, not by hash).
+        """The file for the model called ``name``, checked by size against
+        the pinned size (not by sha256) and, where FaceFusion's ``NAME.hash``
+        lies beside it (a FaceFusion models folder), by that CRC32.
 
         Raises:
             ModelNotFoundError: unknown name, or no file present; the message
                 says how to download or import it.
-            ChecksumError: the file's size differs from the pinned size.
+            ChecksumError: the file's size differs from the pinned size, or
+                its CRC32 from FaceFusion's ``.hash`` beside it.
         """
         spec = self.spec(name)
         path = self.locate(spec)
@@ -134,6 +136,9 @@ class ModelStore:
             raise ChecksumError(
                 f"model {name} at {path} has {path.stat().st_size} bytes, expected {size}; download or import it again"
             )
+        from faceweave.models.facefusion import check_hash_file
+
+        check_hash_file(name, path)
         return path
 
     def expected_sha256(self, spec: ModelSpec) -> str | None:
@@ -191,6 +196,12 @@ class ModelStore:
         pins = self.pins()
         pins[name] = pin
         self._write_pins(pins)
+
+    def pin_all(self, pins: Mapping[str, Pin]) -> None:
+        """Record several pins in one atomic write of ``pins.json``."""
+        merged = self.pins()
+        merged.update(pins)
+        self._write_pins(merged)
 
     def unpin(self, name: str) -> None:
         pins = self.pins()

@@ -9,6 +9,7 @@ network access.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import os
 import re
@@ -34,6 +35,23 @@ def part_path(target: Path) -> Path:
     return target.with_name(target.name + ".part")
 
 
+def mirror_url(mirror: str, spec: ModelSpec) -> str:
+    """``spec``'s file in a mirror: ``MIRROR/FILE_NAME`` (a flat folder such
+    as FaceFusion's ``.assets/models`` served over HTTP).
+
+    Raises:
+        InvalidOptionError: ``mirror`` is not an ``http://`` or ``https://`` URL.
+    """
+    from urllib.parse import urlsplit
+
+    from faceweave.errors import InvalidOptionError
+
+    parts = urlsplit(mirror)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InvalidOptionError(f"--mirror {mirror!r}: give an http:// or https:// URL of a folder of model files")
+    return mirror.rstrip("/") + "/" + spec.file_name
+
+
 def download_model(
     store: ModelStore,
     model: str | ModelSpec,
@@ -42,15 +60,18 @@ def download_model(
     progress: ProgressFn | None = None,
     retries: int = 2,
     timeout: float = 30.0,
+    mirror: str | None = None,
 ) -> Path:
     """Make the model's file present in ``store`` and return its path.
 
     A file already present is returned as is (no network).  Otherwise the
-    spec's URLs are tried in order; on a cut connection the same URL is asked
-    again for the rest, up to ``retries`` times.  Without a spec-pinned sha256
-    the downloaded file's hash is recorded in the store's pins.
+    spec's URLs (or, with ``mirror``, only :func:`mirror_url`) are tried in
+    order; on a cut connection the same URL is asked again for the rest, up
+    to ``retries`` times.  Without a spec-pinned sha256 the downloaded file's
+    hash is recorded in the store's pins.
 
     Raises:
+        InvalidOptionError: ``mirror`` is not an HTTP(S) URL.
         ModelNotFoundError: unknown model; or absent and ``offline``, bundled
             in a package that is not installed, or without any URL.
         DownloadError: every URL failed; a partial file is kept for resume.
@@ -62,6 +83,8 @@ def download_model(
     present = store.locate(spec)
     if present is not None:
         return present
+    if mirror is not None:
+        spec = dataclasses.replace(spec, urls=(mirror_url(mirror, spec),))
     _check_downloadable(store, spec, offline=offline)
     store.folder.mkdir(parents=True, exist_ok=True)
     target = store.path_for(spec)
