@@ -245,3 +245,17 @@ class ModelFileChecksumError(BadModelFileError, ChecksumError):
     FaceFusion's ``.hash`` file beside it records (CRC32)."""
 
     code = "checksum_mismatch"
+
+
+class StreamLostError(FaceweaveError):
+    """A live input stopped sending and did not come back within the
+    reconnect attempts (the outputs written up to then are kept)."""
+
+    code = "stream_lost"
+
+
+class OutputUnavailableError(InvalidOptionError):
+    """A live output cannot be given on this machine: no display for a
+    preview window, no virtual camera device or its optional package."""
+
+    code = "output_unavailable"

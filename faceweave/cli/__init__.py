@@ -1,4 +1,4 @@
-"""The ``faceweave`` command line: ``swap``, ``batch``, ``faces``, ``people``,
+"""The ``faceweave`` command line: ``swap``, ``batch``, ``faces``, ``people``, ``live``,
 ``evaluate``, ``verify``, ``serve``, ``worker``, ``models``, ``export`` and ``benchmark-model``.
 
 Each command lives in its own module as a plain function with typer
@@ -17,6 +17,7 @@ from faceweave.cli.batch import batch_command
 from faceweave.cli.evaluate import evaluate_command
 from faceweave.cli.export import benchmark_model_command, export_command
 from faceweave.cli.faces import faces_command
+from faceweave.cli.live import live_command
 from faceweave.cli.models import build_models_app
 from faceweave.cli.people import people_command
 from faceweave.cli.serve import serve_command
@@ -60,6 +61,7 @@ def build_app() -> typer.Typer:
     app.command("batch", no_args_is_help=True)(batch_command)
     app.command("faces", no_args_is_help=True)(faces_command)
     app.command("people", no_args_is_help=True)(people_command)
+    app.command("live", no_args_is_help=True)(live_command)
     app.command("evaluate", no_args_is_help=True)(evaluate_command)
     app.command("verify", no_args_is_help=True)(verify_command)
     app.command("serve")(serve_command)

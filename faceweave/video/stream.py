@@ -3,8 +3,8 @@ the calling thread, a pool of render threads and an encoder thread, joined by
 bounded queues so that memory does not grow with the length of the video.
 
 The stream is generic over where frames come from (a :class:`FrameSource`:
-a :class:`~faceweave.video.io.VideoReader` today, a camera or a network
-stream tomorrow), where they go (a :class:`FrameSink`, opened on the encoder
+a :class:`~faceweave.video.io.VideoReader`, or a camera or a network
+stream: :mod:`faceweave.live`), where they go (a :class:`FrameSink`, opened on the encoder
 thread: a :class:`~faceweave.video.io.VideoWriter`), what is done to them
 (a :class:`FrameWork`), and how a decoded frame is handed on
 (a :class:`QueuePolicy`).
@@ -78,8 +78,9 @@ class QueuePolicy(Protocol):
     """How the decoder thread hands a frame to planning.
 
     :class:`BlockingQueue` (files): wait while the queue is full, so that
-    every frame is swapped.  A live source would hand on the newest frame
-    and drop stale ones, counting them (never the end marker)."""
+    every frame is swapped.  :class:`LatestFrameQueue` (live sources): the
+    newest frame wins, stale ones are dropped and counted (never the end
+    marker)."""
 
     def offer(self, q: queue.Queue, item: object, halted: Callable[[], bool]) -> bool:
         """Put ``item`` on ``q``; ``False`` when the stream halted first."""
@@ -100,6 +101,38 @@ class BlockingQueue:
                 return True
             except queue.Full:
                 continue
+        return False
+
+
+class LatestFrameQueue:
+    """Newest frame wins (live sources): when the queue is full, the oldest
+    waiting frame is dropped to make room, so a frame never waits behind a
+    slow stage for longer than the queue holds.  :attr:`dropped` counts the
+    frames dropped (only the decoder thread offers, so only it counts).
+    The end marker is never dropped and drops nothing: it waits for room.
+
+    Planning never sees a dropped frame; the tracker follows its faces from
+    their last place on the next frame it gets, and detects on its own when
+    a scheduled detection was dropped with its frame."""
+
+    def __init__(self, poll_s: float = 0.1) -> None:
+        self.poll_s = poll_s
+        self.dropped = 0
+
+    def offer(self, q: queue.Queue, item: object, halted: Callable[[], bool]) -> bool:
+        if item is _END:
+            return BlockingQueue(self.poll_s).offer(q, item, halted)
+        while not halted():
+            try:
+                q.put_nowait(item)
+                return True
+            except queue.Full:
+                pass
+            try:
+                q.get_nowait()  # the oldest waiting frame is stale now
+                self.dropped += 1
+            except queue.Empty:
+                pass  # planning took it meanwhile: room now
         return False
 
 

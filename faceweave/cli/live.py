@@ -1,0 +1,462 @@
+"""``faceweave live``: swap faces in a camera, a network stream or a file
+played at its own rate, into recordings, network pushes, a virtual camera
+and a preview window at once; the newest frame wins, so the delay stays
+bounded however slow the swap.  Ctrl-C (or closing the preview) ends the
+session cleanly: the outputs are finished and the figures printed."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from faceweave.cli import console
+from faceweave.cli.common import refuse_video, swap_options
+from faceweave.cli.quality_options import MaxPixelsOption, NoMouthMaskOption, NoOcclusionOption, OcclusionHandsOption
+from faceweave.cli.runtime_options import (
+    DeviceIdOption,
+    ExecutionProviderOption,
+    ModelsDirOption,
+    PixelBoostOption,
+    ProviderFallbackOption,
+    SwapperOption,
+    TensorrtCacheOption,
+    TensorrtFp16Option,
+    runtime_fields,
+)
+from faceweave.cli.swap_flags import (
+    AuditLogOption,
+    FaceEnhancerBlendOption,
+    FaceEnhancerOption,
+    FaceEnhancerWeightOption,
+    FaceIndexOption,
+    FacesOption,
+    FrameEnhancerBlendOption,
+    FrameEnhancerOption,
+    JsonOutputOption,
+    MinFaceSizeOption,
+    NoAudioOption,
+    NoWatermarkOption,
+    OrderOption,
+    PresetOption,
+    QualityOption,
+    ReferenceDistanceOption,
+    ReferenceFaceOption,
+    ScaleOption,
+    SourcesOption,
+    VerboseOption,
+    WorkingSizeOption,
+)
+from faceweave.errors import InvalidOptionError
+from faceweave.options import CLI_WORDS, VIDEO_WORKING_SIZE, SwapOptions, selection_mode
+
+if TYPE_CHECKING:
+    from faceweave.live.audio import AudioTap
+    from faceweave.live.inputs import LiveInput, Reconnect
+    from faceweave.live.outputs import LiveOutput, OutputSpec
+    from faceweave.live.reader import LiveReader
+    from faceweave.live.session import LiveReport, LiveSession
+
+_LIVE = "Live input and outputs"
+#: x264's CRF for live outputs when --quality is not given
+LIVE_CRF = 23
+
+InputArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="INPUT",
+        help="A camera (0, /dev/video0), a stream URL (rtsp:// rtmp:// srt:// udp:// rtp:// tcp:// http(s)://, "
+        "HLS included) or a video file played at its own rate.",
+        show_default=False,
+    ),
+]
+LiveOutputOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="OUT",
+        help="Repeatable: a recording (.mkv .mp4 .mov .ts .flv), a stream pushed to rtmp:// (FLV) or srt:// udp:// "
+        "tcp:// (MPEG-TS), 'vcam' or 'vcam:/dev/videoN' (a virtual camera), 'preview' (a window).",
+        rich_help_panel=_LIVE,
+    ),
+]
+LoopOption = Annotated[
+    bool, typer.Option("--loop", help="A file input starts again at its end.", rich_help_panel=_LIVE)
+]
+ReconnectOption = Annotated[
+    int,
+    typer.Option(
+        "--reconnect",
+        metavar="N",
+        min=0,
+        help="Network input: reopen it up to N times when it drops.",
+        rich_help_panel=_LIVE,
+    ),
+]
+ReconnectDelayOption = Annotated[
+    float,
+    typer.Option(
+        "--reconnect-delay",
+        metavar="S",
+        min=0.01,
+        help="Seconds before the first reopening; each next wait is twice as long (at most 8 s).",
+        rich_help_panel=_LIVE,
+    ),
+]
+TimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        metavar="S",
+        min=0.1,
+        help="No data for S seconds: the input dropped (and the limit for opening it, or an output stream).",
+        rich_help_panel=_LIVE,
+    ),
+]
+DurationOption = Annotated[
+    float | None,
+    typer.Option("--duration", metavar="S", min=0.01, help="End after S seconds of input.", rich_help_panel=_LIVE),
+]
+InputFormatOption = Annotated[
+    str | None,
+    typer.Option(
+        "--input-format",
+        metavar="NAME",
+        help="FFmpeg demuxer to read INPUT with (e.g. mpegts, v4l2).",
+        rich_help_panel=_LIVE,
+    ),
+]
+InputOptionOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--input-option",
+        metavar="KEY=VALUE",
+        help="Repeatable FFmpeg demuxer/protocol option for INPUT (e.g. video_size=1280x720, framerate=30, "
+        "rtsp_transport=tcp).",
+        rich_help_panel=_LIVE,
+    ),
+]
+
+
+def live_command(
+    input_: InputArgument,
+    sources: SourcesOption = None,
+    output: LiveOutputOption = None,
+    faces: FacesOption = None,
+    reference_face: ReferenceFaceOption = None,
+    face_index: FaceIndexOption = None,
+    order: OrderOption = None,
+    reference_distance: ReferenceDistanceOption = None,
+    min_face_size: MinFaceSizeOption = None,
+    loop: LoopOption = False,
+    reconnect: ReconnectOption = 3,
+    reconnect_delay: ReconnectDelayOption = 0.5,
+    timeout: TimeoutOption = 5.0,
+    duration: DurationOption = None,
+    input_format: InputFormatOption = None,
+    input_option: InputOptionOption = None,
+    scale: ScaleOption = 1.0,
+    no_audio: NoAudioOption = False,
+    preset: PresetOption = "veryfast",
+    quality: QualityOption = None,
+    max_pixels: MaxPixelsOption = None,
+    working_size: WorkingSizeOption = None,
+    no_occlusion: NoOcclusionOption = False,
+    no_mouth_mask: NoMouthMaskOption = False,
+    occlusion_hands: OcclusionHandsOption = False,
+    swapper: SwapperOption = "mesh",
+    pixel_boost: PixelBoostOption = None,
+    face_enhancer: FaceEnhancerOption = None,
+    face_enhancer_blend: FaceEnhancerBlendOption = 0.8,
+    face_enhancer_weight: FaceEnhancerWeightOption = 0.5,
+    frame_enhancer: FrameEnhancerOption = None,
+    frame_enhancer_blend: FrameEnhancerBlendOption = 1.0,
+    execution_provider: ExecutionProviderOption = "cpu",
+    device_id: DeviceIdOption = 0,
+    provider_fallback: ProviderFallbackOption = False,
+    tensorrt_cache: TensorrtCacheOption = None,
+    tensorrt_fp16: TensorrtFp16Option = False,
+    models_dir: ModelsDirOption = None,
+    no_watermark: NoWatermarkOption = False,
+    audit_log: AuditLogOption = None,
+    json_output: JsonOutputOption = False,
+    verbose: VerboseOption = False,
+) -> None:
+    """Swap the face from SOURCE photo(s) onto the face(s) in a live INPUT, in real time.
+
+    Stale frames are dropped so that the delay stays bounded; Ctrl-C ends the
+    session and finishes the outputs.  Every frame carries the invisible
+    watermark, recordings and streams the AI-generated label."""
+    args = LiveArgs(**locals())  # every flag above, by name
+    raise typer.Exit(console.run(verbose, lambda term: run_live(term, args)))
+
+
+@dataclass(frozen=True)
+class LiveArgs:
+    """The flags of one ``faceweave live`` run, as given."""
+
+    input_: str
+    sources: list[Path] | None
+    output: list[str] | None
+    faces: str | None
+    reference_face: Path | None
+    face_index: list[int] | None
+    order: str | None
+    reference_distance: float | None
+    min_face_size: int | None
+    loop: bool
+    reconnect: int
+    reconnect_delay: float
+    timeout: float
+    duration: float | None
+    input_format: str | None
+    input_option: list[str] | None
+    scale: float
+    no_audio: bool
+    preset: str
+    quality: int | None
+    max_pixels: int | None
+    working_size: int | None
+    no_occlusion: bool
+    no_mouth_mask: bool
+    occlusion_hands: bool
+    swapper: str
+    pixel_boost: int | None
+    face_enhancer: str | None
+    face_enhancer_blend: float
+    face_enhancer_weight: float
+    frame_enhancer: str | None
+    frame_enhancer_blend: float
+    execution_provider: str
+    device_id: int
+    provider_fallback: bool
+    tensorrt_cache: Path | None
+    tensorrt_fp16: bool
+    models_dir: Path | None
+    no_watermark: bool
+    audit_log: Path | None
+    json_output: bool
+    verbose: bool
+
+    def inputs(self) -> list[tuple[str, Path]]:
+        """The photo inputs with their role, for the audit line."""
+        found = [("source", p) for p in self.sources or []]
+        return found + ([("reference", self.reference_face)] if self.reference_face is not None else [])
+
+
+def run_live(term: console.Terminal, args: LiveArgs) -> int:
+    """One session between opening the audit log and writing its line."""
+    from faceweave.cli.marking import make_provenance, open_audit, write_audit
+
+    log = open_audit(args.audit_log)
+    provenance = make_provenance(no_watermark=args.no_watermark)
+    options: dict[str, Any] = {
+        "input": args.input_,
+        "outputs": list(args.output or []),
+        "no_watermark": args.no_watermark,
+    }
+    audit = dict(command="live", inputs=args.inputs(), options=options, provenance=provenance, output=None)
+    try:
+        code = _live(term, args, provenance)
+    except BaseException as exc:
+        write_audit(log, **audit, error=exc)
+        raise
+    write_audit(log, **audit, error=None)
+    return code
+
+
+def _live(term: console.Terminal, args: LiveArgs, provenance) -> int:
+    """Check everything that can be checked before the models load, open the
+    input, load the models, then stream until the input ends or Ctrl-C."""
+    from faceweave.live.audio import AudioTap
+    from faceweave.live.reader import LiveReader
+    from faceweave.pipeline import FaceSwapper
+    from faceweave.video.pipeline import check_markable
+
+    spec, outputs, reconnect = _checked(args)
+    options = _options(args)
+    tap = None if args.no_audio else AudioTap()
+    reader = LiveReader(
+        spec, reconnect=reconnect, scale=args.scale, max_pixels=options.max_pixels, duration_s=args.duration, audio=tap
+    )
+    with reader:
+        check_markable((reader.info.width, reader.info.height), provenance)
+        with FaceSwapper(options) as swapper:
+            session = _session(swapper, args, provenance)
+            sinks = [_output(s, args, reader, provenance) for s in outputs]
+            if not args.json_output:
+                term.note(_banner(reader, outputs))
+            report = _stream(session, reader, sinks, tap)
+    _print_report(term, report, outputs, args.json_output)
+    if reader.lost is not None:
+        raise reader.lost
+    return console.EXIT_OK
+
+
+def _checked(args: LiveArgs) -> tuple[LiveInput, list[OutputSpec], Reconnect]:
+    """The input, the outputs and the reconnect policy, checked before any work."""
+    from faceweave.live.inputs import Reconnect, parse_input, parse_options
+    from faceweave.live.outputs import check_outputs, parse_output
+
+    options = parse_options(args.input_option or [], flag="--input-option")
+    spec = parse_input(args.input_, input_format=args.input_format, options=options, loop=args.loop)
+    outputs = [parse_output(text) for text in args.output or []]
+    check_outputs(outputs)
+    if not args.sources:
+        raise InvalidOptionError("give a source photo with --source PHOTO")
+    for path in args.sources:
+        refuse_video(path, role="source")
+    if args.reference_face is not None:
+        refuse_video(args.reference_face, role="reference face")
+    reconnect = Reconnect(attempts=args.reconnect, delay_s=args.reconnect_delay, timeout_s=args.timeout)
+    return spec, outputs, reconnect
+
+
+def _options(args: LiveArgs) -> SwapOptions:
+    """The swap options of the flags, as ``swap`` builds them for a video."""
+    selection = {
+        "mode": selection_mode(
+            args.faces,
+            has_reference=args.reference_face is not None,
+            has_indices=bool(args.face_index),
+            words=CLI_WORDS,
+        ),
+        "order": args.order,
+        "indices": tuple(args.face_index) if args.face_index else None,
+        "reference_distance": args.reference_distance,
+        "min_face_size": args.min_face_size,
+    }
+    enhance = {
+        "face": args.face_enhancer,
+        "face_blend": args.face_enhancer_blend,
+        "face_weight": args.face_enhancer_weight,
+        "frame": args.frame_enhancer,
+        "frame_blend": args.frame_enhancer_blend,
+    }
+    runtime = runtime_fields(
+        args.execution_provider,
+        args.device_id,
+        args.provider_fallback,
+        args.tensorrt_cache,
+        args.tensorrt_fp16,
+        args.models_dir,
+    )
+    return swap_options(
+        working_size=args.working_size if args.working_size is not None else VIDEO_WORKING_SIZE,
+        max_pixels=args.max_pixels,
+        occlusion=not args.no_occlusion,
+        mouth_mask=not args.no_mouth_mask,
+        hands=args.occlusion_hands,
+        expression_check=False,  # a photo's check: it would change from frame to frame
+        selection=selection,
+        swapper=args.swapper,
+        pixel_boost=args.pixel_boost,
+        runtime=runtime,
+        enhance=enhance,
+    )
+
+
+def _session(swapper, args: LiveArgs, provenance) -> LiveSession:
+    from faceweave.live.session import LiveOptions, LiveSession
+    from faceweave.video.pipeline import VideoSwapper
+
+    sources = list(args.sources or [])
+    options = LiveOptions(provenance=provenance)
+    return LiveSession(VideoSwapper(swapper), sources, reference=args.reference_face, options=options)
+
+
+def _output(spec: OutputSpec, args: LiveArgs, reader: LiveReader, provenance) -> LiveOutput:
+    from faceweave.cli.video import video_crf
+    from faceweave.live.endpoints import LatestFrame, VirtualCamera
+    from faceweave.live.muxer import StreamMuxer
+    from faceweave.provenance.stamp import video_metadata
+
+    if spec.kind == "preview":
+        return LatestFrame(spec)
+    if spec.kind == "vcam":
+        return VirtualCamera(spec)
+    return StreamMuxer(
+        spec,
+        audio=reader.info.has_audio and not args.no_audio,
+        crf=video_crf(args.quality) if args.quality is not None else LIVE_CRF,
+        preset=args.preset,
+        metadata=video_metadata(provenance),
+        timeout_s=args.timeout,
+    )
+
+
+def _banner(reader: LiveReader, outputs: list[OutputSpec]) -> str:
+    info = reader.info
+    sound = ", audio" if info.has_audio else ""
+    targets = ", ".join(s.label for s in outputs)
+    shape = f"{info.width}x{info.height}, {float(info.rate):g} fps{sound}"
+    return f"live: {reader.spec.url} ({shape}) -> {targets}; Ctrl-C ends"
+
+
+def _stream(session: LiveSession, reader: LiveReader, sinks: list[LiveOutput], tap: AudioTap | None) -> LiveReport:
+    """Run the session on its own thread; this (main) thread shows the
+    preview, if any, and turns Ctrl-C into a clean stop."""
+    from faceweave.live.endpoints import LatestFrame
+    from faceweave.live.preview import show_preview
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["report"] = session.run(reader, sinks, audio=tap)
+        except BaseException as exc:  # noqa: BLE001 - raised on the main thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="faceweave-live", daemon=True)
+    preview = next((s for s in sinks if isinstance(s, LatestFrame)), None)
+    thread.start()
+    try:
+        if preview is not None and show_preview(preview, lambda: not thread.is_alive()):
+            session.stop()
+        while thread.is_alive():
+            thread.join(0.2)
+    except KeyboardInterrupt:
+        session.stop()
+        thread.join()  # a second Ctrl-C is not caught
+    except BaseException:
+        session.stop()
+        thread.join()
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["report"]
+
+
+def _print_report(term: console.Terminal, report: LiveReport, outputs: list[OutputSpec], json_output: bool) -> None:
+    def ms(value: float | None) -> float | None:
+        return None if value is None else round(value, 1)
+
+    if json_output:
+        term.json(
+            {
+                "outputs": [s.label for s in outputs],
+                "frames_in": report.frames_in,
+                "frames_out": report.frames_out,
+                "dropped": report.dropped,
+                "dropped_share": round(report.dropped_share, 4),
+                "frames_with_swap": report.frames_with_swap,
+                "fps": round(report.fps, 2),
+                "latency_p50_ms": ms(report.latency_p50_ms),
+                "latency_p95_ms": ms(report.latency_p95_ms),
+                "reconnects": report.reconnects,
+                "end_reason": report.end_reason,
+            }
+        )
+        return
+    latency = ""
+    if report.latency_p50_ms is not None and report.latency_p95_ms is not None:
+        latency = f", latency p50 {report.latency_p50_ms:.0f} ms, p95 {report.latency_p95_ms:.0f} ms"
+    term.line(
+        f"{', '.join(s.label for s in outputs)}: {report.frames_out} frames ({report.fps:.1f} fps), {report.dropped}"
+        f" dropped ({report.dropped_share:.0%}), faces swapped in {report.frames_with_swap}{latency};"
+        f" {report.end_reason}"
+    )
