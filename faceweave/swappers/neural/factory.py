@@ -27,11 +27,12 @@ def load_neural_swapper(name: str, context: SwapperContext) -> NeuralSwapper:
         kwargs["embedder"] = ArcFaceEmbedder(pool.get(spec.embedder, provider))
     if spec.converter:
         kwargs["converter"] = EmbeddingConverter(pool.get(spec.converter, provider), name=spec.converter)
+    model = pool.get(name, provider)  # checked the file (size, FaceFusion's .hash, signature)
     if spec.family == "inswapper":
         from faceweave.swappers.neural.inswapper import read_emap
 
-        kwargs["emap"] = read_emap(pool.store.resolve(name))
-    model = pool.get(name, provider)
+        path = pool.store.locate(pool.store.spec(name))  # the file just loaded, not hashed again
+        kwargs["emap"] = read_emap(path if path is not None else pool.store.resolve(name))
     # the runtime's InferenceModel declares inputs/outputs as tuple attributes, which a
     # protocol's Sequence attributes (RunnableModel, invariant) do not accept: runtime/model.py's to align
     return entry.create(model, pixel_boost=context.options.pixel_boost, **kwargs)
