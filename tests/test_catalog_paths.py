@@ -106,7 +106,8 @@ def _store_by(path: str, spec: ModelSpec, folder: Path, tmp_path: Path, capfd) -
         with FolderServer(folder) as server:
             code, out, err = _invoke(capfd, "download", *names, "--mirror", server.url, "--models-dir", str(target))
         assert code == 0, err
-        assert sorted(server.requests) == sorted(f"/{CATALOG[n].file_name}" for n in names)
+        files = [Path(CATALOG[n].file_name) for n in names]
+        assert sorted(server.requests) == sorted([f"/{f}" for f in files] + [f"/{f.stem}.hash" for f in files])
     else:
         code, out, err = _invoke(capfd, "import", "--from-facefusion", str(folder), "--models-dir", str(target))
         assert code == 0 and err == "", err

@@ -293,3 +293,19 @@ def test_download_from_a_mirror_without_the_file(tmp_path, capfd):
     with FolderServer(tmp_path / "mirror") as server:
         code, _, err = _invoke(capfd, "download", "gfpgan_1.4", "--mirror", server.url, "--models-dir", tmp_path / "m")
     assert code == 1 and f"{server.url}/gfpgan_1.4.onnx: HTTP 404" in _one_error_line(err)
+
+
+def test_download_checks_the_hash_published_beside_the_file(tmp_path, capfd):
+    from tests.neural_fixtures import FolderServer
+
+    mirror = facefusion_folder(tmp_path / "mirror", [CATALOG["gfpgan_1.4"], CATALOG["gpen_bfr_512"]])
+    hash_path(mirror / "gpen_bfr_512.onnx").write_text("0badf00d")
+    target = tmp_path / "m"
+    with FolderServer(mirror) as server:
+        code, out, err = _invoke(capfd, "download", "gfpgan_1.4", "--mirror", server.url, "--models-dir", target)
+        assert code == 0 and "gfpgan_1.4: downloaded" in out, err
+        code, _, err = _invoke(capfd, "download", "gpen_bfr_512", "--mirror", server.url, "--models-dir", target)
+    line = _one_error_line(err)
+    assert code == 1 and "gpen_bfr_512" in line and "0badf00d" in line and "deleted" in line
+    assert _listing(target) == ["gfpgan_1.4.onnx", "pins.json"]
+    assert set(json.loads((target / "pins.json").read_text())) == {"gfpgan_1.4"}

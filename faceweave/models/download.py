@@ -3,7 +3,9 @@
 Bytes go into ``NAME.part`` beside the final file; a cut connection leaves
 the ``.part`` for the next attempt, which asks the server for the rest with
 an HTTP ``Range`` header.  A file whose sha256 (or size) does not match is
-deleted and never renamed into place.  ``offline=True`` raises before any
+deleted and never renamed into place; so is one whose CRC32 differs from the
+``NAME.hash`` that FaceFusion's hosts (and a FaceFusion folder served as a
+mirror) publish beside ``NAME.onnx``, when there is one.  ``offline=True`` raises before any
 network access.
 """
 
@@ -101,6 +103,7 @@ def download_model(
             failures.append(exc)
             continue
         _check_downloaded(target, spec)
+        _check_published_hash(url, target, spec, timeout=timeout)
         if spec.sha256 is None:
             store.pin(spec.name, Pin(sha256=digest, size=target.stat().st_size, source="download"))
         else:
@@ -141,6 +144,36 @@ def _check_downloaded(target: Path, spec: ModelSpec) -> None:
     except ModelError:
         target.unlink(missing_ok=True)
         raise
+
+
+def published_hash(url: str, *, timeout: float = 30.0) -> str | None:
+    """The CRC32 FaceFusion publishes beside a model URL (``NAME.onnx`` ->
+    ``NAME.hash``, 8 hex digits), or ``None`` when there is none to read."""
+    if not url.endswith(".onnx"):
+        return None
+    request = urllib.request.Request(url[: -len(".onnx")] + ".hash", headers={"User-Agent": _USER_AGENT})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - beside a spec's URL
+            text = response.read(64).decode("ascii", "replace").strip().lower()
+    except (urllib.error.URLError, OSError, http.client.HTTPException):
+        return None
+    return text if re.fullmatch(r"[0-9a-f]{8}", text) else None
+
+
+def _check_published_hash(url: str, target: Path, spec: ModelSpec, *, timeout: float) -> None:
+    """Delete and raise when the file's CRC32 differs from the one published beside its URL."""
+    from faceweave.models.facefusion import crc32_file
+
+    expected = published_hash(url, timeout=timeout)
+    if expected is None:
+        return
+    actual = crc32_file(target)
+    if actual != expected:
+        target.unlink(missing_ok=True)
+        raise ChecksumError(
+            f"model {spec.name} from {url}: CRC32 {actual}, but the server's {Path(spec.file_name).stem}.hash says "
+            f"{expected}; the file was deleted"
+        )
 
 
 def _fetch_with_retries(url: str, target: Path, *, retries: int, **kwargs) -> str:
