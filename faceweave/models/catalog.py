@@ -12,7 +12,8 @@ What is pinned and what is not:
 * ``sha256`` is set only where the file's hash is known here: NudeNet's
   ``320n.onnx`` (hashed from the ``nudenet`` 3.4.2 wheel).  FaceFusion
   publishes CRC32 ``.hash`` files, not sha256, so its models are not pinned;
-  a download records the hash it got, and ``models import`` pins the user's.
+  a download checks the published CRC32 and records the sha256 it got, and
+  ``models import`` pins the user's (see :mod:`faceweave.models.facefusion`).
 * Tensor names are left ``None`` (matched by position) where FaceFusion
   reads the graph's outputs by position (``run(None, ...)[0]``) and the name
   is not known; batch dimensions are left open, since exports differ.
