@@ -296,7 +296,7 @@ class LiveReader:
             try:
                 self._conn = _Connection(self.spec, self.reconnect.timeout_s)
             except FaceweaveError as exc:
-                last = str(exc)
+                last = str(exc).split(f"{self.spec.url}: ", 1)[-1]  # the reason, without the URL again
                 continue
             self.reconnects += 1
             return True
@@ -304,6 +304,6 @@ class LiveReader:
         tried = f"{n} reconnect attempt{'s' if n != 1 else ''} failed" if n else "reconnecting is off (--reconnect 0)"
         self.end_reason = f"input {self.spec.url} lost ({reason}); {tried}"
         if n and last != reason:
-            self.end_reason += f", the last: {last}"
+            self.end_reason += f" (the last: {last})"
         self.lost = StreamLostError(self.end_reason)
         return False
