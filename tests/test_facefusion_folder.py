@@ -231,6 +231,9 @@ def test_a_failing_copy_leaves_nothing_behind(tmp_path, monkeypatch):
 
 def test_folder_refusals(tmp_path):
     store = ModelStore(tmp_path / "models")
+    stand_in = facefusion_folder(tmp_path / "pinned", [CATALOG["nudenet_320n"]])
+    with pytest.raises(ModelFileChecksumError, match="nudenet_320n .*the spec pins c15d8273"):
+        import_facefusion_folder(store, stand_in)  # its sha256 is pinned: a stand-in is not the file
     with pytest.raises(InvalidOptionError, match="not a folder"):
         import_facefusion_folder(store, tmp_path / "absent")
     (tmp_path / "empty").mkdir()

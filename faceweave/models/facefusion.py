@@ -136,7 +136,8 @@ def scan_folder(folder: Path, catalog: Mapping[str, ModelSpec]) -> tuple[list[Fo
 
 def check_folder_model(spec: ModelSpec, path: Path) -> FolderModel:
     """Check one file of a FaceFusion folder: its ``.hash`` (when there is
-    one), then its inputs/outputs against ``spec``.
+    one), then its inputs/outputs against ``spec``, then the spec's sha256
+    (when it pins one).
 
     Raises:
         ModelFileChecksumError, ModelFileFormatError, ModelFileSignatureError.
@@ -145,6 +146,8 @@ def check_folder_model(spec: ModelSpec, path: Path) -> FolderModel:
 
     crc = check_hash_file(spec.name, path, error=ModelFileChecksumError)
     check_model_file(spec, path)
+    if spec.sha256 is not None and (digest := sha256_file(path)) != spec.sha256:
+        raise ModelFileChecksumError(f"model {spec.name} at {path}: sha256 {digest}, the spec pins {spec.sha256}")
     return FolderModel(spec.name, path, crc)
 
 
