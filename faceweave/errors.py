@@ -215,6 +215,7 @@ class NotReadyError(ServiceError):
 
     code = "not_ready"
 
+
 class UnknownModelError(ModelNotFoundError, InvalidOptionError):
     """A model name that no catalog entry has (the user's input: exit code 2, HTTP 422)."""
 
