@@ -275,6 +275,7 @@ def test_import_refuses_the_old_single_output_hyperswap_signature(tmp_path):
         (["import", "nosuch", "{D}/gfpgan_1.4.onnx"], ["unknown model 'nosuch'"]),
         (["import", "gfpgan_1.4", "{D}/gfpgan_1.4.onnx", "extra"], ["one or two arguments"]),
         (["import", "{D}/gfpgan_1.4.onnx", "--from-facefusion", "{D}"], ["not both"]),
+        (["import", "--from-facefusion", "{D}", "--trust"], ["--trust applies to one file"]),
         (["download", "nosuch"], ["unknown model 'nosuch'"]),
         (["download", "gfpgan_1.4", "--mirror", "ftp://example.org/m"], ["--mirror", "http://"]),
     ],

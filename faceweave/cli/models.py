@@ -159,6 +159,8 @@ def import_command(
         if from_facefusion is not None:
             if given:
                 raise InvalidOptionError("give either --from-facefusion DIR or [NAME] PATH, not both")
+            if trust:
+                raise InvalidOptionError("--trust applies to one file (NAME PATH), not to --from-facefusion")
             return _import_folder(term, store, from_facefusion, copy=not link)
         if len(given) not in (1, 2):
             raise InvalidOptionError(f"give [NAME] PATH (one or two arguments), not {len(given)}")
