@@ -269,3 +269,37 @@ def test_live_report_shares(tmp_path: Path):
     )  # fmt: skip
     assert report.fps == 20.0 and report.dropped_share == 0.2
     assert Fraction(30) == PushSource().rate
+
+
+def test_plan_on_room_plans_only_frames_the_encoder_can_take():
+    class SlowRender(_SlowWork):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lock, self.in_flight, self.most = threading.Lock(), 0, 0
+
+        def plan(self, frame, ahead):
+            with self.lock:
+                self.in_flight += 1
+                self.most = max(self.most, self.in_flight)
+            return frame.index
+
+        def render(self, pixels, plan):
+            time.sleep(0.01)
+            return pixels
+
+    work = SlowRender()
+
+    class Done(_Collect):
+        def write(self, pixels, time=None):
+            with work.lock:
+                work.in_flight -= 1
+            super().write(pixels, time)
+
+    @contextmanager
+    def open_sink():
+        yield Done()
+
+    policy = LatestFrameQueue()
+    stream = FrameStream(_Frames(100), open_sink, work, queue_size=1, workers=2, policy=policy, plan_on_room=True)
+    assert stream.run() + policy.dropped == 100
+    assert work.most <= 2  # one queued for the encoder, one the encoder waits on: none planned to wait

@@ -270,8 +270,9 @@ def run_live(term: console.Terminal, args: LiveArgs) -> int:
 
 
 def _live(term: console.Terminal, args: LiveArgs, provenance) -> int:
-    """Check everything that can be checked before the models load, open the
-    input, load the models, then stream until the input ends or Ctrl-C."""
+    """Check everything that can be checked before the models load, load
+    them, open the input (only now: a stream opened earlier would back up
+    while they load), then stream until the input ends or Ctrl-C."""
     from faceweave.live.audio import AudioTap
     from faceweave.live.reader import LiveReader
     from faceweave.pipeline import FaceSwapper
@@ -280,13 +281,18 @@ def _live(term: console.Terminal, args: LiveArgs, provenance) -> int:
     spec, outputs, reconnect = _checked(args)
     options = _options(args)
     tap = None if args.no_audio else AudioTap()
-    reader = LiveReader(
-        spec, reconnect=reconnect, scale=args.scale, max_pixels=options.max_pixels, duration_s=args.duration, audio=tap
-    )
-    with reader:
-        check_markable((reader.info.width, reader.info.height), provenance)
-        with FaceSwapper(options) as swapper:
-            session = _session(swapper, args, provenance)
+    with FaceSwapper(options) as swapper:
+        session = _session(swapper, args, provenance)
+        reader = LiveReader(
+            spec,
+            reconnect=reconnect,
+            scale=args.scale,
+            max_pixels=options.max_pixels,
+            duration_s=args.duration,
+            audio=tap,
+        )
+        with reader:
+            check_markable((reader.info.width, reader.info.height), provenance)
             sinks = [_output(s, args, reader, provenance) for s in outputs]
             if not args.json_output:
                 term.note(_banner(reader, outputs))

@@ -23,11 +23,14 @@ from faceweave.video.io.sinks import error_reason, rgb_to_i420
 TIME_BASE = Fraction(1, 1000)
 
 
-def muxer_options(muxer: str) -> dict[str, str]:
-    """Muxer options for a live output: MP4/MOV moov first; FLV without the
-    seek to rewrite its header (a network push cannot seek); every muxer
-    holds packets back at most one second to interleave audio and video."""
+def muxer_options(muxer: str, *, network: bool) -> dict[str, str]:
+    """Muxer options for a live output: a network push sends each packet
+    at once; MP4/MOV moov first; FLV without the seek to rewrite its header
+    (a network push cannot seek); every muxer holds packets back at most
+    one second to interleave audio and video."""
     options = {"max_interleave_delta": "1000000"}
+    if network:
+        options["flush_packets"] = "1"  # each packet goes on the wire at once, not when a buffer fills
     if muxer in ("mp4", "mov"):
         options["movflags"] = "+faststart"
     if muxer == "flv":
@@ -83,7 +86,7 @@ class StreamMuxer:
                 target,
                 "w",
                 format=self.spec.muxer,
-                options=muxer_options(self.spec.muxer or ""),
+                options=muxer_options(self.spec.muxer or "", network=self.spec.kind == "network"),
                 timeout=(self._timeout, self._timeout),
             )
             self._container.metadata.update(self._metadata)

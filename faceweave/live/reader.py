@@ -34,6 +34,11 @@ from faceweave.video.io.sinks import error_reason
 
 #: the frame rate assumed when an input states none
 DEFAULT_RATE = Fraction(30)
+#: a live input's frame decoded within this share of a frame's time after
+#: the one before was waiting already: it and those before it are stale
+CATCH_UP = 0.25
+#: what :meth:`LiveReader._frame` returns for a frame left out
+_SKIPPED = object()
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,10 @@ class LiveReader:
         self._offset = 0.0
         self._last: float | None = None
         self._wall0: float | None = None
+        #: when the last frame of a live input was decoded (wall clock)
+        self._arrived: float | None = None
+        #: frames of a live input left out because newer ones were waiting
+        self.dropped = 0
 
     def _info(self, max_pixels: int | None) -> LiveInfo:
         ctx = self._conn.video.codec_context
@@ -232,16 +241,18 @@ class LiveReader:
                     frame = self._frame(conn, picture)
                     if frame is None:
                         return "ended"
-                    yield frame
+                    if isinstance(frame, VideoFrame):
+                        yield frame
         except av.error.ExitError:
             return f"no data for {self.reconnect.timeout_s:g} s"
         except av.error.FFmpegError as exc:
             return error_reason(exc)
         return "end of input"
 
-    def _frame(self, conn: _Connection, picture: av.VideoFrame) -> VideoFrame | None:
-        """The next frame (held back to its time for a paced input), or
-        ``None`` once ``duration_s`` is reached."""
+    def _frame(self, conn: _Connection, picture: av.VideoFrame) -> VideoFrame | object | None:
+        """The next frame (held back to its time for a paced input),
+        ``_SKIPPED`` for a stale frame of a live input, or ``None`` once
+        ``duration_s`` is reached."""
         source = picture.time
         if source is None or conn.origin is None:
             conn.origin = source if source is not None else 0.0
@@ -257,9 +268,21 @@ class LiveReader:
             wait = self._wall0 + t - now
             if wait > 0 and self._stopping.wait(wait):
                 return None
+        elif self._behind():
+            self._last = t
+            self.dropped += 1
+            return _SKIPPED
         self._last = t
         index, self.frames_read = self.frames_read, self.frames_read + 1
         return VideoFrame(index=index, source_index=index, time=t, pixels=self._pixels(picture))
+
+    def _behind(self) -> bool:
+        """Whether this frame came right after the one before (within a
+        quarter of a frame's time): the input had frames waiting, and all
+        but the newest are dropped before the cost of converting them."""
+        now = self._clock()
+        previous, self._arrived = self._arrived, now
+        return previous is not None and now - previous < CATCH_UP * self._step
 
     def _audio(self, conn: _Connection, sound: av.AudioFrame, resampler: AudioResampler | None) -> None:
         """Decoded audio into the tap, on the video frames' clock (audio

@@ -280,6 +280,7 @@ class LiveSession:
             queue_size=self.options.queue_size,
             workers=self.options.workers,
             policy=policy,
+            plan_on_room=True,
         )
         with self._lock:
             self._source, self._work = source, work

@@ -146,7 +146,10 @@ class FrameStream(Generic[A, P]):
     ``open_sink`` is called on the encoder thread.  ``queue_size``: frames
     held between decoding and planning, and between planning and encoding;
     ``workers``: render threads.  ``policy`` hands decoded frames on (frames
-    to the encoder always wait for room: they are written in order)."""
+    to the encoder always wait for room: they are written in order);
+    ``plan_on_room`` (live sources): take the next frame to plan only once
+    the encoder's queue has room, so that it is the newest, not one that
+    waits after planning."""
 
     def __init__(
         self,
@@ -158,10 +161,12 @@ class FrameStream(Generic[A, P]):
         workers: int = 2,
         stop: threading.Event | None = None,
         policy: QueuePolicy = BlockingQueue(),
+        plan_on_room: bool = False,
     ) -> None:
         self.source, self.open_sink, self.work = source, open_sink, work
         self.workers = max(1, workers)
         self.policy = policy
+        self.plan_on_room = plan_on_room
         self._blocking = BlockingQueue()
         self._stop = stop or threading.Event()  # the caller's: a stop it asked for, only read
         self._halt = threading.Event()  # ours: set by an error in any thread (or the caller's stop)
@@ -241,6 +246,8 @@ class FrameStream(Generic[A, P]):
     def _plan_all(self, pool: ThreadPoolExecutor, progress: Callable[[int], None] | None) -> None:
         """Plan the decoded frames in order and hand them, or their renders, to the encoder."""
         while True:
+            if self.plan_on_room and not self._room_toward_encoder():
+                return
             item = self._take(self._frames_in)
             if item is _END:
                 return
@@ -252,6 +259,14 @@ class FrameStream(Generic[A, P]):
                 return
             if progress is not None:
                 progress(self.frames)
+
+    def _room_toward_encoder(self) -> bool:
+        """Wait until the encoder's queue has room; ``False`` once halted."""
+        while self._frames_out.full():
+            if self.halted():
+                return False
+            time.sleep(0.002)
+        return True
 
     # -- the run --------------------------------------------------------------
     def run(self, progress: Callable[[int], None] | None = None) -> int:

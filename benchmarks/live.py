@@ -1,0 +1,240 @@
+"""Live swap figures: glass-to-glass latency, sustained frame rate and the
+share of frames dropped, for 480p and 720p streams with one face, with 1, 2
+and 4 streams at once; then how many 480p streams at 15 fps one node holds
+with a p95 latency under 200 ms.
+
+Each stream is a real ``faceweave live`` process: its input is pushed to it
+over TCP on loopback (MPEG-TS, H.264; UDP drops packets on a loaded machine) by a feeder that draws a frame counter
+into the top-left corner of each frame and notes when it encoded the frame;
+its output is pushed back over TCP, decoded, and the counter read again:
+the latency is the time from the feeder's encoding to the decoded output
+frame (the camera's and the viewer's codecs included, the network none).
+The feeders and readers run in this process, on the same cores.  Frames are
+the talking-head clip centred on a grey 854x480 or 1280x720 canvas.
+
+    .venv/bin/python benchmarks/live.py [--data ../shared/data/faces] [--seconds 10] [--out report/live.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import av.error
+import cv2
+import numpy as np
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faces"
+SOURCE, TALK = "single/biden2.jpg", "video/lp_d18_talking_face.mp4"
+SIZES = {"480p": (854, 480), "720p": (1280, 720)}
+#: the frame counter: BITS blocks of BLOCK x BLOCK pixels along the top edge
+BITS, BLOCK = 16, 16
+#: seconds at the start of a run left out of the figures (models loading, first frames)
+WARM_UP_S = 3.0
+
+
+def draw_counter(pixels: np.ndarray, number: int) -> np.ndarray:
+    out = pixels.copy()
+    for bit in range(BITS):
+        out[:BLOCK, bit * BLOCK : (bit + 1) * BLOCK] = 255 if number >> bit & 1 else 0
+    return out
+
+
+def read_counter(pixels: np.ndarray) -> int:
+    blocks = pixels[2 : BLOCK - 2, : BITS * BLOCK].reshape(BLOCK - 4, BITS, BLOCK, 3)
+    means = blocks[:, :, 2:-2].mean(axis=(0, 2, 3))
+    return int(sum(1 << bit for bit in range(BITS) if means[bit] > 128))
+
+
+def canvas_frames(video: Path, size: tuple[int, int], seconds: float = 3.0) -> tuple[list[np.ndarray], Fraction]:
+    """The first seconds of the clip, scaled to the canvas height and centred on grey."""
+    width, height = size
+    frames = []
+    with av.open(str(video)) as container:
+        stream = container.streams.video[0]
+        rate = Fraction(stream.average_rate or 30)
+        for frame in container.decode(stream):
+            face = cv2.resize(frame.to_ndarray(format="rgb24"), (height, height), interpolation=cv2.INTER_AREA)
+            canvas = np.full((height, width, 3), 128, np.uint8)
+            x0 = (width - height) // 2
+            canvas[:, x0 : x0 + height] = face
+            frames.append(canvas)
+            if len(frames) >= seconds * rate:
+                break
+    return frames, rate
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Feeder(threading.Thread):
+    """The camera: frames with their counter, pushed at ``fps`` in real time."""
+
+    def __init__(self, url: str, frames: list[np.ndarray], rate: Fraction, fps: float) -> None:
+        super().__init__(daemon=True)
+        self.url, self.frames, self.rate, self.fps = url, frames, rate, fps
+        self.sent: dict[int, float] = {}
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        height, width = self.frames[0].shape[:2]
+        listen, flush = self.url + "?listen=1", {"flush_packets": "1"}  # each frame on the wire at once
+        with av.open(listen, "w", format="mpegts", options=flush, timeout=(180.0, 30.0)) as out:
+            options = {"preset": "ultrafast", "tune": "zerolatency", "g": str(round(self.fps))}
+            stream = out.add_stream("libx264", rate=Fraction(self.fps).limit_denominator(1000), options=options)
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            began, n = time.monotonic(), 0
+            while not self.halt.is_set():
+                source = self.frames[int(n * float(self.rate) / self.fps) % len(self.frames)]
+                frame = av.VideoFrame.from_ndarray(draw_counter(source, n % (1 << BITS)), format="rgb24")
+                frame.pts, frame.time_base = round(n * 1000 / self.fps), Fraction(1, 1000)
+                self.sent[n % (1 << BITS)] = time.monotonic()
+                out.mux(stream.encode(frame))
+                n += 1
+                self.halt.wait(max(0.0, began + n / self.fps - time.monotonic()))
+
+
+class Catcher(threading.Thread):
+    """The viewer: decodes the pushed output and reads each frame's counter."""
+
+    def __init__(self, url: str, feeder: Feeder) -> None:
+        super().__init__(daemon=True)
+        self.url, self.feeder = url, feeder
+        self.received: list[tuple[float, float]] = []  # (when, latency seconds)
+
+    def run(self) -> None:
+        options = {"analyzeduration": "500000"}
+        try:
+            with av.open(self.url + "?listen=1", format="mpegts", options=options, timeout=(180.0, 4.0)) as container:
+                for frame in container.decode(video=0):
+                    now = time.monotonic()
+                    sent = self.feeder.sent.get(read_counter(frame.to_ndarray(format="rgb24")))
+                    if sent is not None and 0 <= now - sent < 10:
+                        self.received.append((now, now - sent))
+        except av.error.FFmpegError:
+            pass  # quiet for 4 s: the session ended
+
+
+@dataclass(frozen=True)
+class StreamFigures:
+    latency_p50_ms: float
+    latency_p95_ms: float
+    fps: float
+    dropped_share: float
+
+
+def figures(catcher: Catcher, report: dict) -> StreamFigures:
+    if not catcher.received:
+        return StreamFigures(float("nan"), float("nan"), 0.0, 1.0)
+    first = catcher.received[0][0]
+    steady = [(t, lat) for t, lat in catcher.received if t >= first + WARM_UP_S] or catcher.received
+    span = max(steady[-1][0] - steady[0][0], 1e-6)
+    p50, p95 = np.percentile([lat * 1000 for _, lat in steady], [50, 95])
+    dropped = report.get("dropped", 0) / max(report.get("frames_in", 1), 1)
+    return StreamFigures(float(p50), float(p95), (len(steady) - 1) / span, dropped)
+
+
+def run_streams(count: int, frames: list[np.ndarray], rate: Fraction, fps: float, seconds: float, source: Path):
+    """``count`` live sessions at once, each fed and read back; their figures."""
+    ports = [(free_port(), free_port()) for _ in range(count)]
+    feeders = [Feeder(f"tcp://127.0.0.1:{pin}", frames, rate, fps) for pin, _ in ports]
+    catchers = [Catcher(f"tcp://127.0.0.1:{pout}", f) for (_, pout), f in zip(ports, feeders, strict=True)]
+    for thread in [*catchers, *feeders]:
+        thread.start()  # both listen: the sessions connect to them
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "faceweave.cli", "live", f"tcp://127.0.0.1:{pin}", "-s", str(source)]
+            + ["-o", f"tcp://127.0.0.1:{pout}", "--duration", str(WARM_UP_S + seconds)]
+            + ["--timeout", "60", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for pin, pout in ports
+    ]
+    outputs = [proc.communicate() for proc in procs]
+    for feeder in feeders:
+        feeder.halt.set()
+        feeder.join()
+    for catcher in catchers:
+        catcher.join()
+    reports = []
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        if proc.returncode != 0:
+            raise SystemExit(f"faceweave live failed ({proc.returncode}): {err.strip()}")
+        reports.append(json.loads(out))
+    return [figures(c, r) for c, r in zip(catchers, reports, strict=True)]
+
+
+def summary(streams: list[StreamFigures]) -> dict:
+    """The median stream's p50, the worst p95, the mean fps and drop share."""
+    return {
+        "streams": len(streams),
+        "latency_p50_ms": round(statistics.median(s.latency_p50_ms for s in streams), 1),
+        "latency_p95_ms": round(max(s.latency_p95_ms for s in streams), 1),
+        "fps_per_stream": round(statistics.mean(s.fps for s in streams), 2),
+        "dropped_share": round(statistics.mean(s.dropped_share for s in streams), 4),
+        "per_stream": [asdict(s) for s in streams],
+    }
+
+
+def capacity(frames, rate, seconds: float, source: Path, most: int) -> tuple[int, list[dict]]:
+    """The most concurrent 480p streams at 15 fps with every p95 under 200 ms
+    and at least 95 % of the frame rate kept."""
+    held, runs = 0, []
+    for count in range(1, most + 1):
+        result = summary(run_streams(count, frames, rate, 15.0, seconds, source))
+        runs.append(result)
+        print(f"  capacity {count} x 480p@15: {result['latency_p95_ms']} ms p95, {result['fps_per_stream']} fps")
+        if result["latency_p95_ms"] >= 200 or result["fps_per_stream"] < 0.95 * 15:
+            break
+        held = count
+    return held, runs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds measured per run (after the warm-up)")
+    parser.add_argument("--counts", default="1,2,4", help="concurrent streams per run")
+    parser.add_argument("--most", type=int, default=6, help="the most 480p@15 streams tried for the capacity")
+    parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
+    args = parser.parse_args()
+    source = args.data / SOURCE
+    results: dict = {"runs": {}, "seconds": args.seconds, "cores": __import__("os").cpu_count()}
+    for name, size in SIZES.items():
+        frames, rate = canvas_frames(args.data / TALK, size)
+        for count in (int(c) for c in args.counts.split(",")):
+            result = summary(run_streams(count, frames, rate, float(rate), args.seconds, source))
+            results["runs"][f"{name}x{count}"] = result
+            print(
+                f"{name} x{count} @{float(rate):g} fps: p50 {result['latency_p50_ms']} ms, p95 "
+                f"{result['latency_p95_ms']} ms, {result['fps_per_stream']} fps/stream, "
+                f"{result['dropped_share']:.1%} dropped",
+                flush=True,
+            )
+    frames, rate = canvas_frames(args.data / TALK, SIZES["480p"])
+    held, runs = capacity(frames, rate, args.seconds, source, args.most)
+    results["capacity_480p_15fps"] = {"streams": held, "runs": runs}
+    print(f"480p streams at 15 fps held with p95 < 200 ms: {held}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
