@@ -119,6 +119,7 @@ class Catcher(threading.Thread):
         options = {"analyzeduration": "500000"}
         try:
             with av.open(self.url + "?listen=1", format="mpegts", options=options, timeout=(180.0, 4.0)) as container:
+                container.streams.video[0].thread_type = "SLICE"  # frame threads would hold frames back
                 for frame in container.decode(video=0):
                     now = time.monotonic()
                     sent = self.feeder.sent.get(read_counter(frame.to_ndarray(format="rgb24")))

@@ -114,7 +114,9 @@ class LiveReader:
 
     After the end: :attr:`end_reason` says why; :attr:`lost` holds the
     :class:`StreamLostError` when a network input dropped and did not come
-    back; :attr:`reconnects` counts the reopenings that worked."""
+    back; :attr:`reconnects` counts the reopenings that worked;
+    :attr:`dropped` the frames of a camera or stream left out, unconverted,
+    because newer ones were already waiting (the reader had fallen behind)."""
 
     def __init__(
         self,
