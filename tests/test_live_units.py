@@ -303,3 +303,36 @@ def test_plan_on_room_plans_only_frames_the_encoder_can_take():
     stream = FrameStream(_Frames(100), open_sink, work, queue_size=1, workers=2, policy=policy, plan_on_room=True)
     assert stream.run() + policy.dropped == 100
     assert work.most <= 2  # one queued for the encoder, one the encoder waits on: none planned to wait
+
+
+@pytest.mark.parametrize("name", ["rec.mkv", "rec.mp4", "rec.mov", "rec.ts", "rec.flv"])
+def test_every_recording_kind_has_the_frames_their_times_and_the_audio(tmp_path, name):
+    import av
+
+    from faceweave.live.audio import AudioChunk
+    from faceweave.live.muxer import StreamMuxer
+
+    path = tmp_path / "out" / name
+    muxer = StreamMuxer(parse_output(str(path)), audio=True, metadata={"comment": "label"})
+    muxer.open(63, 47, Fraction(25))  # odd sides are padded for 4:2:0
+    tone = av.AudioFrame.from_ndarray(np.zeros((2, 960), np.float32), format="fltp", layout="stereo")
+    tone.sample_rate = 48_000
+    for i in range(20):
+        muxer.write(np.full((47, 63, 3), 10 * i, np.uint8), 1.0 + (i + (i >= 10)) / 25)  # frame 10 dropped
+        muxer.write_audio([AudioChunk(1.0 + i * 0.02, tone)])
+    muxer.close()
+    assert [p.name for p in path.parent.iterdir()] == [name]  # the temporary file renamed
+    with av.open(str(path)) as container:
+        assert container.streams.audio, "an AAC track"
+        times = [float(f.time) for f in container.decode(video=0)]
+    assert len(times) == 20 and times[10] - times[9] == pytest.approx(0.08, abs=0.002)  # the drop kept as time
+
+
+def test_an_abandoned_recording_leaves_nothing(tmp_path):
+    from faceweave.live.muxer import StreamMuxer
+
+    muxer = StreamMuxer(parse_output(str(tmp_path / "rec.mkv")), audio=False)
+    muxer.open(64, 64, Fraction(25))
+    muxer.write(np.zeros((64, 64, 3), np.uint8), 0.0)
+    muxer.abort(RuntimeError("the run failed"))
+    assert list(tmp_path.iterdir()) == []
