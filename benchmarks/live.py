@@ -18,6 +18,7 @@ the talking-head clip centred on a grey 854x480 or 1280x720 canvas.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import socket
 import statistics
@@ -90,6 +91,10 @@ class Feeder(threading.Thread):
         self.halt = threading.Event()
 
     def run(self) -> None:
+        with contextlib.suppress(av.error.FFmpegError):  # the session hung up: its --duration is over
+            self._push()
+
+    def _push(self) -> None:
         height, width = self.frames[0].shape[:2]
         listen, flush = self.url + "?listen=1", {"flush_packets": "1"}  # each frame on the wire at once
         with av.open(listen, "w", format="mpegts", options=flush, timeout=(180.0, 30.0)) as out:

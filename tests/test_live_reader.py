@@ -100,3 +100,12 @@ def test_a_stream_that_pauses_is_reconnected_and_its_clock_goes_on():
     assert reader.reconnects >= 1 and reader.lost is not None  # back once, then gone for good
     assert times == sorted(times) and len(set(times)) == len(times)
     assert len(times) >= 10
+
+
+def test_frames_that_were_waiting_are_dropped_unconverted(clip):
+    # the clip read as a live stream: every frame is there at once, as after a stall
+    spec = LiveInput("network", str(clip))
+    with LiveReader(spec, reconnect=Reconnect(attempts=0)) as reader:
+        frames = list(reader)
+    assert [f.index for f in frames] == [0, 1] and reader.dropped == 23  # two at once is jitter, not a backlog
+    assert "reconnecting is off" in (reader.end_reason or "")

@@ -153,6 +153,7 @@ class LiveReader:
         self._wall0: float | None = None
         #: when the last frame of a live input was decoded (wall clock)
         self._arrived: float | None = None
+        self._run_of_quick = 0
         #: frames of a live input left out because newer ones were waiting
         self.dropped = 0
 
@@ -279,12 +280,15 @@ class LiveReader:
         return VideoFrame(index=index, source_index=index, time=t, pixels=self._pixels(picture))
 
     def _behind(self) -> bool:
-        """Whether this frame came right after the one before (within a
-        quarter of a frame's time): the input had frames waiting, and all
-        but the newest are dropped before the cost of converting them."""
+        """Whether the input had frames waiting: this frame is the third or
+        later of a run that each came right after the one before (within a
+        quarter of a frame's time; two at once is only jitter).  Such frames
+        are dropped before the cost of converting them."""
         now = self._clock()
         previous, self._arrived = self._arrived, now
-        return previous is not None and now - previous < CATCH_UP * self._step
+        quick = previous is not None and now - previous < CATCH_UP * self._step
+        self._run_of_quick = self._run_of_quick + 1 if quick else 0
+        return self._run_of_quick >= 2
 
     def _audio(self, conn: _Connection, sound: av.AudioFrame, resampler: AudioResampler | None) -> None:
         """Decoded audio into the tap, on the video frames' clock (audio
