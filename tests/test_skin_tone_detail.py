@@ -168,3 +168,95 @@ def test_dark_eye_makeup_of_the_source_is_lifted_to_the_target_s_lids_but_never_
     lighter = view.behind_lab.copy()
     lighter[..., 0] += 10.0  # a source whose lids are lighter than the target's: left as it is
     assert np.abs(eyelid_lift(lighter, view.behind_lab, mesh, fs)[..., 0]).max() < 1e-3
+
+
+# ---------------------------------------------------------------- cheek_tone
+def test_cheek_tone_gives_both_cheeks_the_targets_median_and_fades_away_from_them():
+    from faceweave.compositing.composite import CHEEK_CENTRES, CHEEK_RADIUS, cheek_tone
+
+    size, fs = 120, 100.0
+    mesh = np.zeros((478, 3), np.float32)
+    mesh[CHEEK_CENTRES[0], :2] = (35, 60)
+    mesh[CHEEK_CENTRES[1], :2] = (85, 60)
+    face = np.zeros((size, size, 3), np.float32)
+    face[...] = (60.0, 10.0, 12.0)
+    behind = face.copy()
+    behind[:, :60] += (8.0, 2.0, -1.0)  # the target's image-left cheek is much lighter,
+    behind[:, 60:] += (2.0, 0.0, 0.0)  # its image-right cheek a little
+    skin = np.ones((size, size), np.float32)
+
+    offset = cheek_tone(face, behind, skin, mesh, fs)
+
+    assert offset.shape == (size, size, 3) and offset.dtype == np.float32
+    # one change for both cheeks (a light from one side is left to the broad
+    # shading): the median over both patches, between the two cheeks' own
+    left, right = offset[60, 35], offset[60, 85]
+    np.testing.assert_allclose(left, right, atol=1e-4)
+    assert 2.0 <= left[0] <= 8.0
+    far = offset[5, 60]  # far from both cheeks
+    assert np.abs(far).max() < 0.05
+    radius = CHEEK_RADIUS * fs
+    assert np.abs(offset[60, int(35 + 3 * radius)]).max() < np.abs(left).max()  # fades with distance
+    same = cheek_tone(face, face, skin, mesh, fs)
+    assert np.abs(same).max() == 0.0  # the target's own cheeks: nothing to change
+    assert np.abs(cheek_tone(face, behind, np.zeros_like(skin), mesh, fs)).max() == 0.0  # no bare skin: nothing
+
+
+def test_cheek_tone_matches_a_uniform_difference_in_full_at_the_cheeks():
+    from faceweave.compositing.composite import CHEEK_CENTRES, cheek_tone
+
+    mesh = np.zeros((478, 3), np.float32)
+    mesh[CHEEK_CENTRES[0], :2] = (40, 60)
+    mesh[CHEEK_CENTRES[1], :2] = (80, 60)
+    face = np.full((120, 120, 3), (70.0, 12.0, 15.0), np.float32)
+    behind = face + np.array([-6.0, 3.0, 4.0], np.float32)
+
+    offset = cheek_tone(face, behind, np.ones((120, 120), np.float32), mesh, 100.0)
+
+    np.testing.assert_allclose(offset[60, 40], (-6.0, 3.0, 4.0), atol=0.6)
+    np.testing.assert_allclose(offset[60, 80], (-6.0, 3.0, 4.0), atol=0.6)
+
+
+def _darken_cheeks(pixels: np.ndarray, mesh: np.ndarray, by: float) -> np.ndarray:
+    """``pixels`` with soft patches around both cheeks made ``by`` L* darker (a shadow, a blush of make-up)."""
+    from faceweave.compositing.composite import CHEEK_CENTRES
+
+    size = float(np.ptp(mesh[:468, 1]))
+    patch = np.zeros(pixels.shape[:2], np.float32)
+    for index in CHEEK_CENTRES:
+        cx, cy = (int(round(v)) for v in mesh[index, :2])
+        cv2.circle(patch, (cx, cy), int(0.12 * size), (1.0,), -1)
+    patch = cv2.GaussianBlur(patch, (0, 0), 0.04 * size)
+    lab = to_lab(pixels)
+    lab[..., 0] -= by * patch
+    return to_rgb(lab)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("with_cheek_tone", [True, False])
+def test_a_source_with_darker_cheeks_gives_the_target_s_cheeks(faces_dir, monkeypatch, with_cheek_tone):
+    """A source whose cheeks are darker than the rest of its face (a shadow,
+    make-up): the new face's cheeks still sit against the target's neck as
+    the target's did (the judge's tone within 3 ΔE), where a face-wide
+    colour match alone leaves them grey (checked by switching it off)."""
+    from faceweave.compositing import composite
+    from faceweave.evaluate.tone import tone_shift
+    from faceweave.io.images import read_image
+    from faceweave.pipeline import FaceSwapper
+    from faceweave.provenance.stamp import Provenance
+
+    if not with_cheek_tone:
+        monkeypatch.setattr(composite, "cheek_tone", lambda face, *a, **k: np.zeros_like(face))
+    source = read_image(faces_dir / "single" / "biden2.jpg").pixels
+    target = read_image(faces_dir / "single" / "happy_man.png").pixels
+    with FaceSwapper(provenance=Provenance.new(watermark=False)) as swapper:
+        mesh = max(swapper.analyser.analyse(source), key=lambda f: f.bbox.area).mesh
+        result = swapper.swap(_darken_cheeks(source, mesh, 14.0), target).image
+        face = max(swapper.analyser.analyse(result), key=lambda f: f.bbox.area)
+        target_face = max(swapper.analyser.analyse(target), key=lambda f: f.bbox.area)
+    shift = tone_shift(result, target, target_face.mesh, face.mesh)
+    assert shift is not None
+    if with_cheek_tone:
+        assert float(np.linalg.norm(shift)) < 3.0, shift
+    else:
+        assert shift[0] < -4.0, shift  # the instrument sees the grey cheeks the colour match leaves

@@ -66,6 +66,12 @@ TINT_FEATHER = 0.03
 #: rest is the source's modelling of its cheeks, which carries identity):
 #: on the judge's 24 pairs 0.3 moved tone from 2.75 to 2.53 dE for +0.003 d_src
 TINT_LIGHTNESS = 0.3
+#: the cheeks (:func:`cheek_tone`): mesh points at their middle, the radius
+#: of the patch measured around each and the spread of its correction
+#: (fractions of the face size)
+CHEEK_CENTRES = (50, 280)
+CHEEK_RADIUS = 0.1
+CHEEK_SPREAD = 0.06
 #: the skin around the eyes that :func:`eyelid_lift` may lighten: between
 #: these distances from the eye (fractions of the face size), and the lift
 #: (L* units) from which it takes the target's tint there in full
@@ -297,7 +303,39 @@ def skin_tint(view: HalfCrop, matched: np.ndarray, skin: np.ndarray) -> np.ndarr
     tint[..., 1:] = fine[..., 1:] * weight[..., None]
     tint[..., 0] = TINT_LIGHTNESS * fine[..., 0] * weight
     tint += eyelid_lift(face, behind, mesh, fs)
+    tint += cheek_tone(face + tint, behind, like, mesh, fs) * (1.0 - eyes)[..., None]
     return cv2.resize(tint, view.size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
+
+
+def cheek_tone(
+    face: np.ndarray, behind: np.ndarray, skin: np.ndarray, mesh: np.ndarray, face_size: float
+) -> np.ndarray:
+    """``(s, s, 3)`` float32 CIELAB offset that gives the cheeks the
+    target's cheek colour and lightness: the difference of the two faces'
+    medians over the bare skin (``skin`` in ``[0, 1]``) of a patch around
+    the middle of each cheek (both cheeks together), spread smoothly around
+    the patches.
+
+    The cheeks are where a face is seen against its neck: a source's
+    cheeks lit brighter or darker than the rest of its face (its light, its
+    make-up) would sit on the target as a pale or grey mask, which the
+    face-wide colour match and the broad shading do not undo.  One change
+    for both cheeks: a light from one side stays the broad shading's to
+    carry, and what lies inside the patches (the source's own modelling of
+    its cheekbones) is kept."""
+    h, w = face.shape[:2]
+    patches = np.zeros((h, w), np.uint8)
+    radius = max(1, int(round(CHEEK_RADIUS * face_size)))
+    for index in CHEEK_CENTRES:
+        cx, cy = (int(round(v)) for v in mesh[index, :2])
+        cv2.circle(patches, (cx, cy), radius, (1,), -1)
+    sel = (patches > 0) & (skin > 0.5)
+    if int(sel.sum()) < 16:
+        return np.zeros((h, w, 3), np.float32)
+    diff = (np.median(behind[sel], axis=0) - np.median(face[sel], axis=0)).astype(np.float32)
+    # in full over the patches, fading over the spread around them
+    spread = np.clip(2.0 * cv2.GaussianBlur(patches.astype(np.float32), (0, 0), CHEEK_SPREAD * face_size), 0.0, 1.0)
+    return spread[..., None] * diff
 
 
 def eyelid_lift(face: np.ndarray, behind: np.ndarray, mesh: np.ndarray, face_size: float) -> np.ndarray:
