@@ -104,6 +104,12 @@ class MaskOptions(_Options):
     hands: bool = Field(
         False, description="also keep hands in front of the face (mediapipe hand landmarks; about 6-10 ms per face)"
     )
+    target_lips: Literal["video", "always", "never"] = Field(
+        "video",
+        description="keep the target's own lips and the skin just around them, so the mouth moves as the "
+        "target's did (lip sync; a smiling source's mouth does not smile on a speaking target): in videos "
+        "and live streams, always, or never",
+    )
 
 
 class RuntimeOptions(_Options):

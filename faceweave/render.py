@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from faceweave.analysis.occluders import Occluders
-from faceweave.compositing.blend import match_detail, paste_back, restore_detail, warp_frame
+from faceweave.compositing.blend import match_detail, paste_back, restore_detail, sharpen_to_photo, warp_frame
 from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.composite import composite
 from faceweave.compositing.values import Composite
@@ -139,18 +139,34 @@ class FaceRenderer:
         ``into``: a caller-owned copy of ``pixels`` that the frame's faces are
         pasted into (so a frame with many faces is copied once), while the
         grain and blur to match are read off ``pixels``, the target's own."""
-        comp = self._composite(crop, out, timings, colour)
+        comp = self._composite(crop, out, timings, colour, target_lips=self.keeps_target_lips(still))
         with timed(timings, "paste"):
             if comp.warp is not None:
                 warp_frame(into, comp.warp, crop.matrix, out=into)
             paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
             match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask, sharpen=still)
-            sigma = TEXTURE_SCALE * crop.face_size / _scale(crop.matrix)
+            width = crop.face_size / _scale(crop.matrix)
+            sigma = TEXTURE_SCALE * width
             if still and sigma >= MIN_TEXTURE_SIGMA:  # photos: a video keeps its frame rate
                 restore_detail(pixels, into, comp.detail, crop.matrix, sigma=sigma, out=into)
+            if still:
+                sharpen_to_photo(pixels, into, comp.mask, crop.matrix, face_width=width, out=into)
+
+    def keeps_target_lips(self, still: bool) -> bool:
+        """Whether the target's own lips stay (``MaskOptions.target_lips``:
+        in videos and live streams by default, where the mouth must follow the
+        speech; a photo's mouth is corrected by the expression check)."""
+        keep = self.options.masks.target_lips
+        return keep == "always" or (keep == "video" and not still)
 
     def _composite(
-        self, crop: AlignedCrop, out: SwapOutput, timings: dict[str, float], colour: ColourMatch | None
+        self,
+        crop: AlignedCrop,
+        out: SwapOutput,
+        timings: dict[str, float],
+        colour: ColourMatch | None,
+        *,
+        target_lips: bool = False,
     ) -> Composite:
         found = self.occluders.find(crop.pixels, timings)
         with timed(timings, "blend"):
@@ -162,4 +178,5 @@ class FaceRenderer:
                 person_mask=found.person,
                 colour=colour,
                 hands_mask=found.hands,
+                target_lips=target_lips,
             )

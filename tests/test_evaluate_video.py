@@ -132,3 +132,32 @@ def test_evaluate_video_writes_a_report(tmp_path, faces_dir):
     assert expression["mouth_width_error"] == pytest.approx(evaluation.expression.mouth_width_error)
     assert 0.0 <= expression["expression_error"] < 0.3
     assert set(expression["series"][0]) == {"frame", "original", "swapped"}
+
+
+@pytest.mark.slow
+def test_a_smiling_source_on_a_talking_clip_keeps_the_target_s_mouth_width(tmp_path, faces_dir):
+    """``MaskOptions.target_lips`` (on in videos by default): the target's own
+    lips and the skin around them stay, so a smiling source does not smile on
+    a speaking target; with it off the mouth reads the source's width."""
+    from faceweave.evaluate.video import evaluate_video
+    from faceweave.options import MaskOptions, SwapOptions
+    from faceweave.pipeline import FaceSwapper
+    from faceweave.provenance.stamp import Provenance
+    from faceweave.video.io import VideoReader, VideoWriter
+
+    clip = tmp_path / "clip.mp4"
+    with (
+        VideoReader(faces_dir / "video/lp_d18_talking_face.mp4", start=2.0, end=3.5) as reader,
+        VideoWriter(clip, info=reader.info) as writer,
+    ):
+        for frame in reader:
+            writer.write(frame.pixels, frame.time)
+    errors = {}
+    for keep in ("video", "never"):
+        options = SwapOptions(masks=MaskOptions(target_lips=keep))
+        with FaceSwapper(options, provenance=Provenance.new(watermark=False)) as swapper:
+            evaluation = evaluate_video(clip, faces_dir / "single/happy_man.png", tmp_path / keep, swapper=swapper)
+        assert evaluation.expression is not None
+        errors[keep] = evaluation.expression.mouth_width_error
+    assert errors["video"] < 0.035, errors
+    assert errors["never"] > errors["video"] + 0.03, errors

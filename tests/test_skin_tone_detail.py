@@ -171,13 +171,24 @@ def test_dark_eye_makeup_of_the_source_is_lifted_to_the_target_s_lids_but_never_
 
 
 # ---------------------------------------------------------------- cheek_tone
+def _cheek_mesh(left: tuple[int, int], right: tuple[int, int], half: int = 10) -> np.ndarray:
+    """A mesh whose two cheek polygons are squares of side ``2 * half`` around ``left`` and ``right`` (x, y)."""
+    from faceweave.geometry import topology as topo
+
+    mesh = np.zeros((478, 3), np.float32)
+    for polygon, (cx, cy) in ((topo.RIGHT_CHEEK, left), (topo.LEFT_CHEEK, right)):
+        n = len(polygon)
+        angles = np.linspace(0, 2 * np.pi, n, endpoint=False)
+        mesh[polygon, 0] = cx + half * np.sign(np.cos(angles)) * np.minimum(1.0, 2 * np.abs(np.cos(angles)))
+        mesh[polygon, 1] = cy + half * np.sign(np.sin(angles)) * np.minimum(1.0, 2 * np.abs(np.sin(angles)))
+    return mesh
+
+
 def test_cheek_tone_gives_both_cheeks_the_targets_median_and_fades_away_from_them():
-    from faceweave.compositing.composite import CHEEK_CENTRES, CHEEK_RADIUS, cheek_tone
+    from faceweave.compositing.composite import cheek_tone
 
     size, fs = 120, 100.0
-    mesh = np.zeros((478, 3), np.float32)
-    mesh[CHEEK_CENTRES[0], :2] = (35, 60)
-    mesh[CHEEK_CENTRES[1], :2] = (85, 60)
+    mesh = _cheek_mesh((35, 60), (85, 60))
     face = np.zeros((size, size, 3), np.float32)
     face[...] = (60.0, 10.0, 12.0)
     behind = face.copy()
@@ -189,41 +200,35 @@ def test_cheek_tone_gives_both_cheeks_the_targets_median_and_fades_away_from_the
 
     assert offset.shape == (size, size, 3) and offset.dtype == np.float32
     # one change for both cheeks (a light from one side is left to the broad
-    # shading): the median over both patches, between the two cheeks' own
+    # shading): the median over both cheeks, between the two cheeks' own
     left, right = offset[60, 35], offset[60, 85]
     np.testing.assert_allclose(left, right, atol=1e-4)
     assert 2.0 <= left[0] <= 8.0
-    far = offset[5, 60]  # far from both cheeks
-    assert np.abs(far).max() < 0.05
-    radius = CHEEK_RADIUS * fs
-    assert np.abs(offset[60, int(35 + 3 * radius)]).max() < np.abs(left).max()  # fades with distance
+    assert np.abs(offset[5, 60]).max() < 0.05  # far from both cheeks
+    assert np.abs(offset[60, 5]).max() < np.abs(left).max()  # fades with distance
     same = cheek_tone(face, face, skin, mesh, fs)
     assert np.abs(same).max() == 0.0  # the target's own cheeks: nothing to change
-    assert np.abs(cheek_tone(face, behind, np.zeros_like(skin), mesh, fs)).max() == 0.0  # no bare skin: nothing
+    assert np.abs(cheek_tone(face, behind, np.zeros_like(skin), mesh, fs)).max() == 0.0  # nothing to measure on
 
 
 def test_cheek_tone_matches_a_uniform_difference_in_full_at_the_cheeks():
-    from faceweave.compositing.composite import CHEEK_CENTRES, cheek_tone
+    from faceweave.compositing.composite import cheek_tone
 
-    mesh = np.zeros((478, 3), np.float32)
-    mesh[CHEEK_CENTRES[0], :2] = (40, 60)
-    mesh[CHEEK_CENTRES[1], :2] = (80, 60)
+    mesh = _cheek_mesh((40, 60), (80, 60))
     face = np.full((120, 120, 3), (70.0, 12.0, 15.0), np.float32)
     behind = face + np.array([-6.0, 3.0, 4.0], np.float32)
 
     offset = cheek_tone(face, behind, np.ones((120, 120), np.float32), mesh, 100.0)
 
-    np.testing.assert_allclose(offset[60, 40], (-6.0, 3.0, 4.0), atol=0.6)
-    np.testing.assert_allclose(offset[60, 80], (-6.0, 3.0, 4.0), atol=0.6)
+    np.testing.assert_allclose(offset[60, 40], (-6.0, 3.0, 4.0), atol=0.3)
+    np.testing.assert_allclose(offset[60, 80], (-6.0, 3.0, 4.0), atol=0.3)
 
 
 def _darken_cheeks(pixels: np.ndarray, mesh: np.ndarray, by: float) -> np.ndarray:
     """``pixels`` with soft patches around both cheeks made ``by`` L* darker (a shadow, a blush of make-up)."""
-    from faceweave.compositing.composite import CHEEK_CENTRES
-
     size = float(np.ptp(mesh[:468, 1]))
     patch = np.zeros(pixels.shape[:2], np.float32)
-    for index in CHEEK_CENTRES:
+    for index in (50, 280):  # the middle of each cheek
         cx, cy = (int(round(v)) for v in mesh[index, :2])
         cv2.circle(patch, (cx, cy), int(0.12 * size), (1.0,), -1)
     patch = cv2.GaussianBlur(patch, (0, 0), 0.04 * size)
@@ -260,3 +265,67 @@ def test_a_source_with_darker_cheeks_gives_the_target_s_cheeks(faces_dir, monkey
         assert float(np.linalg.norm(shift)) < 3.0, shift
     else:
         assert shift[0] < -4.0, shift  # the instrument sees the grey cheeks the colour match leaves
+
+
+# ---------------------------------------------------------------- sharpen_to_photo
+def _identity_matrix() -> np.ndarray:
+    return np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+
+
+@pytest.mark.parametrize("face_width", [200.0, 600.0])
+def test_a_face_softer_than_the_photo_s_is_sharpened_at_the_face_s_scale(face_width):
+    """Detail is compared with the face scaled to 200 px wide: a 600 px face
+    softened at 3 px is sharpened back to most of the photo's detail at that
+    scale, and only under the mask."""
+    from faceweave.compositing.blend import CANONICAL_FACE, DETAIL_GOAL, sharpen_to_photo
+
+    scale = face_width / CANONICAL_FACE
+    rng = np.random.default_rng(7)
+    size = 240
+    coarse = rng.normal(0, 1, (int(size / scale) + 1,) * 2).astype(np.float32)
+    texture = cv2.resize(coarse, (size, size), interpolation=cv2.INTER_CUBIC) * 25.0
+    photo = np.clip(128 + np.dstack([texture] * 3), 0, 255).astype(np.uint8)
+    soft = cv2.GaussianBlur(photo, (0, 0), 0.5 * scale)
+    mask = np.zeros((size, size), np.float32)
+    mask[20:220, 20:160] = 1.0
+    out = soft.copy()
+
+    sharpen_to_photo(photo, soft, mask, _identity_matrix(), face_width=face_width, out=out)
+
+    def energy(image: np.ndarray) -> float:
+        small = cv2.resize(
+            image.mean(axis=2).astype(np.float32), None, fx=1 / scale, fy=1 / scale, interpolation=cv2.INTER_AREA
+        )
+        lap = cv2.Laplacian(small, cv2.CV_32F, ksize=3)
+        box = (slice(int(40 / scale), int(200 / scale)), slice(int(40 / scale), int(140 / scale)))
+        return float(np.sqrt(np.mean(lap[box] ** 2)))
+
+    assert energy(soft) < 0.8 * energy(photo)  # the premise: clearly softer
+    assert energy(out) > energy(soft) * 1.15
+    assert energy(out) > 0.75 * DETAIL_GOAL * energy(photo)
+    np.testing.assert_array_equal(out[:, 175:], soft[:, 175:])  # nothing far outside the mask
+
+
+def test_a_face_as_sharp_as_the_photo_is_not_sharpened():
+    from faceweave.compositing.blend import sharpen_to_photo
+
+    photo = _textured(11, size=200)
+    mask = np.ones((200, 200), np.float32)
+    out = photo.copy()
+    sharpen_to_photo(photo, photo, mask, _identity_matrix(), face_width=300.0, out=out)
+    np.testing.assert_array_equal(out, photo)
+
+
+def test_lips_zone_covers_the_lips_and_a_margin_around_them():
+    from faceweave.compositing.regions import lips_zone
+    from faceweave.geometry import topology as topo
+
+    mesh = np.zeros((478, 3), np.float32)
+    outer = topo.lips_outer()
+    angles = np.linspace(0, 2 * np.pi, len(outer), endpoint=False)
+    mesh[outer, 0] = 60 + 20 * np.cos(angles)
+    mesh[outer, 1] = 60 + 8 * np.sin(angles)
+    zone = lips_zone((120, 120), mesh, grow=6.0, soft=2.0)
+    assert zone.dtype == np.float32 and zone.shape == (120, 120)
+    assert zone[60, 60] == pytest.approx(1.0) and zone[60, 83] > 0.8  # the lips and 3 px beyond the corner
+    assert zone[60, 100] == 0.0 and zone[20, 60] == 0.0  # well away from them

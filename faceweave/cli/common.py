@@ -72,6 +72,7 @@ def swap_options(
     occlusion: bool = True,
     mouth_mask: bool = True,
     hands: bool = False,
+    target_lips: str | None = None,
     selection: dict[str, Any] | None = None,
     **extra: Any,
 ) -> SwapOptions:
@@ -81,6 +82,8 @@ def swap_options(
     Raises pydantic's ``ValidationError`` for a value out of range.
     """
     data: dict[str, Any] = {"masks": {"occlusion": occlusion, "mouth": mouth_mask, "hands": hands}}
+    if target_lips is not None:
+        data["masks"]["target_lips"] = target_lips
     if working_size is not None:
         data["working_size"] = working_size
     if max_pixels is not None:

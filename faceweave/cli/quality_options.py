@@ -31,6 +31,15 @@ NoOcclusionOption = Annotated[
         rich_help_panel=PANEL,
     ),
 ]
+TargetLipsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--target-lips",
+        help="Keep the target's own lips and the skin around them, so the mouth moves as the target's did "
+        "(lip sync): video (default: in videos and live streams), always, never.",
+        rich_help_panel=PANEL,
+    ),
+]
 NoMouthMaskOption = Annotated[
     bool, typer.Option("--no-mouth-mask", help="Do not keep the target's open mouth.", rich_help_panel=PANEL)
 ]

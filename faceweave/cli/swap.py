@@ -31,6 +31,7 @@ from faceweave.cli.quality_options import (
     NoMouthMaskOption,
     NoOcclusionOption,
     OcclusionHandsOption,
+    TargetLipsOption,
 )
 from faceweave.cli.runtime_options import (
     DeviceIdOption,
@@ -95,6 +96,7 @@ def swap_command(
     working_size: WorkingSizeOption = None,
     no_occlusion: NoOcclusionOption = False,
     no_mouth_mask: NoMouthMaskOption = False,
+    target_lips: TargetLipsOption = None,
     occlusion_hands: OcclusionHandsOption = False,
     no_expression_check: NoExpressionCheckOption = False,
     map_: MapOption = None,
@@ -151,6 +153,7 @@ class SwapArgs:
     working_size: int | None
     no_occlusion: bool
     no_mouth_mask: bool
+    target_lips: str | None
     occlusion_hands: bool
     no_expression_check: bool
     map_: list[str] | None
@@ -309,6 +312,7 @@ def _options(args: SwapArgs, is_video: bool) -> SwapOptions:
         max_pixels=args.max_pixels,
         occlusion=not args.no_occlusion,
         mouth_mask=not args.no_mouth_mask,
+        target_lips=args.target_lips,
         hands=args.occlusion_hands,
         expression_check=not args.no_expression_check,
         selection=selection,

@@ -230,6 +230,60 @@ def restore_detail(
     return out
 
 
+#: the face width (pixels) at which :func:`sharpen_to_photo` compares detail,
+#: the share of the photo's detail it makes up to, and the amounts it tries
+CANONICAL_FACE = 200.0
+DETAIL_GOAL = 0.95
+_UNSHARP_STEPS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+
+
+def sharpen_to_photo(
+    original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, face_width: float, out: np.ndarray
+) -> np.ndarray:
+    """Sharpen a new face that is softer than the photo's face, at the scale
+    of the face, in ``out``: the detail of a face is judged relative to its
+    size (a 1500 px face shows pores where a 200 px face shows wrinkles), so
+    both faces are compared at :data:`CANONICAL_FACE` pixels wide, by the
+    energy of a 3x3 Laplacian under ``mask`` (crop coordinates: the whole new
+    face).  Where the new face has less than :data:`DETAIL_GOAL` of the
+    photo's, the smallest unsharp mask on luma (radius: one pixel of that
+    scale) that makes it up is applied under ``mask``.  Returns ``out``."""
+    window = _detail_window(frame.shape, mask, None, matrix)
+    if window is None:
+        return out
+    (x1, y1, x2, y2), m, _ = window
+    scale = min(1.0, CANONICAL_FACE / max(face_width, 1.0))
+    sel = _small(m, scale) > 0.9
+    if cv2.countNonZero(sel.astype(np.uint8)) < 64:
+        return out
+    new = frame[y1:y2, x1:x2].astype(np.float32)
+    luma = _luma(new)
+    want = _laplacian_energy(_small(_luma(original[y1:y2, x1:x2]), scale), sel)
+    have = _laplacian_energy(_small(luma, scale), sel)
+    if have >= DETAIL_GOAL**2 * want:
+        return out
+    detail = luma - cv2.GaussianBlur(luma, (0, 0), max(1.0, 1.0 / scale))
+    amount = _UNSHARP_STEPS[-1]
+    for amount in _UNSHARP_STEPS:
+        if _laplacian_energy(_small(luma + amount * detail, scale), sel) >= DETAIL_GOAL**2 * want:
+            break
+    new += (detail * (amount * np.clip(m, 0.0, 1.0)))[..., None] + 0.5
+    out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
+    return out
+
+
+def _small(image: np.ndarray, scale: float) -> np.ndarray:
+    if scale >= 1.0:
+        return image
+    h, w = image.shape[:2]
+    size = (max(1, int(round(w * scale))), max(1, int(round(h * scale))))
+    return cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+
+
+def _laplacian_energy(luma: np.ndarray, sel: np.ndarray) -> float:
+    return float(np.mean(cv2.Laplacian(luma, cv2.CV_32F, ksize=3)[sel] ** 2))
+
+
 def _detail_window(
     shape: tuple[int, ...], mask: np.ndarray, blur_mask: np.ndarray | None, matrix: np.ndarray
 ) -> tuple[tuple[int, int, int, int], np.ndarray, np.ndarray | None] | None:

@@ -31,12 +31,14 @@ from faceweave.compositing.regions import (
     feature_mask,
     forehead_fade,
     inner_face,
+    lips_zone,
     mouth_mask,
     skin_region,
 )
 from faceweave.compositing.resample import half, half_mesh, upsample, upsampled_window
 from faceweave.compositing.skin import CENTRE_TOLERANCE, skin_likelihood, skin_statistics
 from faceweave.compositing.values import ColourPlan, Composite, CompositeMasks, HalfCrop
+from faceweave.geometry import topology as topo
 from faceweave.options import MaskOptions
 from faceweave.swappers.base import AlignedCrop, SwapOutput
 from faceweave.types import checked_array
@@ -66,11 +68,12 @@ TINT_FEATHER = 0.03
 #: rest is the source's modelling of its cheeks, which carries identity):
 #: on the judge's 24 pairs 0.3 moved tone from 2.75 to 2.53 dE for +0.003 d_src
 TINT_LIGHTNESS = 0.3
-#: the cheeks (:func:`cheek_tone`): mesh points at their middle, the radius
-#: of the patch measured around each and the spread of its correction
-#: (fractions of the face size)
-CHEEK_CENTRES = (50, 280)
-CHEEK_RADIUS = 0.1
+#: the target's lips kept (``MaskOptions.target_lips``): how far around the
+#: outer lip line, and the feather (fractions of the face size)
+LIPS_GROW = 0.07
+LIPS_FEATHER = 0.03
+#: the spread of :func:`cheek_tone`'s correction around the cheeks (a
+#: fraction of the face size)
 CHEEK_SPREAD = 0.06
 #: the skin around the eyes that :func:`eyelid_lift` may lighten: between
 #: these distances from the eye (fractions of the face size), and the lift
@@ -89,6 +92,7 @@ def composite(
     person_mask: np.ndarray | None = None,
     colour: ColourMatch | None = None,
     hands_mask: np.ndarray | None = None,
+    target_lips: bool = False,
 ) -> Composite:
     """Blend ``out.face`` into ``out.background`` and say where to paste.
 
@@ -99,13 +103,17 @@ def composite(
     front of the face; they keep the target crop's own pixels (not the
     reshaped ones) and are left out of the paste mask, so the photo's own
     pixels show there.  Both masks are float32 of the crop's size
-    (``ValueError`` otherwise)."""
+    (``ValueError`` otherwise).  ``target_lips``: the target's own lips and
+    the skin just around them stay (:data:`LIPS_GROW`), so the mouth moves
+    as the target's did."""
     person_mask = crop_mask(person_mask, target, name="person mask")
     hands = crop_mask(hands_mask, target, name="hands mask")
     hands = None if hands is None else np.clip(hands, 0.0, 1.0)
     behind, person = hold_hands(out.background, target.pixels, hands, person_mask)
     view = half_crop(out, behind, face_size=target.face_size)
-    masks = blend_masks(view, out, options=mask_options, person_mask=person, hands=hands, full=target.size)
+    masks = blend_masks(
+        view, out, options=mask_options, person_mask=person, hands=hands, full=target.size, target_lips=target_lips
+    )
     plan = colour_plan(view, masks.skin, shading=shading, colour=colour)
     pixels = blend_face(out, behind, masks.mask, plan, hands=hands)
     warp = frame_warp(out, hands)
@@ -203,6 +211,7 @@ def blend_masks(
     person_mask: np.ndarray | None,
     hands: np.ndarray | None,
     full: tuple[int, int],
+    target_lips: bool = False,
 ) -> CompositeMasks:
     """The blend, paste and detail masks at the crop's ``full = (W, H)``,
     and the skin where colour is measured (half resolution)."""
@@ -211,7 +220,10 @@ def blend_masks(
     occlusion = occlusion_mask(view, skin, out.source_clean, options=options, person_mask=person_mask)
     box = box_mask(size, inset=0.02, blur=options.box_blur) if options.box else None
     fade = forehead_fade(size, mesh, length=FOREHEAD_FADE * fs)
-    mask_h = combine(face_region(view, out.coverage, options), fade, occlusion, box)
+    region = face_region(view, out.coverage, options)
+    if target_lips:
+        region = region * (1.0 - lips_zone(size, mesh, grow=LIPS_GROW * fs, soft=LIPS_FEATHER * fs))
+    mask_h = combine(region, fade, occlusion, box)
     bare = 1.0 - feather(feature_mask(size, mesh, grow=0.02 * fs), erode=0, blur=0.01 * fs)
     return CompositeMasks(
         mask=upsample(mask_h, full),
@@ -303,7 +315,10 @@ def skin_tint(view: HalfCrop, matched: np.ndarray, skin: np.ndarray) -> np.ndarr
     tint[..., 1:] = fine[..., 1:] * weight[..., None]
     tint[..., 0] = TINT_LIGHTNESS * fine[..., 0] * weight
     tint += eyelid_lift(face, behind, mesh, fs)
-    tint += cheek_tone(face + tint, behind, like, mesh, fs) * (1.0 - eyes)[..., None]
+    # the cheeks are measured whole (but for the eyes): the skin region keeps
+    # off the lids, where a cheek is often lit brightest
+    bare = 1.0 - feature_mask(small, mesh, grow=0.02 * fs)
+    tint += cheek_tone(face + tint, behind, bare, mesh, fs) * (1.0 - eyes)[..., None]
     return cv2.resize(tint, view.size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
 
 
@@ -312,29 +327,26 @@ def cheek_tone(
 ) -> np.ndarray:
     """``(s, s, 3)`` float32 CIELAB offset that gives the cheeks the
     target's cheek colour and lightness: the difference of the two faces'
-    medians over the bare skin (``skin`` in ``[0, 1]``) of a patch around
-    the middle of each cheek (both cheeks together), spread smoothly around
-    the patches.
+    medians over both cheeks below the eyes (:data:`~faceweave.geometry.
+    topology.RIGHT_CHEEK`, ``LEFT_CHEEK`` of ``mesh``, where ``skin`` in
+    ``[0, 1]`` is above a half), in full there and spread smoothly around.
 
     The cheeks are where a face is seen against its neck: a source's
     cheeks lit brighter or darker than the rest of its face (its light, its
     make-up) would sit on the target as a pale or grey mask, which the
     face-wide colour match and the broad shading do not undo.  One change
     for both cheeks: a light from one side stays the broad shading's to
-    carry, and what lies inside the patches (the source's own modelling of
+    carry, and the pattern inside the cheeks (the source's own modelling of
     its cheekbones) is kept."""
     h, w = face.shape[:2]
-    patches = np.zeros((h, w), np.uint8)
-    radius = max(1, int(round(CHEEK_RADIUS * face_size)))
-    for index in CHEEK_CENTRES:
-        cx, cy = (int(round(v)) for v in mesh[index, :2])
-        cv2.circle(patches, (cx, cy), radius, (1,), -1)
-    sel = (patches > 0) & (skin > 0.5)
+    cheeks = np.zeros((h, w), np.uint8)
+    for polygon in (topo.RIGHT_CHEEK, topo.LEFT_CHEEK):
+        cv2.fillPoly(cheeks, [np.round(mesh[polygon, :2]).astype(np.int32)], (1,))
+    sel = (cheeks > 0) & (skin > 0.5)
     if int(sel.sum()) < 16:
         return np.zeros((h, w, 3), np.float32)
     diff = (np.median(behind[sel], axis=0) - np.median(face[sel], axis=0)).astype(np.float32)
-    # in full over the patches, fading over the spread around them
-    spread = np.clip(2.0 * cv2.GaussianBlur(patches.astype(np.float32), (0, 0), CHEEK_SPREAD * face_size), 0.0, 1.0)
+    spread = np.clip(2.0 * cv2.GaussianBlur(cheeks.astype(np.float32), (0, 0), CHEEK_SPREAD * face_size), 0.0, 1.0)
     return spread[..., None] * diff
 
 

@@ -140,6 +140,14 @@ def mouth_mask(size: tuple[int, int], mesh: np.ndarray, *, grow: float) -> np.nd
     return 1.0 - np.clip(inner, 0.0, 1.0)
 
 
+def lips_zone(size: tuple[int, int], mesh: np.ndarray, *, grow: float, soft: float) -> np.ndarray:
+    """``(H, W)`` float32 in ``[0, 1]``: the lips (outer lip line) and the
+    skin around them to ``grow`` pixels, softened by ``soft`` pixels."""
+    lips = polygon_mask(size, mesh[topo.lips_outer(), :2])
+    grown = _grown(lips, grow)
+    return np.clip(cv2.GaussianBlur(grown, (0, 0), soft) if soft > 0 else grown, 0.0, 1.0).astype(np.float32)
+
+
 def feature_mask(size: tuple[int, int], mesh: np.ndarray, *, grow: float) -> np.ndarray:
     """1 over the eyes, eyebrows and lips (grown by ``grow`` pixels): the
     parts of a face that are not skin-coloured."""

@@ -133,6 +133,11 @@ def left_eyebrow() -> np.ndarray:
 RIGHT_IRIS = _ro([468, 469, 470, 471, 472])
 LEFT_IRIS = _ro([473, 474, 475, 476, 477])
 
+#: the cheeks below the eyes, as polygons (mediapipe's cheek points): the
+#: subject's right (image left), then its left
+RIGHT_CHEEK = _ro([117, 118, 101, 36, 205, 187, 123, 116])
+LEFT_CHEEK = _ro([346, 347, 330, 266, 425, 411, 352, 345])
+
 #: named single landmarks
 NOSE_TIP = 1
 NOSE_BASE = 2  # subnasale, where the nose meets the upper lip

@@ -46,6 +46,9 @@ class JobOptions(BaseModel):
     working_size: int | None = Field(None, ge=96, le=1024)
     occlusion: bool = True
     mouth_mask: bool = True
+    target_lips: Literal["video", "always", "never"] = Field(
+        "video", description="keep the target's own lips (lip sync): in videos (default), always, never"
+    )
     occlusion_hands: bool = Field(False, description="also keep hands in front of the face (hand landmark model)")
     format: Literal["png", "jpg", "webp", "mp4", "webm", "gif", "mov", "mkv"] | None = None
     quality: int | None = Field(None, ge=1, le=100)
@@ -107,7 +110,12 @@ class JobOptions(BaseModel):
                 "working_size": size,
                 "max_pixels": max_pixels,
                 "selection": selection,
-                "masks": {"occlusion": self.occlusion, "mouth": self.mouth_mask, "hands": self.occlusion_hands},
+                "masks": {
+                    "occlusion": self.occlusion,
+                    "mouth": self.mouth_mask,
+                    "hands": self.occlusion_hands,
+                    "target_lips": self.target_lips,
+                },
                 "swapper": self.swapper,
                 "pixel_boost": self.pixel_boost,
                 "enhance": {
