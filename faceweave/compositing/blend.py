@@ -343,7 +343,7 @@ def _grain_step(orig: np.ndarray, new: np.ndarray, m: np.ndarray, sel: np.ndarra
 
 
 #: offsets (crop pixels) below which the frame is not warped
-_STILL = 0.01
+_STILL = 0.05
 
 
 def warp_frame(frame: np.ndarray, offsets: np.ndarray, matrix: np.ndarray, *, out: np.ndarray) -> None:
@@ -353,8 +353,10 @@ def warp_frame(frame: np.ndarray, offsets: np.ndarray, matrix: np.ndarray, *, ou
     ``q + offsets[q]`` (crop pixels); ``matrix`` the ``(2, 3)`` frame->crop
     transform.  Writes into ``out`` (which may be ``frame``) only where the
     offsets move something, so what does not move keeps its exact pixels
-    instead of a copy resampled through the working crop."""
-    moving = (np.abs(offsets).max(axis=2) > _STILL).astype(np.uint8)
+    instead of a copy resampled through the working crop.  The offsets are
+    smooth: they are carried to the frame at half its resolution."""
+    dx, dy = offsets[..., 0], offsets[..., 1]
+    moving = ((dx > _STILL) | (dx < -_STILL) | (dy > _STILL) | (dy < -_STILL)).astype(np.uint8)
     bx, by, bw, bh = cv2.boundingRect(moving)
     if bw == 0 or bh == 0:
         return
@@ -363,16 +365,20 @@ def warp_frame(frame: np.ndarray, offsets: np.ndarray, matrix: np.ndarray, *, ou
     x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (bw, bh), sub)
     if x2 <= x1 or y2 <= y1:
         return
-    window = np.ascontiguousarray(offsets[by : by + bh, bx : bx + bw])
-    at_frame = cv2.warpAffine(window, inv_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=(0.0, 0.0))
-    # crop offsets -> frame offsets: the inverse of the matrix's linear part
-    linear = np.linalg.inv(matrix[:, :2].astype(np.float64)).astype(np.float32)
-    map_x = at_frame[..., 0] * linear[0, 0] + at_frame[..., 1] * linear[0, 1]
-    map_y = at_frame[..., 0] * linear[1, 0] + at_frame[..., 1] * linear[1, 1]
-    map_x += np.arange(x1, x2, dtype=np.float32)[None, :]
-    map_y += np.arange(y1, y2, dtype=np.float32)[:, None]
-    moved = cv2.remap(frame, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-    out[y1:y2, x1:x2] = moved
+    # crop offsets -> frame offsets (the inverse of the matrix's linear part), at half size
+    linear = np.linalg.inv(matrix[:, :2].astype(np.float64))
+    window = np.ascontiguousarray(offsets[by : by + bh, bx : bx + bw]).reshape(-1, 2) @ linear.T.astype(np.float32)
+    half = inv_roi / 2.0
+    half[:, 2] -= 0.25  # pixel centres of the half-size grid
+    size = (x2 - x1, y2 - y1)
+    small = cv2.warpAffine(
+        window.reshape(bh, bw, 2), half, ((size[0] + 1) // 2, (size[1] + 1) // 2), flags=cv2.INTER_LINEAR
+    )
+    shift = cv2.resize(small, size, interpolation=cv2.INTER_LINEAR)
+    shift[..., 0] += np.arange(x1, x2, dtype=np.float32)[None, :]
+    shift[..., 1] += np.arange(y1, y2, dtype=np.float32)[:, None]
+    fixed, fraction = cv2.convertMaps(shift, None, cv2.CV_16SC2)
+    out[y1:y2, x1:x2] = cv2.remap(frame, fixed, fraction, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
 
 def paste_back(
