@@ -367,17 +367,17 @@ def warp_frame(frame: np.ndarray, offsets: np.ndarray, matrix: np.ndarray, *, ou
         return
     # crop offsets -> frame offsets (the inverse of the matrix's linear part), at half size
     linear = np.linalg.inv(matrix[:, :2].astype(np.float64))
-    window = np.ascontiguousarray(offsets[by : by + bh, bx : bx + bw]).reshape(-1, 2) @ linear.T.astype(np.float32)
+    window = (np.ascontiguousarray(offsets[by : by + bh, bx : bx + bw]).reshape(-1, 2) @ linear.T).astype(np.float32)
     half = inv_roi / 2.0
     half[:, 2] -= 0.25  # pixel centres of the half-size grid
     size = (x2 - x1, y2 - y1)
     small = cv2.warpAffine(
         window.reshape(bh, bw, 2), half, ((size[0] + 1) // 2, (size[1] + 1) // 2), flags=cv2.INTER_LINEAR
     )
-    shift = cv2.resize(small, size, interpolation=cv2.INTER_LINEAR)
+    shift = np.asarray(cv2.resize(small, size, interpolation=cv2.INTER_LINEAR), np.float32)
     shift[..., 0] += np.arange(x1, x2, dtype=np.float32)[None, :]
     shift[..., 1] += np.arange(y1, y2, dtype=np.float32)[:, None]
-    fixed, fraction = cv2.convertMaps(shift, None, cv2.CV_16SC2)
+    fixed, fraction = cv2.convertMaps(shift, None, cv2.CV_16SC2)  # type: ignore[call-overload]
     out[y1:y2, x1:x2] = cv2.remap(frame, fixed, fraction, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
 
