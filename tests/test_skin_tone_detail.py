@@ -329,3 +329,28 @@ def test_lips_zone_covers_the_lips_and_a_margin_around_them():
     assert zone.dtype == np.float32 and zone.shape == (120, 120)
     assert zone[60, 60] == pytest.approx(1.0) and zone[60, 83] > 0.8  # the lips and 3 px beyond the corner
     assert zone[60, 100] == 0.0 and zone[20, 60] == 0.0  # well away from them
+
+
+def test_settle_cheeks_gives_the_blended_cheeks_the_target_s_colour_under_the_mask():
+    """After the blend, cheeks 5 L* darker than the target's are brought back
+    (measured at a quarter of the window's resolution) and nothing changes
+    where the mask is 0."""
+    from faceweave.compositing.composite import settle_cheeks
+
+    size = 240
+    mesh = _cheek_mesh((70, 120), (170, 120), half=20)
+    target = np.full((size, size, 3), (200.0, 160.0, 140.0), np.float32)
+    lab = to_lab(target.astype(np.uint8))
+    lab[..., 0] -= 5.0
+    blended = to_rgb(lab).astype(np.float32)
+    mask = np.ones((size, size), np.float32)
+    mask[:, 220:] = 0.0
+
+    change = settle_cheeks(blended, target, mesh, mask, face_size=200.0)
+
+    settled = to_lab(np.clip(blended + change + 0.5, 0, 255).astype(np.uint8))
+    assert settled[120, 70, 0] == pytest.approx(lab[120, 70, 0] + 5.0, abs=0.7)
+    assert settled[120, 170, 0] == pytest.approx(lab[120, 170, 0] + 5.0, abs=0.7)
+    assert np.abs(change[:, 220:]).max() == 0.0
+    same = settle_cheeks(target, target, mesh, mask, face_size=200.0)
+    assert np.abs(same).max() < 0.05

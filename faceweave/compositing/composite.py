@@ -115,7 +115,7 @@ def composite(
         view, out, options=mask_options, person_mask=person, hands=hands, full=target.size, target_lips=target_lips
     )
     plan = colour_plan(view, masks.skin, shading=shading, colour=colour)
-    pixels = blend_face(out, behind, masks.mask, plan, hands=hands)
+    pixels = blend_face(out, behind, masks.mask, plan, hands=hands, face_size=target.face_size)
     warp = frame_warp(out, hands)
     return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail, warp=warp)
 
@@ -289,6 +289,8 @@ def colour_plan(view: HalfCrop, skin: np.ndarray, *, shading: float, colour: Col
     matched = apply_statistics(view.face_lab, colour.source.stats, colour.target.stats, max_gain=MAX_CONTRAST_GAIN)
     regional = skin_tint(view, matched, skin)
     offset = shading_offset(matched + regional, skin, view.behind_lab, skin, sigma=SHADING_SIGMA * view.face_size)
+    # the cheeks last: what the shading does to them is made up too
+    regional = regional + cheek_offset(view, matched + regional + amount * offset)
     return ColourPlan(match=colour, shading=offset, amount=amount, regional=regional)
 
 
@@ -315,11 +317,22 @@ def skin_tint(view: HalfCrop, matched: np.ndarray, skin: np.ndarray) -> np.ndarr
     tint[..., 1:] = fine[..., 1:] * weight[..., None]
     tint[..., 0] = TINT_LIGHTNESS * fine[..., 0] * weight
     tint += eyelid_lift(face, behind, mesh, fs)
-    # the cheeks are measured whole (but for the eyes): the skin region keeps
-    # off the lids, where a cheek is often lit brightest
-    bare = 1.0 - feature_mask(small, mesh, grow=0.02 * fs)
-    tint += cheek_tone(face + tint, behind, bare, mesh, fs) * (1.0 - eyes)[..., None]
     return cv2.resize(tint, view.size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
+
+
+def cheek_offset(view: HalfCrop, shaded: np.ndarray) -> np.ndarray:
+    """``(s, s, 3)`` float32: :func:`cheek_tone` for the new face as it
+    will be shaded (``shaded``: CIELAB on the half grid, colour, tint and
+    shading applied), measured and spread at half the grid's resolution.
+    The cheeks are measured whole but for the eyes (the skin region keeps
+    off the lids, where a cheek is often lit brightest), and the eyes are
+    left as they are."""
+    small = (max(1, view.size[0] // 2), max(1, view.size[1] // 2))
+    mesh, fs = half_mesh(view.mesh), view.face_size / 2.0
+    bare = 1.0 - feature_mask(small, mesh, grow=0.02 * fs)
+    face, behind = _shrunk(shaded, small), _shrunk(view.behind_lab, small)
+    offset = cheek_tone(face, behind, bare, mesh, fs) * bare[..., None]
+    return cv2.resize(offset, view.size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
 
 
 def cheek_tone(
@@ -346,7 +359,10 @@ def cheek_tone(
     if int(sel.sum()) < 16:
         return np.zeros((h, w, 3), np.float32)
     diff = (np.median(behind[sel], axis=0) - np.median(face[sel], axis=0)).astype(np.float32)
-    spread = np.clip(2.0 * cv2.GaussianBlur(cheeks.astype(np.float32), (0, 0), CHEEK_SPREAD * face_size), 0.0, 1.0)
+    # in full over the cheeks (grown by the spread first), fading around them
+    sigma = CHEEK_SPREAD * face_size
+    grown = cv2.dilate(cheeks, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * int(sigma) + 1,) * 2))
+    spread = np.clip(2.0 * cv2.GaussianBlur(grown.astype(np.float32), (0, 0), sigma), 0.0, 1.0)
     return spread[..., None] * diff
 
 
@@ -384,6 +400,32 @@ def _skin_like(lab: np.ndarray, region: np.ndarray) -> np.ndarray:
     return skin_likelihood(lab, centre, spread, tolerance=CENTRE_TOLERANCE)
 
 
+def settle_cheeks(
+    blended: np.ndarray, background: np.ndarray, mesh: np.ndarray, mask: np.ndarray, face_size: float
+) -> np.ndarray:
+    """``(h, w, 3)`` float32 RGB change that gives the blended face's cheeks
+    the target's cheek colour (:func:`cheek_tone` on the window at a
+    quarter of its resolution), under ``mask``.  ``blended``,
+    ``background``: float32 RGB windows; ``mesh``: ``(N, 2+)`` in window
+    pixels."""
+    h, w = blended.shape[:2]
+    small = (max(1, w // 4), max(1, h // 4))
+    lab = to_lab(np.clip(_shrunk(blended, small), 0, 255))
+    behind = to_lab(np.clip(_shrunk(background, small), 0, 255))
+    points = np.asarray(mesh, np.float32)[:, :2] * (small[0] / w, small[1] / h)
+    bare = 1.0 - feature_mask(small, np.column_stack([points, np.zeros(len(points))]), grow=0.005 * face_size)
+    fix = cheek_tone(lab, behind, bare * (_shrunk(mask, small) > 0.9), points, face_size / 4.0)
+    if not fix.any():
+        return np.zeros_like(blended)
+    change = _lab_to_rgb(lab + fix * bare[..., None]) - _lab_to_rgb(lab)
+    return np.asarray(cv2.resize(change, (w, h), interpolation=cv2.INTER_LINEAR), np.float32) * mask[..., None]
+
+
+def _lab_to_rgb(lab: np.ndarray) -> np.ndarray:
+    """float32 CIELAB -> float32 RGB in 8-bit levels (not rounded)."""
+    return np.asarray(cv2.cvtColor(lab.astype(np.float32), cv2.COLOR_LAB2RGB), np.float32) * 255.0
+
+
 def blend_window(mask: np.ndarray) -> tuple[int, int, int, int] | None:
     """``(x0, y0, x1, y1)``: the blend's support, the mask's bounding box
     grown by the coarsest pyramid level and clipped to the crop; ``None``
@@ -397,13 +439,22 @@ def blend_window(mask: np.ndarray) -> tuple[int, int, int, int] | None:
 
 
 def blend_face(
-    out: SwapOutput, behind: np.ndarray, mask: np.ndarray, plan: ColourPlan, *, hands: np.ndarray | None
+    out: SwapOutput,
+    behind: np.ndarray,
+    mask: np.ndarray,
+    plan: ColourPlan,
+    *,
+    hands: np.ndarray | None,
+    face_size: float | None = None,
 ) -> np.ndarray:
     """``(S, S, 3)`` uint8: the new face, colour-matched and shaded, blended
     into ``behind`` under ``mask`` by the multi-band blend (full resolution,
     only around the face).  Under ``hands`` the crop behind is kept: the
     blend's low frequencies spread over wide regions, and a hand must not
-    take on the face's colour."""
+    take on the face's colour.  With ``face_size`` (crop pixels) the
+    cheeks are given the target's cheek colour once more after the blend
+    (:func:`settle_cheeks`): its coarsest bands mix in what lies around the
+    face (dark hair, a bright wall) over a fifth of the face's width."""
     pixels = behind.copy()
     box = blend_window(mask)
     if box is None:
@@ -417,6 +468,8 @@ def blend_face(
     background = behind[roi].astype(np.float32)
     front = np.where(out.coverage[roi][..., None] > 0.5, to_rgb(shaded), background).astype(np.float32)
     blended = laplacian_blend(front, background, mask[roi], levels=BLEND_LEVELS)
+    if face_size is not None:
+        blended += settle_cheeks(blended, background, out.mesh[:, :2] - (x0, y0), mask[roi], face_size)
     if hands is not None:
         held = hands[roi][..., None]
         blended = blended * (1.0 - held) + background * held
