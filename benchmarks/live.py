@@ -107,7 +107,8 @@ class Feeder(threading.Thread):
 
     def _push(self) -> None:
         height, width = self.frames[0].shape[:2]
-        with av.open(self.url + SEND_OPTIONS, "w", format="mpegts") as out:
+        whole = {"omit_video_pes_length": "0"}  # each frame's length stated: it is read as soon as it is in
+        with av.open(self.url + SEND_OPTIONS, "w", format="mpegts", options=whole) as out:
             options = {"preset": "ultrafast", "tune": "zerolatency", "g": str(round(self.fps))}
             stream = out.add_stream("libx264", rate=Fraction(self.fps).limit_denominator(1000), options=options)
             stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"

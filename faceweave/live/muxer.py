@@ -25,7 +25,7 @@ TIME_BASE = Fraction(1, 1000)
 
 def muxer_options(muxer: str, *, network: bool) -> dict[str, str]:
     """Muxer options for a live output: a network push sends each packet
-    at once; MP4/MOV moov first; FLV without the seek to rewrite its header
+    at once; MPEG-TS states each frame's length; MP4/MOV moov first; FLV without the seek to rewrite its header
     (a network push cannot seek); every muxer holds packets back at most
     one second to interleave audio and video."""
     options = {"max_interleave_delta": "1000000"}
@@ -35,6 +35,10 @@ def muxer_options(muxer: str, *, network: bool) -> dict[str, str]:
         options["movflags"] = "+faststart"
     if muxer == "flv":
         options["flvflags"] = "no_duration_filesize"
+    if muxer == "mpegts":
+        # a frame's length in its PES header: the reader's demuxer hands the
+        # frame on when it is complete, not when the next one begins
+        options["omit_video_pes_length"] = "0"
     return options
 
 
