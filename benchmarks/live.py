@@ -220,17 +220,28 @@ def summary(streams: list[StreamFigures]) -> dict:
     }
 
 
-def capacity(frames, rate, seconds: float, source: Path, most: int) -> tuple[int, list[dict]]:
-    """The most concurrent 480p streams at 15 fps with every p95 under 200 ms
-    and at least 95 % of the frame rate kept."""
-    held, runs = 0, []
+def capacity(frames, rate, seconds: float, source: Path, most: int) -> tuple[dict[str, int], list[dict]]:
+    """The most concurrent 480p streams at 15 fps with at least 95 % of the
+    frame rate kept and every p95 under 200 ms: glass to glass, and the
+    sessions' own (decoding to writing, without the feeders' and readers' codecs)."""
+    held, runs = {"glass_to_glass": 0, "session": 0}, []
     for count in range(1, most + 1):
         result = summary(run_streams(count, frames, rate, 15.0, seconds, source))
         runs.append(result)
-        print(f"  capacity {count} x 480p@15: {result['latency_p95_ms']} ms p95, {result['fps_per_stream']} fps")
-        if result["latency_p95_ms"] >= 200 or result["fps_per_stream"] < 0.95 * 15:
+        session_p95 = max(s["session_p95_ms"] or float("inf") for s in result["per_stream"])
+        print(
+            f"  capacity {count} x 480p@15: glass-to-glass p95 {result['latency_p95_ms']} ms, session p95"
+            f" {session_p95} ms, {result['fps_per_stream']} fps",
+            flush=True,
+        )
+        if result["fps_per_stream"] < 0.95 * 15:
             break
-        held = count
+        if result["latency_p95_ms"] < 200 and held["glass_to_glass"] == count - 1:
+            held["glass_to_glass"] = count
+        if session_p95 < 200 and held["session"] == count - 1:
+            held["session"] = count
+        if held["session"] < count:
+            break
     return held, runs
 
 
@@ -246,7 +257,7 @@ def main() -> int:
     results: dict = {"runs": {}, "seconds": args.seconds, "cores": __import__("os").cpu_count()}
     for name, size in SIZES.items():
         frames, rate = canvas_frames(args.data / TALK, size)
-        for count in (int(c) for c in args.counts.split(",")):
+        for count in (int(c) for c in args.counts.split(",") if c.strip()):  # --counts "": the capacity only
             result = summary(run_streams(count, frames, rate, float(rate), args.seconds, source))
             results["runs"][f"{name}x{count}"] = result
             print(
