@@ -61,8 +61,6 @@ if TYPE_CHECKING:
     from faceweave.live.session import LiveReport, LiveSession
 
 _LIVE = "Live input and outputs"
-#: x264's CRF for live outputs when --quality is not given
-LIVE_CRF = 23
 
 InputArgument = Annotated[
     str,
@@ -376,7 +374,7 @@ def _session(swapper, args: LiveArgs, provenance) -> LiveSession:
 
 
 def _output(spec: OutputSpec, args: LiveArgs, reader: LiveReader, provenance) -> LiveOutput:
-    from faceweave.cli.video import video_crf
+    from faceweave.cli.video import DEFAULT_VIDEO_QUALITY, video_crf
     from faceweave.live.endpoints import LatestFrame, VirtualCamera
     from faceweave.live.muxer import StreamMuxer
     from faceweave.provenance.stamp import video_metadata
@@ -388,7 +386,7 @@ def _output(spec: OutputSpec, args: LiveArgs, reader: LiveReader, provenance) ->
     return StreamMuxer(
         spec,
         audio=reader.info.has_audio and not args.no_audio,
-        crf=video_crf(args.quality) if args.quality is not None else LIVE_CRF,
+        crf=video_crf(args.quality or DEFAULT_VIDEO_QUALITY),  # as --quality's help says, for videos
         preset=args.preset,
         metadata=video_metadata(provenance),
         timeout_s=args.timeout,
