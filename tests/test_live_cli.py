@@ -137,3 +137,34 @@ def test_a_stream_that_stops_ends_with_the_reason_and_keeps_the_recording(tmp_pa
     assert "frames" in proc.stdout and "lost" in proc.stdout
     out, _, _, audio = read_back(recording)
     assert len(out) >= 5 and audio > 0
+
+
+def test_ctrl_c_ends_the_session_cleanly_and_keeps_the_recording(tmp_path, faces_dir):
+    import signal
+    import time
+
+    recording = tmp_path / "live.mp4"
+    cmd = [
+        sys.executable,
+        "-m",
+        "faceweave.cli",
+        "live",
+        str(faces_dir / TALK),
+        "--loop",
+        "-s",
+        str(faces_dir / SOURCE),
+    ]
+    proc = subprocess.Popen([*cmd, "-o", str(recording)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        banner = proc.stderr.readline() if proc.stderr is not None else ""
+        assert banner.startswith("live: "), banner
+        time.sleep(1.5)  # some frames through
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "; stopped" in out and err.strip() == "", (out, err)
+    frames, _, _, audio = read_back(recording)
+    assert len(frames) >= 3 and audio > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["live.mp4"]

@@ -403,32 +403,37 @@ def _banner(reader: LiveReader, outputs: list[OutputSpec]) -> str:
 
 def _stream(session: LiveSession, reader: LiveReader, sinks: list[LiveOutput], tap: AudioTap | None) -> LiveReport:
     """Run the session on its own thread; this (main) thread shows the
-    preview, if any, and turns Ctrl-C into a clean stop."""
+    preview, if any, and turns Ctrl-C into a clean stop.  The end is
+    awaited on an event, not by joining: a join that Ctrl-C interrupts may
+    take the thread for ended while it still runs."""
     from faceweave.live.endpoints import LatestFrame
     from faceweave.live.preview import show_preview
 
     outcome: dict[str, Any] = {}
+    done = threading.Event()
 
     def run() -> None:
         try:
             outcome["report"] = session.run(reader, sinks, audio=tap)
         except BaseException as exc:  # noqa: BLE001 - raised on the main thread
             outcome["error"] = exc
+        finally:
+            done.set()
 
-    thread = threading.Thread(target=run, name="faceweave-live", daemon=True)
     preview = next((s for s in sinks if isinstance(s, LatestFrame)), None)
-    thread.start()
+    threading.Thread(target=run, name="faceweave-live", daemon=True).start()
     try:
-        if preview is not None and show_preview(preview, lambda: not thread.is_alive()):
+        if preview is not None and show_preview(preview, done.is_set):
             session.stop()
-        while thread.is_alive():
-            thread.join(0.2)
+        while not done.wait(0.2):
+            pass
     except KeyboardInterrupt:
         session.stop()
-        thread.join()  # a second Ctrl-C is not caught
+        while not done.wait(0.2):  # a second Ctrl-C is not caught
+            pass
     except BaseException:
         session.stop()
-        thread.join()
+        done.wait()
         raise
     if "error" in outcome:
         raise outcome["error"]
