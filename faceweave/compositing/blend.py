@@ -263,9 +263,12 @@ def sharpen_to_photo(
     if have >= DETAIL_GOAL**2 * want:
         return out
     detail = luma - cv2.GaussianBlur(luma, (0, 0), max(1.0, 1.0 / scale))
+    # resizing is linear: the sharpened face at the compared scale is the
+    # small face plus the amount times the small detail
+    small_luma, small_detail = _small(luma, scale), _small(detail, scale)
     amount = _UNSHARP_STEPS[-1]
     for amount in _UNSHARP_STEPS:
-        if _laplacian_energy(_small(luma + amount * detail, scale), sel) >= DETAIL_GOAL**2 * want:
+        if _laplacian_energy(small_luma + amount * small_detail, sel) >= DETAIL_GOAL**2 * want:
             break
     new += (detail * (amount * np.clip(m, 0.0, 1.0)))[..., None] + 0.5
     out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
