@@ -336,3 +336,32 @@ def test_an_abandoned_recording_leaves_nothing(tmp_path):
     muxer.write(np.zeros((64, 64, 3), np.uint8), 0.0)
     muxer.abort(RuntimeError("the run failed"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_preview_shows_new_frames_and_closes_on_q(monkeypatch):
+    import cv2
+
+    from faceweave.live.preview import show_preview
+
+    shown, keys = [], iter([-1, -1, ord("q")])
+    monkeypatch.setattr(cv2, "namedWindow", lambda *a: None)
+    monkeypatch.setattr(cv2, "imshow", lambda title, pixels: shown.append(int(pixels[0, 0, 2])))
+    monkeypatch.setattr(cv2, "waitKey", lambda delay: next(keys))
+    monkeypatch.setattr(cv2, "getWindowProperty", lambda *a: 1.0)
+    monkeypatch.setattr(cv2, "destroyWindow", lambda *a: None)
+    latest = LatestFrame()
+    latest.write(np.full((4, 4, 3), (7, 0, 0), np.uint8), 0.0)  # RGB: shown as BGR, red last
+    assert show_preview(latest, lambda: False) is True and shown == [7]
+
+
+def test_a_preview_opencv_cannot_open_is_one_clear_error(monkeypatch):
+    import cv2
+
+    from faceweave.live.preview import show_preview
+
+    def no_window(*args):
+        raise cv2.error("The function is not implemented")
+
+    monkeypatch.setattr(cv2, "namedWindow", no_window)
+    with pytest.raises(OutputUnavailableError, match="OpenCV cannot open a window"):
+        show_preview(LatestFrame(), lambda: False)

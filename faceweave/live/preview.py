@@ -25,7 +25,8 @@ def show_preview(latest: LatestFrame, done: Callable[[], bool], *, title: str = 
     try:
         cv2.namedWindow(title, cv2.WINDOW_NORMAL)
     except cv2.error as exc:
-        raise OutputUnavailableError(f"--output preview: OpenCV cannot open a window ({exc.err})") from None
+        reason = getattr(exc, "err", None) or " ".join(str(exc).split())
+        raise OutputUnavailableError(f"--output preview: OpenCV cannot open a window ({reason})") from None
     number = 0
     try:
         while not done() and not latest.closed:
