@@ -414,7 +414,7 @@ def settle_cheeks(
     behind = to_lab(np.clip(_shrunk(background, small), 0, 255))
     points = np.asarray(mesh, np.float32)[:, :2] * (small[0] / w, small[1] / h)
     bare = 1.0 - feature_mask(small, np.column_stack([points, np.zeros(len(points))]), grow=0.005 * face_size)
-    fix = cheek_tone(lab, behind, bare * (_shrunk(mask, small) > 0.9), points, face_size / 4.0)
+    fix = cheek_tone(lab, behind, bare, points, face_size / 4.0)
     if not fix.any():
         return np.zeros_like(blended)
     change = _lab_to_rgb(lab + fix * bare[..., None]) - _lab_to_rgb(lab)
