@@ -354,3 +354,38 @@ def test_settle_cheeks_gives_the_blended_cheeks_the_target_s_colour_under_the_ma
     assert np.abs(change[:, 220:]).max() == 0.0
     same = settle_cheeks(target, target, mesh, mask, face_size=200.0)
     assert np.abs(same).max() < 0.05
+
+
+def test_sclera_tone_brightens_grey_whites_to_the_target_s_and_leaves_the_iris():
+    from faceweave.compositing.composite import SCLERA_MAX_CHANGE, sclera_tone
+    from faceweave.geometry import topology as topo
+
+    size = 120
+    mesh = np.zeros((478, 3), np.float32)
+    for (loop, (outer, inner), (upper, lower)), cx in zip(topo.eyes(), (35, 85), strict=True):
+        angles = np.linspace(0, 2 * np.pi, len(loop), endpoint=False)
+        mesh[loop, 0] = cx + 18 * np.cos(angles)
+        mesh[loop, 1] = 60 + 8 * np.sin(angles)
+        mesh[[outer, inner], :2] = [(cx - 18, 60), (cx + 18, 60)]
+        mesh[[upper, lower], :2] = [(cx, 52), (cx, 68)]
+    face = np.full((size, size, 3), (65.0, 12.0, 14.0), np.float32)  # skin around
+    behind = face.copy()
+    for cx in (35, 85):
+        face[52:69, cx - 17 : cx + 18] = (62.0, 0.0, 2.0)  # grey whites
+        behind[52:69, cx - 17 : cx + 18] = (78.0, 1.0, 3.0)  # the target's, lit
+        cv2.circle(face, (cx, 60), 6, (25.0, -3.0, -10.0), -1)  # the source's blue iris
+        cv2.circle(behind, (cx, 60), 6, (30.0, 5.0, 15.0), -1)  # the target's brown one
+
+    offset = sclera_tone(face, behind, mesh)
+
+    assert offset.dtype == np.float32 and offset.shape == (size, size, 3)
+    assert offset[60, 35 - 12, 0] == pytest.approx(16.0, abs=0.5)  # a white: as bright as the target's
+    assert offset[60, 85 + 12, 0] == pytest.approx(16.0, abs=0.5)
+    assert abs(offset[60, 35, 0]) < 0.5  # the iris keeps its own lightness
+    assert np.abs(offset[..., 1:]).max() == 0.0  # and every colour its tint
+    assert np.abs(offset[20, 60]).max() == 0.0  # nothing outside the eyes
+    behind[52:69] += (30.0, 0.0, 0.0)
+    assert sclera_tone(face, behind, mesh)[60, 35 - 12, 0] <= SCLERA_MAX_CHANGE  # limited
+    closed = mesh.copy()
+    closed[:, 1] = 60.0  # lids shut: no opening to look at
+    assert np.abs(sclera_tone(face, behind, closed)).max() == 0.0

@@ -23,7 +23,7 @@ from faceweave.compositing.colour import (
     to_lab,
     to_rgb,
 )
-from faceweave.compositing.masks import box_mask, combine, feather
+from faceweave.compositing.masks import box_mask, combine, feather, polygon_mask
 from faceweave.compositing.occlusion import target_occlusion
 from faceweave.compositing.regions import (
     brow_mask,
@@ -72,6 +72,12 @@ TINT_LIGHTNESS = 0.3
 #: outer lip line, and the feather (fractions of the face size)
 LIPS_GROW = 0.07
 LIPS_FEATHER = 0.03
+#: :func:`sclera_tone`: the largest change of the whites' lightness (L*),
+#: and the least eye it looks at: pixels of the half grid, and the lid gap
+#: as a share of the eye's width (below it the eye is nearly shut)
+SCLERA_MAX_CHANGE = 20.0
+SCLERA_MIN_PIXELS = 12
+SCLERA_MIN_OPEN = 0.15
 #: the spread of :func:`cheek_tone`'s correction around the cheeks (a
 #: fraction of the face size)
 CHEEK_SPREAD = 0.06
@@ -289,8 +295,9 @@ def colour_plan(view: HalfCrop, skin: np.ndarray, *, shading: float, colour: Col
     matched = apply_statistics(view.face_lab, colour.source.stats, colour.target.stats, max_gain=MAX_CONTRAST_GAIN)
     regional = skin_tint(view, matched, skin)
     offset = shading_offset(matched + regional, skin, view.behind_lab, skin, sigma=SHADING_SIGMA * view.face_size)
-    # the cheeks last: what the shading does to them is made up too
-    regional = regional + cheek_offset(view, matched + regional + amount * offset)
+    # the cheeks and the whites of the eyes last: what the shading does to them is made up too
+    shaded = matched + regional + amount * offset
+    regional = regional + cheek_offset(view, shaded) + sclera_tone(shaded, view.behind_lab, view.mesh)
     return ColourPlan(match=colour, shading=offset, amount=amount, regional=regional)
 
 
@@ -318,6 +325,39 @@ def skin_tint(view: HalfCrop, matched: np.ndarray, skin: np.ndarray) -> np.ndarr
     tint[..., 0] = TINT_LIGHTNESS * fine[..., 0] * weight
     tint += eyelid_lift(face, behind, mesh, fs)
     return cv2.resize(tint, view.size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
+
+
+def sclera_tone(face: np.ndarray, behind: np.ndarray, mesh: np.ndarray) -> np.ndarray:
+    """``(s, s, 3)`` float32 CIELAB offset (L* only) that gives the whites
+    of the new eyes the brightness of the target's (its light), while the
+    iris keeps the source's colour: in each eye opening, the lighter half of
+    the pixels is taken for the white in either face; the new eye's pixels
+    take the difference of the two whites' medians in proportion to how far
+    they are from the iris's darkness to the white's (so the iris and the
+    lashes do not change).  A glassy grey or over-bright white under a
+    differently lit target is what it undoes; the whites' tint stays the
+    source's (a target's pink or bloodshot whites do not come across).
+    Closed or tiny eyes are left alone."""
+    h, w = face.shape[:2]
+    out = np.zeros((h, w, 3), np.float32)
+    for loop, (outer, inner), (upper, lower) in topo.eyes():
+        width = float(np.linalg.norm(mesh[outer, :2] - mesh[inner, :2]))
+        gap = float(np.linalg.norm(mesh[upper, :2] - mesh[lower, :2]))
+        opening = polygon_mask((w, h), mesh[loop, :2]) > 0.5
+        if gap < SCLERA_MIN_OPEN * width or int(opening.sum()) < SCLERA_MIN_PIXELS:
+            continue
+        new_l, old_l = face[..., 0][opening], behind[..., 0][opening]
+        new_white = face[opening][new_l >= np.median(new_l)]
+        old_white = behind[opening][old_l >= np.median(old_l)]
+        change = float(
+            np.clip(np.median(old_white[:, 0]) - np.median(new_white[:, 0]), -SCLERA_MAX_CHANGE, SCLERA_MAX_CHANGE)
+        )
+        # from halfway between the iris's darkness and the white up to the white
+        white = float(np.median(new_white[:, 0]))
+        iris = (float(np.percentile(new_l, 10)) + white) / 2.0
+        share = np.clip((face[..., 0] - iris) / max(white - iris, 1.0), 0.0, 1.0) * opening
+        out[..., 0] += share * change
+    return out
 
 
 def cheek_offset(view: HalfCrop, shaded: np.ndarray) -> np.ndarray:
