@@ -209,11 +209,14 @@ def run_streams(count: int, frames: list[np.ndarray], rate: Fraction, fps: float
 
 
 def summary(streams: list[StreamFigures]) -> dict:
-    """The median stream's p50, the worst p95, the mean fps and drop share."""
+    """The median stream's p50, the worst p95 (of the streams read back at
+    all: ``unread`` counts the others), the mean fps and drop share."""
+    read = [s for s in streams if s.fps > 0] or streams
     return {
         "streams": len(streams),
-        "latency_p50_ms": round(statistics.median(s.latency_p50_ms for s in streams), 1),
-        "latency_p95_ms": round(max(s.latency_p95_ms for s in streams), 1),
+        "unread": len(streams) - len([s for s in streams if s.fps > 0]),
+        "latency_p50_ms": round(statistics.median(s.latency_p50_ms for s in read), 1),
+        "latency_p95_ms": round(max(s.latency_p95_ms for s in read), 1),
         "fps_per_stream": round(statistics.mean(s.fps for s in streams), 2),
         "dropped_share": round(statistics.mean(s.dropped_share for s in streams), 4),
         "per_stream": [asdict(s) for s in streams],
