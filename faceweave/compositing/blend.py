@@ -346,7 +346,7 @@ def _grain_step(orig: np.ndarray, new: np.ndarray, m: np.ndarray, sel: np.ndarra
 
 
 #: offsets (crop pixels) below which the frame is not warped
-_STILL = 0.05
+_STILL = 0.1
 
 
 def warp_frame(frame: np.ndarray, offsets: np.ndarray, matrix: np.ndarray, *, out: np.ndarray) -> None:

@@ -343,21 +343,37 @@ def sclera_tone(face: np.ndarray, behind: np.ndarray, mesh: np.ndarray) -> np.nd
     for loop, (outer, inner), (upper, lower) in topo.eyes():
         width = float(np.linalg.norm(mesh[outer, :2] - mesh[inner, :2]))
         gap = float(np.linalg.norm(mesh[upper, :2] - mesh[lower, :2]))
-        opening = polygon_mask((w, h), mesh[loop, :2]) > 0.5
-        if gap < SCLERA_MIN_OPEN * width or int(opening.sum()) < SCLERA_MIN_PIXELS:
+        box = _points_box(mesh[loop, :2], (w, h), margin=1)
+        if box is None or gap < SCLERA_MIN_OPEN * width:
             continue
-        new_l, old_l = face[..., 0][opening], behind[..., 0][opening]
-        new_white = face[opening][new_l >= np.median(new_l)]
-        old_white = behind[opening][old_l >= np.median(old_l)]
+        x0, y0, x1, y1 = box
+        opening = polygon_mask((x1 - x0, y1 - y0), mesh[loop, :2] - (x0, y0)) > 0.5
+        if int(opening.sum()) < SCLERA_MIN_PIXELS:
+            continue
+        near, near_behind = face[y0:y1, x0:x1], behind[y0:y1, x0:x1]
+        new_l, old_l = near[..., 0][opening], near_behind[..., 0][opening]
+        new_white = near[opening][new_l >= np.median(new_l)]
+        old_white = near_behind[opening][old_l >= np.median(old_l)]
         change = float(
             np.clip(np.median(old_white[:, 0]) - np.median(new_white[:, 0]), -SCLERA_MAX_CHANGE, SCLERA_MAX_CHANGE)
         )
         # from halfway between the iris's darkness and the white up to the white
         white = float(np.median(new_white[:, 0]))
         iris = (float(np.percentile(new_l, 10)) + white) / 2.0
-        share = np.clip((face[..., 0] - iris) / max(white - iris, 1.0), 0.0, 1.0) * opening
-        out[..., 0] += share * change
+        share = np.clip((near[..., 0] - iris) / max(white - iris, 1.0), 0.0, 1.0) * opening
+        out[y0:y1, x0:x1, 0] += share * change
     return out
+
+
+def _points_box(points: np.ndarray, size: tuple[int, int], *, margin: int) -> tuple[int, int, int, int] | None:
+    """``(x0, y0, x1, y1)``: the grid's box around ``points`` ``(N, 2)``
+    grown by ``margin`` pixels and clipped to ``size = (W, H)``; ``None``
+    when nothing of it is on the grid."""
+    w, h = size
+    x0, y0 = np.floor(points.min(axis=0)).astype(int) - margin
+    x1, y1 = np.ceil(points.max(axis=0)).astype(int) + margin + 1
+    x0, y0, x1, y1 = max(int(x0), 0), max(int(y0), 0), min(int(x1), w), min(int(y1), h)
+    return None if x1 <= x0 or y1 <= y0 else (x0, y0, x1, y1)
 
 
 def cheek_offset(view: HalfCrop, shaded: np.ndarray) -> np.ndarray:

@@ -143,9 +143,20 @@ def mouth_mask(size: tuple[int, int], mesh: np.ndarray, *, grow: float) -> np.nd
 def lips_zone(size: tuple[int, int], mesh: np.ndarray, *, grow: float, soft: float) -> np.ndarray:
     """``(H, W)`` float32 in ``[0, 1]``: the lips (outer lip line) and the
     skin around them to ``grow`` pixels, softened by ``soft`` pixels."""
-    lips = polygon_mask(size, mesh[topo.lips_outer(), :2])
-    grown = _grown(lips, grow)
-    return np.clip(cv2.GaussianBlur(grown, (0, 0), soft) if soft > 0 else grown, 0.0, 1.0).astype(np.float32)
+    w, h = size
+    points = mesh[topo.lips_outer(), :2]
+    reach = int(np.ceil(grow + 3.0 * soft)) + 2
+    x0, y0 = (max(int(v), 0) for v in np.floor(points.min(axis=0)) - reach)
+    x1, y1 = (int(v) for v in np.ceil(points.max(axis=0)) + reach + 1)
+    x1, y1 = min(x1, w), min(y1, h)
+    out = np.zeros((h, w), np.float32)
+    if x1 <= x0 or y1 <= y0:
+        return out
+    # the work is done in the box around the lips that the zone can reach
+    grown = _grown(polygon_mask((x1 - x0, y1 - y0), points - (x0, y0)), grow)
+    zone = cv2.GaussianBlur(grown, (0, 0), soft) if soft > 0 else grown
+    out[y0:y1, x0:x1] = np.clip(zone, 0.0, 1.0)
+    return out
 
 
 def feature_mask(size: tuple[int, int], mesh: np.ndarray, *, grow: float) -> np.ndarray:
