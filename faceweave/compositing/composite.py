@@ -295,9 +295,10 @@ def colour_plan(view: HalfCrop, skin: np.ndarray, *, shading: float, colour: Col
     matched = apply_statistics(view.face_lab, colour.source.stats, colour.target.stats, max_gain=MAX_CONTRAST_GAIN)
     regional = skin_tint(view, matched, skin)
     offset = shading_offset(matched + regional, skin, view.behind_lab, skin, sigma=SHADING_SIGMA * view.face_size)
-    # the cheeks and the whites of the eyes last: what the shading does to them is made up too
+    # the whites of the eyes last: what the shading does to them is made up
+    # too (the cheeks are settled after the blend, :func:`settle_cheeks`)
     shaded = matched + regional + amount * offset
-    regional = regional + cheek_offset(view, shaded) + sclera_tone(shaded, view.behind_lab, view.mesh)
+    regional = regional + sclera_tone(shaded, view.behind_lab, view.mesh)
     return ColourPlan(match=colour, shading=offset, amount=amount, regional=regional)
 
 
@@ -374,21 +375,6 @@ def _points_box(points: np.ndarray, size: tuple[int, int], *, margin: int) -> tu
     x1, y1 = np.ceil(points.max(axis=0)).astype(int) + margin + 1
     x0, y0, x1, y1 = max(int(x0), 0), max(int(y0), 0), min(int(x1), w), min(int(y1), h)
     return None if x1 <= x0 or y1 <= y0 else (x0, y0, x1, y1)
-
-
-def cheek_offset(view: HalfCrop, shaded: np.ndarray) -> np.ndarray:
-    """``(s, s, 3)`` float32: :func:`cheek_tone` for the new face as it
-    will be shaded (``shaded``: CIELAB on the half grid, colour, tint and
-    shading applied), measured and spread at half the grid's resolution.
-    The cheeks are measured whole but for the eyes (the skin region keeps
-    off the lids, where a cheek is often lit brightest), and the eyes are
-    left as they are."""
-    small = (max(1, view.size[0] // 2), max(1, view.size[1] // 2))
-    mesh, fs = half_mesh(view.mesh), view.face_size / 2.0
-    bare = 1.0 - feature_mask(small, mesh, grow=0.02 * fs)
-    face, behind = _shrunk(shaded, small), _shrunk(view.behind_lab, small)
-    offset = cheek_tone(face, behind, bare, mesh, fs) * bare[..., None]
-    return cv2.resize(offset, view.size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
 
 
 def cheek_tone(
