@@ -139,7 +139,7 @@ class FaceRenderer:
         ``into``: a caller-owned copy of ``pixels`` that the frame's faces are
         pasted into (so a frame with many faces is copied once), while the
         grain and blur to match are read off ``pixels``, the target's own."""
-        comp = self._composite(crop, out, timings, colour, target_lips=self.keeps_target_lips(still))
+        comp = self._composite(crop, out, timings, colour, target_lips=self.keeps_target_lips(still), still=still)
         with timed(timings, "paste"):
             if comp.warp is not None:
                 warp_frame(into, comp.warp, crop.matrix, out=into)
@@ -167,6 +167,7 @@ class FaceRenderer:
         colour: ColourMatch | None,
         *,
         target_lips: bool = False,
+        still: bool = False,
     ) -> Composite:
         found = self.occluders.find(crop.pixels, timings)
         with timed(timings, "blend"):
@@ -179,4 +180,5 @@ class FaceRenderer:
                 colour=colour,
                 hands_mask=found.hands,
                 target_lips=target_lips,
+                warp_frame=still,
             )

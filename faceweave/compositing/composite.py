@@ -99,6 +99,7 @@ def composite(
     colour: ColourMatch | None = None,
     hands_mask: np.ndarray | None = None,
     target_lips: bool = False,
+    warp_frame: bool = True,
 ) -> Composite:
     """Blend ``out.face`` into ``out.background`` and say where to paste.
 
@@ -111,18 +112,28 @@ def composite(
     pixels show there.  Both masks are float32 of the crop's size
     (``ValueError`` otherwise).  ``target_lips``: the target's own lips and
     the skin just around them stay (:data:`LIPS_GROW`), so the mouth moves
-    as the target's did."""
+    as the target's did.  ``warp_frame``: the frame is to be warped at its
+    own resolution by the swapper's reshaping (``Composite.warp``; photos),
+    rather than the reshaped crop pasted over it (video, which keeps its
+    frame rate; at a working size close to the face's the two look alike)."""
     person_mask = crop_mask(person_mask, target, name="person mask")
     hands = crop_mask(hands_mask, target, name="hands mask")
     hands = None if hands is None else np.clip(hands, 0.0, 1.0)
     behind, person = hold_hands(out.background, target.pixels, hands, person_mask)
     view = half_crop(out, behind, face_size=target.face_size)
+    warp = frame_warp(out, hands) if warp_frame else None
     masks = blend_masks(
-        view, out, options=mask_options, person_mask=person, hands=hands, full=target.size, target_lips=target_lips
+        view,
+        out,
+        options=mask_options,
+        person_mask=person,
+        hands=hands,
+        full=target.size,
+        target_lips=target_lips,
+        pasted_change=None if warp is not None else out.changed,
     )
     plan = colour_plan(view, masks.skin, shading=shading, colour=colour)
     pixels = blend_face(out, behind, masks.mask, plan, hands=hands, face_size=target.face_size)
-    warp = frame_warp(out, hands)
     return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail, warp=warp)
 
 
@@ -218,9 +229,12 @@ def blend_masks(
     hands: np.ndarray | None,
     full: tuple[int, int],
     target_lips: bool = False,
+    pasted_change: np.ndarray | None = None,
 ) -> CompositeMasks:
     """The blend, paste and detail masks at the crop's ``full = (W, H)``,
-    and the skin where colour is measured (half resolution)."""
+    and the skin where colour is measured (half resolution);
+    ``pasted_change``: where the reshaped crop is pasted as well (the
+    swapper's ``changed``; ``None`` when the frame itself is warped)."""
     size, fs, mesh = view.size, view.face_size, view.mesh
     skin = skin_region(size, mesh, fs)
     occlusion = occlusion_mask(view, skin, out.source_clean, options=options, person_mask=person_mask)
@@ -233,16 +247,12 @@ def blend_masks(
     bare = 1.0 - feather(feature_mask(size, mesh, grow=0.02 * fs), erode=0, blur=0.01 * fs)
     return CompositeMasks(
         mask=upsample(mask_h, full),
-        # a swapper that says how it reshaped the crop has the frame warped
-        # itself (:func:`frame_warp`); otherwise the reshaped copy is pasted
-        paste=paste_mask(mask_h, fs, boxed=box is not None, changed=_pasted_change(out), hands=hands, full=full),
+        # where the crop was reshaped is pasted too, unless the frame itself
+        # is warped (``pasted_change`` None: :func:`frame_warp`)
+        paste=paste_mask(mask_h, fs, boxed=box is not None, changed=pasted_change, hands=hands, full=full),
         detail=upsample(mask_h * bare, full),
         skin=skin if occlusion is None else skin * (occlusion > 0.5),
     )
-
-
-def _pasted_change(out: SwapOutput) -> np.ndarray | None:
-    return out.changed if out.displacement is None else None
 
 
 def paste_mask(
