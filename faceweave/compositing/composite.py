@@ -465,7 +465,8 @@ def settle_cheeks(
     lab = to_lab(np.clip(_shrunk(blended, small), 0, 255))
     behind = to_lab(np.clip(_shrunk(background, small), 0, 255))
     points = np.asarray(mesh, np.float32)[:, :2] * (small[0] / w, small[1] / h)
-    bare = 1.0 - feature_mask(small, np.column_stack([points, np.zeros(len(points))]), grow=0.005 * face_size)
+    # the cheeks are below the eyes: only the eye openings are kept out
+    bare = 1.0 - eye_mask(small, points)
     fix = cheek_tone(lab, behind, bare, points, face_size / 4.0)
     if not fix.any():
         return np.zeros_like(blended)
