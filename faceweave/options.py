@@ -141,11 +141,15 @@ class EnhancerOptions(_Options):
     """Optional restoration after the swap (neural models, see ``faceweave models list``)."""
 
     face: str | None = Field(
-        None, description="face enhancer: gfpgan_1.4, codeformer, gpen_bfr_512, restoreformer_plus_plus"
+        None,
+        description="face enhancer: gfpgan_1.2/1.3/1.4, codeformer, gpen_bfr_256/512/1024/2048, "
+        "restoreformer_plus_plus",
     )
     face_blend: float = Field(0.8, ge=0.0, le=1.0, description="how much of the enhanced face is kept")
     face_weight: float = Field(0.5, ge=0.0, le=1.0, description="CodeFormer fidelity weight")
-    frame: str | None = Field(None, description="frame enhancer: real_esrgan_x2, real_esrgan_x4")
+    frame: str | None = Field(
+        None, description="frame enhancer: real_esrgan_x2/x4/x8, each also as _fp16 (e.g. real_esrgan_x4_fp16)"
+    )
     frame_blend: float = Field(1.0, ge=0.0, le=1.0, description="how much of the enhanced frame is kept")
     frame_restore_size: bool = Field(False, description="resize the enhanced frame back to the input size")
 

@@ -191,7 +191,8 @@ FaceEnhancerOption = Annotated[
     typer.Option(
         "--face-enhancer",
         metavar="NAME",
-        help="Restore the swapped faces: gfpgan_1.4, codeformer, gpen_bfr_512, restoreformer_plus_plus.",
+        help="Restore the swapped faces: gfpgan_1.2, gfpgan_1.3, gfpgan_1.4, codeformer, gpen_bfr_256, "
+        "gpen_bfr_512, gpen_bfr_1024, gpen_bfr_2048, restoreformer_plus_plus.",
         rich_help_panel=_MODELS,
     ),
 ]
@@ -222,7 +223,7 @@ FrameEnhancerOption = Annotated[
     typer.Option(
         "--frame-enhancer",
         metavar="NAME",
-        help="Upscale the whole result: real_esrgan_x2, real_esrgan_x4.",
+        help="Upscale the whole result: real_esrgan_x2, real_esrgan_x4, real_esrgan_x8 (each also _fp16).",
         rich_help_panel=_MODELS,
     ),
 ]
