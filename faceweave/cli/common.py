@@ -94,5 +94,57 @@ def swap_options(
     return SwapOptions.model_validate(data)
 
 
+def options_from_flags(
+    args: Any, *, working_size: int | None, expression_check: bool, target_lips: str | None = None
+) -> SwapOptions:
+    """:class:`SwapOptions` from the flags ``swap`` and ``live`` share (face
+    selection, masks, swapper, enhancers, runtime), read by name off
+    ``args``; ``working_size`` and ``expression_check`` are the command's own."""
+    from faceweave.cli.runtime_options import runtime_fields
+    from faceweave.options import CLI_WORDS, selection_mode
+
+    selection = {
+        "mode": selection_mode(
+            args.faces,
+            has_reference=args.reference_face is not None,
+            has_indices=bool(args.face_index),
+            words=CLI_WORDS,
+        ),
+        "order": args.order,
+        "indices": tuple(args.face_index) if args.face_index else None,
+        "reference_distance": args.reference_distance,
+        "min_face_size": args.min_face_size,
+    }
+    enhance = {
+        "face": args.face_enhancer,
+        "face_blend": args.face_enhancer_blend,
+        "face_weight": args.face_enhancer_weight,
+        "frame": args.frame_enhancer,
+        "frame_blend": args.frame_enhancer_blend,
+    }
+    runtime = runtime_fields(
+        args.execution_provider,
+        args.device_id,
+        args.provider_fallback,
+        args.tensorrt_cache,
+        args.tensorrt_fp16,
+        args.models_dir,
+    )
+    return swap_options(
+        working_size=working_size,
+        max_pixels=args.max_pixels,
+        occlusion=not args.no_occlusion,
+        mouth_mask=not args.no_mouth_mask,
+        target_lips=target_lips,
+        hands=args.occlusion_hands,
+        expression_check=expression_check,
+        selection=selection,
+        swapper=args.swapper,
+        pixel_boost=args.pixel_boost,
+        runtime=runtime,
+        enhance=enhance,
+    )
+
+
 def display_name(path: str | Path | None, fallback: str) -> str:
     return Path(path).name if path else fallback

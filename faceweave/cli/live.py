@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from faceweave.cli import console
-from faceweave.cli.common import refuse_video, swap_options
+from faceweave.cli.common import options_from_flags, refuse_video
 from faceweave.cli.quality_options import MaxPixelsOption, NoMouthMaskOption, NoOcclusionOption, OcclusionHandsOption
 from faceweave.cli.runtime_options import (
     DeviceIdOption,
@@ -25,7 +25,6 @@ from faceweave.cli.runtime_options import (
     SwapperOption,
     TensorrtCacheOption,
     TensorrtFp16Option,
-    runtime_fields,
 )
 from faceweave.cli.swap_flags import (
     AuditLogOption,
@@ -51,7 +50,7 @@ from faceweave.cli.swap_flags import (
     WorkingSizeOption,
 )
 from faceweave.errors import InvalidOptionError
-from faceweave.options import CLI_WORDS, VIDEO_WORKING_SIZE, SwapOptions, selection_mode
+from faceweave.options import VIDEO_WORKING_SIZE, SwapOptions
 
 if TYPE_CHECKING:
     from faceweave.live.audio import AudioTap
@@ -322,46 +321,9 @@ def _checked(args: LiveArgs) -> tuple[LiveInput, list[OutputSpec], Reconnect]:
 
 def _options(args: LiveArgs) -> SwapOptions:
     """The swap options of the flags, as ``swap`` builds them for a video."""
-    selection = {
-        "mode": selection_mode(
-            args.faces,
-            has_reference=args.reference_face is not None,
-            has_indices=bool(args.face_index),
-            words=CLI_WORDS,
-        ),
-        "order": args.order,
-        "indices": tuple(args.face_index) if args.face_index else None,
-        "reference_distance": args.reference_distance,
-        "min_face_size": args.min_face_size,
-    }
-    enhance = {
-        "face": args.face_enhancer,
-        "face_blend": args.face_enhancer_blend,
-        "face_weight": args.face_enhancer_weight,
-        "frame": args.frame_enhancer,
-        "frame_blend": args.frame_enhancer_blend,
-    }
-    runtime = runtime_fields(
-        args.execution_provider,
-        args.device_id,
-        args.provider_fallback,
-        args.tensorrt_cache,
-        args.tensorrt_fp16,
-        args.models_dir,
-    )
-    return swap_options(
-        working_size=args.working_size if args.working_size is not None else VIDEO_WORKING_SIZE,
-        max_pixels=args.max_pixels,
-        occlusion=not args.no_occlusion,
-        mouth_mask=not args.no_mouth_mask,
-        hands=args.occlusion_hands,
-        expression_check=False,  # a photo's check: it would change from frame to frame
-        selection=selection,
-        swapper=args.swapper,
-        pixel_boost=args.pixel_boost,
-        runtime=runtime,
-        enhance=enhance,
-    )
+    working_size = args.working_size if args.working_size is not None else VIDEO_WORKING_SIZE
+    # no expression check: a photo's check would change from frame to frame
+    return options_from_flags(args, working_size=working_size, expression_check=False)
 
 
 def _session(swapper, args: LiveArgs, provenance) -> LiveSession:

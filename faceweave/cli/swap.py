@@ -20,8 +20,8 @@ from faceweave.cli.common import (
     check_output_path,
     check_video_output_path,
     display_name,
+    options_from_flags,
     refuse_video,
-    swap_options,
     target_is_video,
     wants_video_output,
 )
@@ -42,7 +42,6 @@ from faceweave.cli.runtime_options import (
     SwapperOption,
     TensorrtCacheOption,
     TensorrtFp16Option,
-    runtime_fields,
 )
 from faceweave.cli.swap_flags import (
     AuditLogOption,
@@ -78,7 +77,7 @@ from faceweave.cli.swap_flags import (
 )
 from faceweave.cli.video import DEFAULT_VIDEO_QUALITY
 from faceweave.errors import InvalidOptionError
-from faceweave.options import CLI_WORDS, VIDEO_WORKING_SIZE, SwapOptions, selection_mode
+from faceweave.options import VIDEO_WORKING_SIZE, SwapOptions
 
 
 def swap_command(
@@ -280,46 +279,8 @@ def _options(args: SwapArgs, is_video: bool) -> SwapOptions:
     # video frames are many and faces move: a smaller working crop is
     # about 1.5 times faster and, once the grain is matched, looks the same
     working_size = args.working_size if args.working_size is not None or not is_video else VIDEO_WORKING_SIZE
-    selection = {
-        "mode": selection_mode(
-            args.faces,
-            has_reference=args.reference_face is not None,
-            has_indices=bool(args.face_index),
-            words=CLI_WORDS,
-        ),
-        "order": args.order,
-        "indices": tuple(args.face_index) if args.face_index else None,
-        "reference_distance": args.reference_distance,
-        "min_face_size": args.min_face_size,
-    }
-    enhance = {
-        "face": args.face_enhancer,
-        "face_blend": args.face_enhancer_blend,
-        "face_weight": args.face_enhancer_weight,
-        "frame": args.frame_enhancer,
-        "frame_blend": args.frame_enhancer_blend,
-    }
-    runtime = runtime_fields(
-        args.execution_provider,
-        args.device_id,
-        args.provider_fallback,
-        args.tensorrt_cache,
-        args.tensorrt_fp16,
-        args.models_dir,
-    )
-    return swap_options(
-        working_size=working_size,
-        max_pixels=args.max_pixels,
-        occlusion=not args.no_occlusion,
-        mouth_mask=not args.no_mouth_mask,
-        target_lips=args.target_lips,
-        hands=args.occlusion_hands,
-        expression_check=not args.no_expression_check,
-        selection=selection,
-        swapper=args.swapper,
-        pixel_boost=args.pixel_boost,
-        runtime=runtime,
-        enhance=enhance,
+    return options_from_flags(
+        args, working_size=working_size, expression_check=not args.no_expression_check, target_lips=args.target_lips
     )
 
 
