@@ -10,7 +10,7 @@ import pytest
 
 from faceweave.embedders import ArcFaceEmbedder, EmbeddingConverter
 from faceweave.errors import InvalidOptionError, ModelFormatError, ModelSignatureError
-from faceweave.geometry.templates import points5, template_points, warp_to_template
+from faceweave.geometry.templates import points5, warp_to_template
 from faceweave.swappers import AlignedCrop, SourceFace, Swapper
 from faceweave.swappers.neural import NEURAL_SWAPPERS, read_emap
 from faceweave.swappers.neural.base import (
@@ -21,42 +21,12 @@ from faceweave.swappers.neural.base import (
     normalize_crops,
 )
 from faceweave.swappers.neural.pixel_boost import boost_factor, tile, untile
-from faceweave.types import BBox, Face, Pose
 from neural_fixtures import OrtModel, arcface_model, converter_model, swapper_model
+from neural_fixtures import face_crop as synthetic_crop
+from neural_fixtures import source_face as synthetic_source
 
 RNG_W = np.random.default_rng(7).normal(0, 1, (3, 512)).astype(np.float32)
 EMAP = np.random.default_rng(8).normal(0, 0.05, (512, 512)).astype(np.float32)
-
-
-# -- synthetic faces -------------------------------------------------------
-def textured(side: int, seed: int) -> np.ndarray:
-    """A smooth, colourful ``(side, side, 3)`` uint8 picture (channels differ)."""
-    yy, xx = np.mgrid[0:side, 0:side].astype(np.float32) / side
-    rng = np.random.default_rng(seed)
-    chans = []
-    for c in range(3):
-        fx, fy, ph = rng.uniform(1.0, 3.0, 3)
-        chans.append(0.5 + 0.35 * np.sin(2 * np.pi * (fx * xx + fy * yy) + ph * 3) + 0.1 * (c - 1) * xx)
-    return np.clip(np.stack(chans, -1) * 255, 0, 255).astype(np.uint8)
-
-
-def synthetic_crop(side: int = 200, *, seed: int = 1, degrees: float = 8.0) -> AlignedCrop:
-    """A crop whose mesh puts the five alignment points on a rotated ``arcface_128`` face."""
-    ref = template_points("arcface_128", 1) - 0.5
-    a = np.radians(degrees)
-    rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
-    five = (ref @ rot.T) * side * 0.55 + side / 2.0
-    mesh = np.zeros((478, 3), np.float32)
-    mesh[:, :2] = side / 2.0
-    for i, p in zip([468, 473, 1, 61, 291], five, strict=False):
-        mesh[i, :2] = p
-    return AlignedCrop(pixels=textured(side, seed), matrix=np.eye(2, 3), mesh=mesh, face_size=side / 1.8)
-
-
-def synthetic_source(seed: int = 5) -> SourceFace:
-    crop = synthetic_crop(220, seed=seed, degrees=-5.0)
-    face = Face(bbox=BBox(0, 0, 220, 220), score=1.0, mesh=crop.mesh, pose=Pose(0.0, 0.0, 0.0))
-    return SourceFace(index=0, path=None, face=face, crop=crop)
 
 
 # -- building swappers on tiny models -------------------------------------------
