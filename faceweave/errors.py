@@ -216,6 +216,19 @@ class NotReadyError(ServiceError):
     code = "not_ready"
 
 
+class AtCapacityError(NotReadyError):
+    """Every place of a bounded resource of this node is taken (the live
+    sessions of ``live.sessions``); try again once one ends, or another node."""
+
+    code = "at_capacity"
+
+
+class NoVideoTrackError(InvalidOptionError):
+    """A live session's WebRTC offer sends no video track (no camera)."""
+
+    code = "no_video_track"
+
+
 class UnknownModelError(ModelNotFoundError, InvalidOptionError):
     """A model name that no catalog entry has (the user's input: exit code 2, HTTP 422)."""
 

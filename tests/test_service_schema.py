@@ -46,12 +46,16 @@ OPERATIONS = (
     "POST /v1/verify",
     "POST /v1/faces",
     "POST /swap",
+    "POST /v1/live",
+    "GET /v1/live/{session_id}",
+    "POST /v1/live/{session_id}/source",
+    "DELETE /v1/live/{session_id}",
 )
 #: routes anyone may call; every other one must answer an anonymous caller 401
 PUBLIC = {"GET /healthz", "GET /readyz", "GET /metrics"}
 #: the multipart routes: generated bodies must reach the checks of their parts and fields
 #: (400: an empty or unreadable file, 422: a missing part or an invalid field), not only 415
-UPLOADS = {"POST /v1/swap", "POST /v1/jobs", "POST /v1/verify", "POST /v1/faces", "POST /swap"}
+UPLOADS = {"POST /v1/swap", "POST /v1/jobs", "POST /v1/verify", "POST /v1/faces", "POST /swap", "POST /v1/live"}
 #: the drop-in for the classic Flask service answers its errors as {"status": "error", "message": ...}
 CLASSIC = {"POST /swap"}
 #: what the job routes answer about a queued job of the caller's (no workers run it):

@@ -21,6 +21,7 @@ from faceweave.service.node import Service
 from faceweave.service.settings import ServiceSettings, load_settings
 from faceweave.service.verify import install_verify
 from faceweave.service.web import install_web
+from faceweave.service.webrtc.routes import install_live
 
 
 def create_app(settings: ServiceSettings | None = None) -> FastAPI:
@@ -49,6 +50,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            await service.live.close_all()  # the peer connections live on this loop
             await anyio.to_thread.run_sync(service.close)
 
     app = FastAPI(
@@ -65,6 +67,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.include_router(classic_router)  # POST /swap, the classic Flask service's
     install_verify(app)
     install_web(app)
+    install_live(app)
     install_docs(app)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware

@@ -23,6 +23,7 @@ from faceweave.service.distributed.telemetry import STAGE_BUCKETS
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _JOB_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+_LIVE_BUCKETS = (0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
@@ -68,6 +69,23 @@ class Metrics:
         self.faces = Counter("faceweave_faces_swapped", "Faces swapped (images and video frames)", registry=r)
         self.busy = Counter("faceweave_worker_busy_seconds", "Seconds workers spent running jobs", registry=r)
         self.workers = Gauge("faceweave_workers", "Embedded workers", ["state"], registry=r)
+        self.live_sessions = Gauge("faceweave_live_sessions", "Live (WebRTC) sessions running now", registry=r)
+        self.live_started = Counter("faceweave_live_sessions_started", "Live sessions started", registry=r)
+        self.live_refused = Counter(
+            "faceweave_live_sessions_refused", "Live sessions refused, by reason", ["reason"], registry=r
+        )
+        self.live_fps = Gauge(
+            "faceweave_live_fps", "Swapped frames per second, summed over the running live sessions", registry=r
+        )
+        self.live_frames = Counter(
+            "faceweave_live_frames", "Live frames received, swapped and dropped (stale)", ["kind"], registry=r
+        )
+        self.live_latency = Histogram(
+            "faceweave_live_latency_seconds",
+            "From a live frame's arrival to its swapped frame being ready to send",
+            buckets=_LIVE_BUCKETS,
+            registry=r,
+        )
 
     def render(self, job_counts: dict[str, int] | None = None, *, oldest_queued: float | None = None) -> bytes:
         """The exposition; ``job_counts`` and ``oldest_queued`` (a submission

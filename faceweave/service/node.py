@@ -23,6 +23,7 @@ from faceweave.service.pool import WorkerPool
 from faceweave.service.settings import ServiceSettings
 from faceweave.service.storage import open_storage
 from faceweave.service.store import JobStore
+from faceweave.service.webrtc.hub import LiveHub
 
 log = logging.getLogger("faceweave.service")
 #: abandoned uploads and scratch files older than this are deleted by the sweeper
@@ -48,6 +49,8 @@ class Service:
         self.audit = AuditLog(settings.audit_path)
         self.config = RunConfig.from_settings(settings, self.storage)
         self.slots = SlotPool()
+        #: the live (WebRTC) sessions of this node, capped by ``live.sessions``
+        self.live = LiveHub(settings, self.metrics, self.config)
         self.pool = WorkerPool(
             store=self.store,
             storage=self.storage,
@@ -157,6 +160,7 @@ class Service:
         for thread in self._threads:
             thread.join(timeout=30)
         self.slots.close()
+        self.live.close()
         if self.dispatcher is not None:
             self.dispatcher.close()
         self.store.close()

@@ -86,6 +86,7 @@ async def readyz(service: ServiceDep) -> Readiness:
 async def metrics(service: ServiceDep) -> Response:
     counts = await run_in_threadpool(service.store.counts)
     oldest = await run_in_threadpool(service.store.oldest_queued)
+    service.live.observe()
     return Response(service.metrics.render(counts, oldest_queued=oldest), media_type=METRICS_CONTENT_TYPE)
 
 

@@ -167,6 +167,21 @@ class LimitSettings(_Settings):
     )
 
 
+class LiveSettings(_Settings):
+    """Live sessions over WebRTC (``POST /v1/live``, the page ``/live``)."""
+
+    sessions: int = Field(
+        2, ge=0, le=64, description="live sessions this node carries at once (0: POST /v1/live answers 503)"
+    )
+    connect_timeout_s: float = Field(
+        20.0, gt=0, description="a session whose browser sends no video frame within this many seconds is ended"
+    )
+    max_seconds: float = Field(3600.0, gt=0, description="the longest a live session runs before it is ended")
+    ice_servers: tuple[str, ...] = Field(
+        (), description="STUN URLs (stun:host:port) the server's side gathers candidates with; none: host candidates"
+    )
+
+
 #: ``s3://BUCKET`` or ``s3://BUCKET/PREFIX`` (S3's bucket-name rules, a prefix without empty parts)
 S3_URL = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9!_.*'()-]+)*/?$"
 
@@ -262,6 +277,7 @@ class ServiceSettings(_Settings):
     cors_origins: tuple[str, ...] = ()
     auth: AuthSettings = AuthSettings()
     limits: LimitSettings = LimitSettings()
+    live: LiveSettings = LiveSettings()
     #: where neural models run (FACEWEAVE_RUNTIME__EXECUTION_PROVIDER=cuda, ...__DEVICE_ID=1, ...__MODELS_DIR=...)
     runtime: RuntimeOptions = RuntimeOptions()
 

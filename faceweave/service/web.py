@@ -51,6 +51,8 @@ STATIC_FILES = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
+    "live.html": "text/html; charset=utf-8",
+    "live.js": "text/javascript; charset=utf-8",
 }
 #: the page loads only its own files; images and previews may be blob: or data: URLs
 CONTENT_SECURITY_POLICY = (
@@ -83,7 +85,7 @@ def static_file(name: str) -> tuple[bytes, str]:
     return data, media_type
 
 
-def _static_response(name: str) -> Response:
+def static_response(name: str) -> Response:
     data, media_type = static_file(name)
     return Response(
         data,
@@ -99,12 +101,12 @@ def _static_response(name: str) -> Response:
 
 @web_router.get("/", include_in_schema=False)
 async def index_page() -> Response:
-    return _static_response("index.html")
+    return static_response("index.html")
 
 
 @web_router.get("/static/{name}", include_in_schema=False)
 async def static_asset(name: str) -> Response:
-    return _static_response(name)
+    return static_response(name)
 
 
 # ------------------------------------------------------------------ faces

@@ -1,0 +1,17 @@
+"""Live sessions over WebRTC: the browser's camera goes to the server on a
+peer connection (aiortc), each frame is swapped by a
+:class:`~faceweave.live.session.LiveSession` (the video pipeline's frame
+stream with a latest-frame-wins queue: stale frames are dropped and counted,
+faces tracked across the drops), and the swapped frames come back on the
+same connection.
+
+- :mod:`~faceweave.service.webrtc.stats`: what a session measures (frames
+  received, swapped, dropped; fps; latency) and exports to ``/metrics``.
+- :mod:`~faceweave.service.webrtc.peer`: one peer connection and its
+  session (:class:`~faceweave.service.webrtc.peer.PeerSession`).
+- :mod:`~faceweave.service.webrtc.hub`: the node's sessions, capped by
+  ``live.sessions``, and the models they borrow
+  (:class:`~faceweave.service.webrtc.hub.LiveHub`).
+- :mod:`~faceweave.service.webrtc.routes`: ``/v1/live`` and the page ``/live``.
+
+aiortc is imported only where a peer connection is made (the ``webrtc`` extra)."""

@@ -1,0 +1,235 @@
+"""The live sessions of one node (:class:`LiveHub`): at most
+``live.sessions`` at once (a clear 503 when full), each with its own models
+(a face tracker's mesh graphs and the analyser are one thread's at a time),
+loaded when first needed and kept for the next session; the sessions'
+figures exported to ``/metrics``; every session closed when the app stops.
+
+The hub belongs to the :class:`~faceweave.service.node.Service`; its
+sessions live on the server's event loop (:meth:`open`, :meth:`close_all`)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from faceweave.errors import AtCapacityError, NotFoundError, NotReadyError
+from faceweave.service.jobs import RunConfig
+from faceweave.service.metrics import Metrics
+from faceweave.service.settings import ServiceSettings
+from faceweave.service.webrtc.offer import Offer
+from faceweave.service.webrtc.stats import LiveStats, StatsView
+
+if TYPE_CHECKING:
+    from faceweave.live.session import LiveSession
+    from faceweave.options import SwapOptions
+    from faceweave.pipeline import ImageInput
+    from faceweave.service.models import JobModels
+    from faceweave.service.webrtc.peer import PeerSession
+
+#: ended sessions whose reason is still answered (the newest)
+_ENDED_KEPT = 64
+
+
+@dataclass(frozen=True)
+class EndedSession:
+    """What is kept of a session that ended: why, and its last figures."""
+
+    owner: str
+    reason: str
+    stats: StatsView
+
+
+class LiveHub:
+    """The node's live sessions and the models they run on."""
+
+    def __init__(self, settings: ServiceSettings, metrics: Metrics, config: RunConfig) -> None:
+        self.settings, self.metrics, self.config = settings, metrics, config
+        self.capacity = settings.live.sessions
+        self._lock = threading.Lock()
+        self._taken = 0  # sessions running and being opened
+        self._sessions: dict[str, PeerSession] = {}
+        self._ended: OrderedDict[str, EndedSession] = OrderedDict()
+        self._models: list[JobModels] = []  # free ones
+        self._all_models: list[JobModels] = []
+
+    # -- places ---------------------------------------------------------------
+    def reserve(self) -> None:
+        """Take one place for a session being opened.
+
+        Raises:
+            NotReadyError: live sessions are off on this node (``live.sessions = 0``).
+            AtCapacityError: every place is taken.
+        """
+        with self._lock:
+            if self.capacity == 0:
+                self.metrics.live_refused.labels(reason="off").inc()
+                raise NotReadyError("live sessions are off on this node (live.sessions = 0)")
+            if self._taken >= self.capacity:
+                self.metrics.live_refused.labels(reason="full").inc()
+                raise AtCapacityError(
+                    f"this node carries at most {self.capacity} live session(s) at once (live.sessions) and all are"
+                    " in use; try again when one ends"
+                )
+            self._taken += 1
+
+    def _release(self) -> None:
+        with self._lock:
+            self._taken = max(0, self._taken - 1)
+
+    # -- models ---------------------------------------------------------------
+    def swap_options(self) -> SwapOptions:
+        """The options live swaps run with: the job defaults at the video working size."""
+        from faceweave.service.jobspec import JobOptions
+
+        return JobOptions().swap_options(
+            kind="video",
+            has_reference=False,
+            max_pixels=self.config.max_pixels,
+            video_working_size=self.config.video_working_size,
+            runtime=self.config.runtime,
+        )
+
+    def _borrow_models(self) -> JobModels:
+        with self._lock:
+            if self._models:
+                return self._models.pop()
+        from faceweave.service.models import JobModels
+
+        models = JobModels()
+        try:
+            models.swapper(self.swap_options()).prepare()
+        except BaseException:
+            models.close()
+            raise
+        with self._lock:
+            self._all_models.append(models)
+        return models
+
+    def _give_back(self, models: JobModels) -> None:
+        with self._lock:
+            self._models.append(models)
+
+    def _live_session(self, models: JobModels, sources: Sequence[ImageInput]) -> LiveSession:
+        """A session on ``models`` for the source photos (on a worker thread).
+
+        Raises:
+            NoFaceError: a source photo has no face.
+        """
+        from faceweave.live.session import LiveOptions, LiveSession
+        from faceweave.video.pipeline import VideoSwapper
+
+        video = VideoSwapper(models.swapper(self.swap_options()))
+        return LiveSession(video, sources, options=LiveOptions(provenance=self.config.provenance()))
+
+    # -- sessions -------------------------------------------------------------
+    async def open(self, owner: str, offer: Offer, sources: Sequence[ImageInput]) -> tuple[PeerSession, str]:
+        """A new running session of ``owner`` and its SDP answer.
+
+        Raises:
+            NotReadyError: live sessions are off, or aiortc is not installed.
+            AtCapacityError: the node is full.
+            NoFaceError: a source photo has no face.
+            NoVideoTrackError: the offer's tracks have no video.
+        """
+        from starlette.concurrency import run_in_threadpool
+
+        self.reserve()
+        models = None
+        try:
+            peer = _peer_module()
+            models = await run_in_threadpool(self._borrow_models)
+            live = await run_in_threadpool(self._live_session, models, sources)
+        except BaseException:
+            if models is not None:
+                self._give_back(models)
+            self._release()
+            raise
+        session = peer.PeerSession(
+            session_id=uuid.uuid4().hex,
+            owner=owner,
+            live=live,
+            settings=self.settings.live,
+            stats=LiveStats(self.metrics),
+            on_end=lambda ended: self._ended_session(ended, models),
+        )
+        with self._lock:
+            self._sessions[session.id] = session
+        try:
+            answer = await session.answer(offer)
+        except BaseException:
+            await session.close("the offer was refused")
+            raise
+        self.metrics.live_started.inc()
+        return session, answer
+
+    def _ended_session(self, session: PeerSession, models: JobModels) -> None:
+        with self._lock:
+            self._sessions.pop(session.id, None)
+            self._ended[session.id] = EndedSession(session.owner, session.end_reason or "ended", session.view())
+            while len(self._ended) > _ENDED_KEPT:
+                self._ended.popitem(last=False)
+        self._give_back(models)
+        self._release()
+
+    def session(self, session_id: str, owner: str) -> PeerSession | EndedSession:
+        """``owner``'s running session, or what is kept of it once ended.
+
+        Raises:
+            NotFoundError: no such session of ``owner`` (another caller's looks the same).
+        """
+        with self._lock:
+            found: PeerSession | EndedSession | None = self._sessions.get(session_id) or self._ended.get(session_id)
+        if found is None or found.owner != owner:
+            raise NotFoundError(f"no live session {session_id[:64]!r}")
+        return found
+
+    def running(self, session_id: str, owner: str) -> PeerSession:
+        """``owner``'s running session.
+
+        Raises:
+            NotFoundError: no such session, or it has ended (the message says why).
+        """
+        found = self.session(session_id, owner)
+        if not isinstance(found, EndedSession):
+            return found
+        raise NotFoundError(f"live session {session_id[:64]!r} has ended: {found.reason}")
+
+    def observe(self) -> None:
+        """Set the gauges of ``/metrics``: sessions running and their summed frame rate."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        self.metrics.live_sessions.set(len(sessions))
+        self.metrics.live_fps.set(sum(s.stats.fps() for s in sessions))
+
+    async def close_all(self) -> None:
+        """End every session (the app is stopping)."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            await session.close("the server is stopping")
+
+    def close(self) -> None:
+        """Release the models (after :meth:`close_all`)."""
+        with self._lock:
+            models, self._all_models, self._models = self._all_models, [], []
+        for item in models:
+            item.close()
+
+
+def _peer_module():
+    """:mod:`faceweave.service.webrtc.peer`, which needs aiortc.
+
+    Raises:
+        NotReadyError: aiortc is not installed on this server.
+    """
+    try:
+        from faceweave.service.webrtc import peer
+    except ImportError as exc:
+        raise NotReadyError(
+            f"live sessions need aiortc on the server ({exc.name} is missing): pip install 'faceweave[webrtc]'"
+        ) from None
+    return peer

@@ -1,0 +1,77 @@
+"""A browser's WebRTC offer as ``POST /v1/live`` receives it (:func:`parse_offer`):
+checked before anything is reserved or loaded, so that an offer without a
+camera is refused at once with a reason."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from faceweave.errors import InvalidOptionError, NoVideoTrackError
+
+#: the text fields of ``POST /v1/live`` (the photo is the file part ``source``)
+OFFER_FIELDS = frozenset({"sdp", "type"})
+#: the longest SDP taken (a browser's offer with one video track is a few kB)
+MAX_SDP_CHARS = 60_000
+
+
+@dataclass(frozen=True)
+class Offer:
+    """An SDP offer (``type`` is always ``"offer"``) that sends video."""
+
+    sdp: str
+    type: str = "offer"
+
+
+def parse_offer(fields: Mapping[str, list[str]]) -> Offer:
+    """The offer in the form fields ``sdp`` and ``type``.
+
+    Raises:
+        InvalidOptionError: an unknown field, no SDP, a type other than
+            ``offer``, or text that is not SDP.
+        NoVideoTrackError: the offer sends no video (no camera track).
+    """
+    unknown = sorted(set(fields) - OFFER_FIELDS)
+    if unknown:
+        raise InvalidOptionError(
+            f"unknown field '{unknown[0][:60]}'; POST /v1/live takes the fields sdp and type and the file part source"
+        )
+    values = {name: items[-1] for name, items in fields.items() if items}
+    kind = values.get("type", "offer").strip()
+    if kind != "offer":
+        raise InvalidOptionError(f"type must be 'offer' (the browser's RTCSessionDescription), not '{kind[:40]}'")
+    sdp = values.get("sdp", "")
+    if not sdp.strip():
+        raise InvalidOptionError("send the browser's SDP offer in the field 'sdp'")
+    if len(sdp) > MAX_SDP_CHARS or not sdp.lstrip().startswith("v=0"):
+        raise InvalidOptionError(
+            f"field 'sdp' is not an SDP offer (it starts with v=0 and is under {MAX_SDP_CHARS} characters)"
+        )
+    if not sends_video(sdp):
+        raise NoVideoTrackError(
+            "the offer sends no video track: allow the camera and offer its video (getUserMedia({video: true}))"
+        )
+    return Offer(sdp=sdp)
+
+
+def sends_video(sdp: str) -> bool:
+    """Whether an SDP offer has a video section that sends (``sendrecv`` or
+    ``sendonly``, the default when none is said) on a port other than 0."""
+    for section in _media_sections(sdp):
+        head = section[0].split()
+        if len(head) < 2 or head[0] != "m=video" or head[1] == "0":
+            continue
+        directions = {line[2:] for line in section if line[2:] in ("sendrecv", "sendonly", "recvonly", "inactive")}
+        if not directions or directions & {"sendrecv", "sendonly"}:
+            return True
+    return False
+
+
+def _media_sections(sdp: str) -> list[list[str]]:
+    sections: list[list[str]] = []
+    for line in (raw.strip() for raw in sdp.splitlines()):
+        if line.startswith("m="):
+            sections.append([line])
+        elif sections and line.startswith("a="):
+            sections[-1].append(line)
+    return sections

@@ -1,0 +1,256 @@
+"""One browser's live session (:class:`PeerSession`): an aiortc peer
+connection whose incoming camera track is pushed into a
+:class:`~faceweave.live.endpoints.PushSource`, swapped by a
+:class:`~faceweave.live.session.LiveSession` on its own thread, and whose
+outgoing track (:class:`SwappedTrack`) sends the newest swapped frame
+(:class:`FrameHandoff`, a :class:`~faceweave.live.endpoints.LatestFrame`)
+back on the same connection.
+
+Everything but the session's thread runs on the server's event loop.  The
+session ends (:meth:`PeerSession.close`, once, whichever comes first) when
+the caller deletes it, the browser's track ends or its connection fails or
+closes, no frame arrives within ``live.connect_timeout_s``, it runs for
+``live.max_seconds``, or the swap fails; the reason is kept."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+
+import av
+import numpy as np
+from aiortc import MediaStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+
+from faceweave.errors import FaceweaveError, InputError, NoFaceError, NoVideoTrackError
+from faceweave.live.endpoints import LatestFrame, PushSource
+from faceweave.live.session import LiveSession
+from faceweave.pipeline import ImageInput
+from faceweave.service.settings import LiveSettings
+from faceweave.service.webrtc.offer import Offer
+from faceweave.service.webrtc.stats import LiveStats, StatsView
+
+log = logging.getLogger("faceweave.service.live")
+#: the clock of the outgoing frames (RTP's for video)
+VIDEO_CLOCK = 90_000
+
+
+class FrameHandoff(LatestFrame):
+    """The session's output: the newest swapped frame, each one noted in the
+    stats and ``wake()`` called (from the encoder thread) so the outgoing
+    track sends it."""
+
+    def __init__(self, stats: LiveStats, wake: Callable[[], None]) -> None:
+        super().__init__()
+        self.stats, self.wake = stats, wake
+
+    def write(self, pixels: np.ndarray, time: float) -> None:
+        super().write(pixels, time)
+        self.stats.swapped_frame(time)
+        self.wake()
+
+    def close(self) -> None:
+        super().close()
+        self.wake()
+
+
+class SwappedTrack(MediaStreamTrack):
+    """The outgoing video: each new swapped frame once, stamped with the
+    time its camera frame arrived (so the browser plays them at that pace)."""
+
+    kind = "video"
+
+    def __init__(self, handoff: FrameHandoff, changed: asyncio.Event) -> None:
+        super().__init__()
+        self.handoff, self.changed = handoff, changed
+        self._number = 0
+
+    async def recv(self) -> av.VideoFrame:
+        while True:
+            got = self.handoff.get(self._number, timeout=0)
+            if got is None and (self.handoff.closed or self.readyState != "live"):
+                self.stop()
+                raise MediaStreamError("the live session ended")
+            if got is not None:
+                break
+            self.changed.clear()
+            got = self.handoff.get(self._number, timeout=0)  # written between the look and the clear
+            if got is not None:
+                break
+            await self.changed.wait()
+        self._number, pixels, t = got
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(pixels), format="rgb24")
+        frame.pts, frame.time_base = round(t * VIDEO_CLOCK), Fraction(1, VIDEO_CLOCK)
+        return frame
+
+
+class PeerSession:
+    """A live session of ``owner`` on one peer connection; :meth:`answer`
+    the browser's offer, then it runs until :meth:`close`.  ``on_end`` is
+    called once, after the session's thread has finished (its models are
+    free again)."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        owner: str,
+        live: LiveSession,
+        settings: LiveSettings,
+        stats: LiveStats,
+        on_end: Callable[[PeerSession], None],
+    ) -> None:
+        self.id, self.owner, self.live, self.settings, self.stats = session_id, owner, live, settings, stats
+        self.on_end = on_end
+        self.loop = asyncio.get_running_loop()
+        self.source = PushSource(rate=30, max_frames=1)
+        self._changed = asyncio.Event()
+        self.handoff = FrameHandoff(stats, wake=self._wake)
+        self.pc: RTCPeerConnection | None = None
+        self.end_reason: str | None = None
+        self._thread: threading.Thread | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._video_track: MediaStreamTrack | None = None
+        self._closed: asyncio.Future | None = None
+
+    def _wake(self) -> None:
+        """A swapped frame is ready (called from the session's thread)."""
+        try:
+            self.loop.call_soon_threadsafe(self._changed.set)
+        except RuntimeError:  # the server's loop has stopped
+            return
+
+    @property
+    def running(self) -> bool:
+        return self._closed is None
+
+    # -- signalling -----------------------------------------------------------
+    async def answer(self, offer: Offer) -> str:
+        """The SDP answer to ``offer``; the session runs from here on.
+
+        Raises:
+            NoVideoTrackError: the offer's tracks have no video (the caller closes the session).
+        """
+        servers = [RTCIceServer(urls=url) for url in self.settings.ice_servers]
+        pc = self.pc = RTCPeerConnection(RTCConfiguration(iceServers=servers))  # [] : no public STUN server
+        pc.on("track", self._on_track)
+        pc.on("connectionstatechange", self._on_state)
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type=offer.type))
+        if self._video_track is None:
+            raise NoVideoTrackError("the offer sends no video track: allow the camera and offer its video")
+        pc.addTrack(SwappedTrack(self.handoff, self._changed))  # on the camera's transceiver: sendrecv
+        await pc.setLocalDescription(await pc.createAnswer())
+        self._thread = threading.Thread(target=self._run, name=f"faceweave-live-{self.id[:8]}", daemon=True)
+        self._thread.start()
+        self._tasks.append(asyncio.ensure_future(self._watch()))
+        return pc.localDescription.sdp
+
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        if track.kind == "video" and self._video_track is None:
+            self._video_track = track
+            self._tasks.append(asyncio.ensure_future(self._receive(track)))
+        else:  # audio, or a second camera: read and let go, so nothing piles up
+            self._tasks.append(asyncio.ensure_future(_drain(track)))
+
+    async def _on_state(self) -> None:
+        state = self.pc.connectionState if self.pc is not None else "closed"
+        if state in ("failed", "closed"):
+            await self.close(f"the browser's connection {state}")
+
+    # -- frames ---------------------------------------------------------------
+    async def _receive(self, track: MediaStreamTrack) -> None:
+        while self.running:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:
+                break
+            if not isinstance(frame, av.VideoFrame):
+                continue
+            pixels = frame.to_ndarray(format="rgb24")
+            try:
+                self.source.push(pixels, self.stats.arrived())
+            except InputError:
+                break  # the session has ended
+        await self.close("the browser's camera track ended")
+
+    def _run(self) -> None:
+        """The session's thread: swap until the pushed frames end."""
+        reason = "the swap ended"
+        try:
+            self.live.run(self.source, [self.handoff])
+        except FaceweaveError as exc:
+            reason = f"the swap failed: {exc}"
+            log.warning("live session %s: %s", self.id, reason)
+        except Exception as exc:  # noqa: BLE001 - the session ends; the server keeps serving
+            reason = "the swap failed (internal error; the details are in the server log)"
+            log.error("live session %s failed", self.id, exc_info=exc)
+        try:
+            self.loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.close(reason)))
+        except RuntimeError:  # the server's loop has stopped: nothing is left to close
+            return
+
+    async def _watch(self) -> None:
+        wait = self.settings.connect_timeout_s
+        await asyncio.sleep(wait)
+        if self.stats.received == 0:
+            await self.close(
+                f"no video frame arrived within {wait:g} s (live.connect_timeout_s): the camera is off, or the"
+                " browser cannot reach this server over UDP"
+            )
+            return
+        await asyncio.sleep(max(0.0, self.settings.max_seconds - wait))
+        await self.close(f"the session reached its limit of {self.settings.max_seconds:g} s (live.max_seconds)")
+
+    # -- control --------------------------------------------------------------
+    def set_sources(self, sources: Sequence[ImageInput]) -> int:
+        """Swap in new source photos from the next frame (on a worker thread);
+        returns how many.
+
+        Raises:
+            NoFaceError: a photo has no face; the previous source is kept.
+        """
+        try:
+            self.live.set_sources(sources)
+        except NoFaceError as exc:
+            raise NoFaceError(f"{exc}; the previous source is kept", role=exc.role, path=exc.path) from None
+        return len(self.live.sources)
+
+    def view(self) -> StatsView:
+        return self.stats.view()
+
+    async def close(self, reason: str) -> None:
+        """End the session (once; later calls wait for the first): the input
+        ends, the session's thread finishes, the connection closes, then ``on_end``."""
+        if self._closed is not None:
+            await asyncio.shield(self._closed)
+            return
+        self._closed = self.loop.create_future()
+        self.end_reason = reason
+        try:
+            self.source.end()
+            self.live.stop()
+            current = asyncio.current_task()
+            for task in self._tasks:
+                if task is not current:
+                    task.cancel()
+            if self.pc is not None:
+                await self.pc.close()
+            if self._thread is not None:
+                await asyncio.to_thread(self._thread.join)
+            self.handoff.close()
+        finally:
+            try:
+                self.on_end(self)
+            finally:
+                self._closed.set_result(None)
+
+
+async def _drain(track: MediaStreamTrack) -> None:
+    try:
+        while True:
+            await track.recv()
+    except MediaStreamError:
+        return
