@@ -2,7 +2,10 @@
 
 Pure functions: :func:`cut_crop` is the alignment step every swap starts
 with (source and target alike); paste-back is its inverse (see
-:func:`faceweave.compositing.blend.paste_back`).
+:func:`faceweave.compositing.blend.paste_back`).  A neural swapper cuts its
+own crop, straight from the frame onto its template;
+:func:`template_crop` makes that crop the working crop of faceweave's
+compositing, so the face is resampled once on the way in and once out.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import cv2
 import numpy as np
 
 from faceweave.geometry.align import crop_matrix, transform_points
-from faceweave.swappers import AlignedCrop
+from faceweave.swappers import AlignedCrop, SwapOutput
+from faceweave.swappers.neural.base import TemplateSwap
 from faceweave.types import Face
 
 #: crop side over face size: room for the reshaping warp and the blend
@@ -66,3 +70,22 @@ def _halved_region(pixels: np.ndarray, m: np.ndarray, side: int) -> tuple[np.nda
     m_local[:, 2] += m[:, :2] @ offset  # account for the region's origin
     m_local[:, :2] /= pre
     return src, m_local
+
+
+def template_crop(face: Face, swap: TemplateSwap) -> tuple[AlignedCrop, SwapOutput]:
+    """A neural swapper's template crop (:meth:`NeuralSwapper.swap_frame
+    <faceweave.swappers.neural.base.NeuralSwapper.swap_frame>`) as the
+    working crop of faceweave's compositing, and the swapper's output in it
+    (the model's face rounded once, under its box mask)."""
+    m = np.asarray(swap.matrix, np.float64)
+    scale = float(np.sqrt(abs(np.linalg.det(m[:, :2]))))
+    crop = AlignedCrop(pixels=swap.target, matrix=m, mesh=transform_points(face.mesh, m), face_size=face.size * scale)
+    side = swap.target.shape[0]
+    out = SwapOutput(
+        face=np.clip(np.rint(swap.face), 0, 255).astype(np.uint8),
+        background=swap.target,
+        coverage=swap.mask,
+        mesh=crop.mesh,
+        changed=np.zeros((side, side), np.float32),
+    )
+    return crop, out

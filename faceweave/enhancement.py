@@ -33,13 +33,17 @@ class Enhancers:
     frame_blend: float = 1.0
 
     @classmethod
-    def load(cls, options: EnhancerOptions, sessions: ModelSessions) -> Enhancers:
-        """The enhancers ``options`` ask for, their models loaded from ``sessions``."""
+    def load(cls, options: EnhancerOptions, sessions: ModelSessions, *, facefusion_mask: bool = False) -> Enhancers:
+        """The enhancers ``options`` ask for, their models loaded from
+        ``sessions`` (``facefusion_mask``: the face enhancer pastes under
+        FaceFusion's box mask)."""
         face = frame = None
         if options.face is not None or options.frame is not None:
             from faceweave.enhancers.factory import load_enhancers
 
-            face, frame = load_enhancers(options, pool=sessions.open(), provider=sessions.provider)
+            face, frame = load_enhancers(
+                options, pool=sessions.open(), provider=sessions.provider, facefusion_mask=facefusion_mask
+            )
         return cls(face=face, frame=frame, face_blend=options.face_blend, frame_blend=options.frame_blend)
 
     def apply(self, pixels: np.ndarray, faces: Sequence[Face], timings: dict[str, float] | None = None) -> np.ndarray:

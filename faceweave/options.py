@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from faceweave.errors import InvalidOptionError
 
@@ -20,6 +20,11 @@ SELECTION_MODES: tuple[str, ...] = SelectionMode.__args__  # type: ignore[attr-d
 #: the face size in the working crop of video swaps unless one is given (``faceweave swap``
 #: and the service's ``video_working_size``): smaller than a photo's, as every frame pays for it
 VIDEO_WORKING_SIZE = 192
+
+
+#: what ``SwapOptions.compositing="auto"`` means for a neural swapper (measured:
+#: docs/MODELS.md, "Compositing")
+AUTO_COMPOSITING: Literal["facefusion", "faceweave"] = "facefusion"
 
 
 @dataclass(frozen=True)
@@ -192,12 +197,38 @@ class SwapOptions(_Options):
     multi_source: Literal["pose", "first"] = Field(
         "pose", description="with several source photos: closest head pose, or the first"
     )
+    source_blend: Literal["average", "pose"] = Field(
+        "average",
+        description="neural swappers with several source photos: average their identity embeddings (as "
+        "FaceFusion does) or use one photo per face as multi_source says (the classical swapper always does)",
+    )
+    compositing: Literal["auto", "facefusion", "faceweave"] = Field(
+        "auto",
+        description="neural swappers: how the new face is put into the picture: 'facefusion' (FaceFusion's "
+        "box mask, occlusion masks when on, and its paste-back; no colour transfer), 'faceweave' (colour, "
+        "shading, multi-band blend, grain) or 'auto' (the one that measured best); the classical swapper "
+        "always composites the faceweave way",
+    )
     selection: SelectionOptions = SelectionOptions()
     masks: MaskOptions = MaskOptions()
     analysis: AnalysisOptions = AnalysisOptions()
     max_pixels: int = Field(40_000_000, ge=1, description="refuse images with more pixels than this")
     runtime: RuntimeOptions = RuntimeOptions()
     enhance: EnhancerOptions = EnhancerOptions()
+
+    @model_validator(mode="after")
+    def _compositing_for_neural(self) -> SwapOptions:
+        if self.compositing == "facefusion" and self.swapper == "mesh":
+            raise ValueError(
+                "compositing 'facefusion' is for the neural swappers; the classical 'mesh' swapper composites "
+                "its own way (use compositing 'faceweave' or 'auto')"
+            )
+        return self
+
+    def neural_compositing(self) -> Literal["facefusion", "faceweave"]:
+        """The compositing a neural swapper uses: ``compositing``, with
+        ``auto`` resolved (:data:`AUTO_COMPOSITING`)."""
+        return AUTO_COMPOSITING if self.compositing == "auto" else self.compositing
 
     @field_validator("swapper")
     @classmethod

@@ -35,6 +35,7 @@ from faceweave.render import FaceRenderer
 from faceweave.sessions import ModelSessions
 from faceweave.sources import SOURCE_CACHE, ImageInput, SourceCache
 from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, SwapperContext, create_swapper
+from faceweave.swappers.neural.base import NeuralSwapper
 from faceweave.targets import TargetFaces
 from faceweave.threads import single_threaded_blas
 from faceweave.timing import timed
@@ -94,7 +95,8 @@ class FaceSwapper:
         self.sessions = ModelSessions(options.runtime)
         try:
             self.swapper = create_swapper(options.swapper, SwapperContext(options=options, sessions=self.sessions))
-            self.enhancers = Enhancers.load(options.enhance, self.sessions)
+            facefusion = isinstance(self.swapper, NeuralSwapper) and options.neural_compositing() == "facefusion"
+            self.enhancers = Enhancers.load(options.enhance, self.sessions, facefusion_mask=facefusion)
         except BaseException:
             self.close()
             raise
@@ -104,6 +106,8 @@ class FaceSwapper:
         #: the person segmentation and hand models, when the mask options ask for them
         self.occluders = Occluders.from_options(options.masks)
         self.renderer = FaceRenderer(options, occluders=self.occluders, expression=self.expression)
+        #: the last averaged sources: (their ids, the average, the sources, which keep the ids valid)
+        self._average: tuple[tuple[int, ...], SourceFace, tuple[SourceFace, ...]] | None = None
 
     @property
     def pool(self) -> SessionPool | None:
@@ -181,10 +185,28 @@ class FaceSwapper:
 
     # -- swapping ---------------------------------------------------------
     def choose_source(self, sources: Sequence[SourceFace], face: Face) -> SourceFace:
-        """The source whose head pose is closest to the target face's."""
+        """The source to swap ``face`` with: for a neural swapper with
+        ``source_blend="average"`` (the default), all sources averaged into
+        one (:meth:`NeuralSwapper.average_sources
+        <faceweave.swappers.neural.base.NeuralSwapper.average_sources>`, made
+        once per list of sources); otherwise the source whose head pose is
+        closest to the target face's (or the first: ``multi_source``)."""
+        if len(sources) > 1 and self.options.source_blend == "average" and isinstance(self.swapper, NeuralSwapper):
+            return self._averaged(self.swapper, sources)
         if self.options.multi_source == "first" or len(sources) == 1:
             return sources[0]
         return min(sources, key=lambda s: s.face.pose.view_distance(face.pose))
+
+    def _averaged(self, swapper: NeuralSwapper, sources: Sequence[SourceFace]) -> SourceFace:
+        """The average of ``sources``, kept for the last list given (so the
+        faces of a frame share one source, and one inference)."""
+        key = tuple(id(s) for s in sources)
+        known = self._average
+        if known is not None and known[0] == key:
+            return known[1]
+        made = swapper.average_sources(sources)
+        self._average = (key, made, tuple(sources))
+        return made
 
     def working_size(self, face: Face) -> int:
         """Face size in the working crop (:func:`~faceweave.crops.working_face_size`)."""

@@ -6,6 +6,14 @@ and colour of the options, and paste it back with the frame's own detail.
 A swapper that ``batches`` gets every crop of a frame (per source) in one
 call; any other swaps face by face, each face cut from the frame as swapped
 so far, so a nearer face ends on top.
+
+A neural swapper cuts no working crop: each face goes from the frame onto
+the model's template in one warp (:meth:`NeuralSwapper.swap_frame
+<faceweave.swappers.neural.base.NeuralSwapper.swap_frame>`) and comes back
+from there in one inverse warp, composited as ``SwapOptions.compositing``
+says: FaceFusion's masks and paste-back
+(:mod:`faceweave.compositing.facefusion`), or faceweave's compositing on
+the template crop (:func:`~faceweave.crops.template_crop`).
 """
 
 from __future__ import annotations
@@ -18,11 +26,13 @@ from faceweave.analysis.occluders import Occluders
 from faceweave.compositing.blend import match_detail, paste_back, restore_detail, sharpen_to_photo, warp_frame
 from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.composite import composite
+from faceweave.compositing.facefusion import occlusion_mask, paste_face, paste_mask
 from faceweave.compositing.values import Composite
-from faceweave.crops import cut_crop, working_face_size
+from faceweave.crops import cut_crop, template_crop, working_face_size
 from faceweave.expression import ExpressionChecker
 from faceweave.options import SwapOptions
 from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, Swapper
+from faceweave.swappers.neural.base import NeuralSwapper, TemplateSwap
 from faceweave.timing import timed
 from faceweave.types import Face
 
@@ -66,6 +76,8 @@ class FaceRenderer:
         """A new ``(H, W, 3)`` frame with each face of ``chosen`` swapped in
         order (``colours``: a fixed colour mapping per face, or ``None``;
         ``still``: a photo, whose faces are checked and sharpened)."""
+        if isinstance(swapper, NeuralSwapper):
+            return self._from_template(swapper, pixels, chosen, timings, colours, still=still)
         if len(chosen) > 1 and swapper.batches:
             return self._batched(swapper, pixels, chosen, timings, colours, still=still)
         return self._in_turn(swapper, pixels, chosen, timings, colours, still=still)
@@ -96,6 +108,46 @@ class FaceRenderer:
         for k, (crop, colour) in enumerate(zip(crops, colours, strict=False)):
             self.finish(pixels, crop, outputs[k], timings, into=out, colour=colour, still=still)
         return out
+
+    def _from_template(
+        self,
+        swapper: NeuralSwapper,
+        pixels: np.ndarray,
+        chosen: Sequence[Pair],
+        timings: dict[str, float],
+        colours: Sequence[ColourMatch | None],
+        *,
+        still: bool,
+    ) -> np.ndarray:
+        """A neural swapper's faces: one inference per source, each face warped
+        once from the frame onto the model's template, then pasted back in
+        order the way ``options.compositing`` says."""
+        swaps: dict[int, TemplateSwap] = {}
+        groups: dict[int, list[int]] = {}
+        for k, (_, source) in enumerate(chosen):
+            groups.setdefault(id(source), []).append(k)
+        with timed(timings, "swap"):
+            for members in groups.values():
+                found = swapper.swap_frame(chosen[members[0]][1], pixels, [chosen[k][0].kps5 for k in members])
+                swaps.update(zip(members, found, strict=False))
+        out = pixels.copy()
+        facefusion = self.options.neural_compositing() == "facefusion"
+        for k, ((face, _), colour) in enumerate(zip(chosen, colours, strict=False)):
+            if facefusion:
+                self.paste_facefusion(swaps[k], timings, into=out)
+            else:
+                crop, result = template_crop(face, swaps[k])
+                self.finish(pixels, crop, result, timings, into=out, colour=colour, still=still)
+        return out
+
+    def paste_facefusion(self, swap: TemplateSwap, timings: dict[str, float], *, into: np.ndarray) -> None:
+        """FaceFusion's compositing of one face into ``into`` (the frame as
+        swapped so far): the swapper's box mask, the occluder models' masks
+        when the mask options turn them on, one inverse warp."""
+        found = self.occluders.find(swap.target, timings)
+        with timed(timings, "paste"):
+            mask = paste_mask(swap.mask, [occlusion_mask(found.person, found.hands)])
+            paste_face(into, swap.face, mask, swap.matrix, out=into)
 
     def _in_turn(
         self,

@@ -127,7 +127,9 @@ class SourceCache:
 
     def prepare(self, value: ImageInput) -> SourceFace:
         """One source photo's largest face, cut, with its clean map (when
-        the occlusion mask is on) and the swapper's precomputed data."""
+        the occlusion mask is on) and the swapper's precomputed data (made
+        from the photo itself: a neural swapper aligns the face from it at its
+        own resolution; the photo is not kept)."""
         image = self.read(value, role="source")
         faces = self.analyser.analyse(image.pixels, small_faces=False) or self.analyser.analyse(image.pixels)
         if not faces:
@@ -135,7 +137,8 @@ class SourceCache:
         face = largest(faces)
         crop = cut_crop(image.pixels, face, face_size=self.options.working_size)
         clean = source_clean_map(crop) if self.options.masks.occlusion else None
-        return self.swapper.prepare_source(SourceFace(index=0, path=image.path, face=face, crop=crop, clean=clean))
+        source = SourceFace(index=0, path=image.path, face=face, crop=crop, clean=clean, image=image.pixels)
+        return dataclasses.replace(self.swapper.prepare_source(source), image=None)
 
     def reference_embedding(self, reference: ImageInput) -> np.ndarray:
         """``(128,)`` identity embedding of the largest face of ``reference``.

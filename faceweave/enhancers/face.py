@@ -68,13 +68,21 @@ class RestorationEnhancer:
     """A face-restoration model with one image input named ``input``.
 
     ``mask_blur``: feather of the paste-back box mask, fraction of the crop
-    side (FaceFusion's default 0.3); ``max_batch``: most faces per model run
+    side (FaceFusion's default 0.3); ``facefusion_mask``: FaceFusion's own
+    box mask (a hard border blurred, as the neural swappers' ``box_mask``)
+    instead of faceweave's smooth ramp; ``max_batch``: most faces per model run
     when the model's batch dimension is dynamic (fixed batch: one at a time).
     The caller owns ``model``.
     """
 
     def __init__(
-        self, model: InferenceModel, *, spec: FaceEnhancerSpec, mask_blur: float = 0.3, max_batch: int = 8
+        self,
+        model: InferenceModel,
+        *,
+        spec: FaceEnhancerSpec,
+        mask_blur: float = 0.3,
+        max_batch: int = 8,
+        facefusion_mask: bool = False,
     ) -> None:
         if not 0.0 <= mask_blur <= 1.0:
             raise InvalidOptionError(f"mask_blur must be in [0, 1], got {mask_blur}")
@@ -88,7 +96,12 @@ class RestorationEnhancer:
         check_image_input(info, model_name=spec.name, size=(spec.size, spec.size))
         self._dtype = tensor_dtype(info)
         self.batch = max_batch if is_dynamic(info.shape[0]) else 1
-        mask = box_mask((spec.size, spec.size), inset=0.0, blur=mask_blur)
+        if facefusion_mask:
+            from faceweave.swappers.neural.base import box_mask as facefusion_box
+
+            mask = facefusion_box(spec.size, blur=mask_blur)
+        else:
+            mask = box_mask((spec.size, spec.size), inset=0.0, blur=mask_blur)
         mask.setflags(write=False)
         self.mask = mask
 

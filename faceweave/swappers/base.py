@@ -75,7 +75,11 @@ class SourceFace:
     the swapper precomputed about it (:meth:`Swapper.prepare_source`), or
     ``None`` before that; ``clean`` ``(S, S)`` float32 in ``[0, 1]``: where
     the source crop shows bare face (low under hair, hands, glasses), or
-    ``None`` when not computed."""
+    ``None`` when not computed; ``image`` ``(H, W, 3)`` uint8 RGB: the
+    source photo itself, given to :meth:`Swapper.prepare_source` so that a
+    neural swapper aligns the face from the photo at its own resolution (one
+    warp, not a resample of the crop); the
+    :class:`~faceweave.sources.SourceCache` drops it once prepared."""
 
     index: int
     path: str | None
@@ -83,6 +87,7 @@ class SourceFace:
     crop: AlignedCrop
     prepared: Precomputed | None = None
     clean: np.ndarray | None = None
+    image: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.index < 0:

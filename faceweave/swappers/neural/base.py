@@ -20,6 +20,20 @@ everything else is common and follows FaceFusion's ``face_swapper``:
    ``mask`` on request) takes the minimum of both, as FaceFusion combines
    masks.
 
+:meth:`NeuralSwapper.swap_frame` runs the same steps straight from the
+frame: the five points of the face in the frame are fitted onto the
+template and the frame is warped there once (the only resampling on the way
+in); it returns the model-space result (:class:`TemplateSwap`) for the
+caller to paste back with one inverse warp.  :meth:`NeuralSwapper.swap_batch`
+(an already cut working crop) stays for callers that have one.
+
+A source is described by its raw ArcFace embedding and the L2-normalised
+one (:class:`PreparedSource`), taken from the source photo itself when the
+:class:`~faceweave.swappers.base.SourceFace` carries it;
+:meth:`NeuralSwapper.average_sources` averages several sources as FaceFusion
+does (the mean of the raw and the mean of the normalised embeddings, each
+family making its tensor from them: :meth:`NeuralSwapper.embedding_tensor`).
+
 The model objects are owned by the caller (e.g. a session pool); the
 swapper never loads or closes them.
 """
@@ -34,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import cv2
 import numpy as np
 
+from faceweave.embedders.arcface import l2_normalize
 from faceweave.errors import InvalidOptionError, ModelSignatureError
 from faceweave.geometry.templates import points5, warp_to_template
 from faceweave.runtime.model import RunnableModel, TensorLike
@@ -88,9 +103,31 @@ class NeuralSpec:
 @dataclass(frozen=True, eq=False)
 class PreparedSource(Precomputed):
     """``tensor``: what the model's ``source`` input gets for one face,
-    ``(1, 512)`` float32 or ``(1, 3, h, w)`` float32."""
+    ``(1, 512)`` float32 or ``(1, 3, h, w)`` float32; ``embedding`` and
+    ``embedding_norm``: ``(1, 512)`` float32, the raw ArcFace embedding and
+    the L2-normalised one (``None`` for the families that take an image),
+    kept so that several sources can be averaged."""
 
     tensor: np.ndarray
+    embedding: np.ndarray | None = None
+    embedding_norm: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class TemplateSwap:
+    """One face swapped on the model's template (side ``B``: the model size
+    or the pixel-boost size), cut straight from the frame.
+
+    ``face`` ``(B, B, 3)`` float32 RGB in ``[0, 255]``: the model's output,
+    not rounded; ``target`` ``(B, B, 3)`` uint8: the frame warped onto the
+    template (what the model was given); ``mask`` ``(B, B)`` float32 in
+    ``[0, 1]``: FaceFusion's box mask (with the model's own mask where the
+    family reads one); ``matrix`` ``(2, 3)`` float64 frame -> template."""
+
+    face: np.ndarray
+    target: np.ndarray
+    mask: np.ndarray
+    matrix: np.ndarray
 
 
 def is_dynamic(dim: Any) -> bool:
@@ -252,7 +289,39 @@ class NeuralSwapper:
         """Nothing to release: the caller owns the models (and their sessions)."""
 
     def prepare_source(self, source: SourceFace) -> SourceFace:
-        return dataclasses.replace(source, prepared=PreparedSource(tensor=self.source_tensor(source)))
+        """The source with its model tensor (and, for the embedding families,
+        its raw and normalised embeddings) precomputed."""
+        if self.spec.source == "image":
+            return dataclasses.replace(source, prepared=PreparedSource(tensor=self.source_image(source)))
+        raw, norm = self.source_identity(source)
+        prepared = PreparedSource(tensor=self.embedding_tensor(raw, norm), embedding=raw, embedding_norm=norm)
+        return dataclasses.replace(source, prepared=prepared)
+
+    def average_sources(self, sources: Sequence[SourceFace]) -> SourceFace:
+        """One source standing for several photos of a person, as FaceFusion
+        averages them: the mean raw embedding and the mean normalised
+        embedding, made into this family's tensor.  The families that take a
+        source image use the first photo (FaceFusion does too).  The result
+        keeps the first source's index, path, face and crop."""
+        if not sources:
+            raise InvalidOptionError("average_sources needs at least one source")
+        if len(sources) == 1 or self.spec.source == "image":
+            return sources[0]
+        identities = [self._identity_of(s) for s in sources]
+        raw = np.mean([r for r, _ in identities], axis=0).astype(np.float32)
+        norm = np.mean([n for _, n in identities], axis=0).astype(np.float32)
+        prepared = PreparedSource(tensor=self.embedding_tensor(raw, norm), embedding=raw, embedding_norm=norm)
+        return dataclasses.replace(sources[0], prepared=prepared, image=None)
+
+    def _identity_of(self, source: SourceFace) -> tuple[np.ndarray, np.ndarray]:
+        prepared = source.prepared
+        if (
+            isinstance(prepared, PreparedSource)
+            and prepared.embedding is not None
+            and prepared.embedding_norm is not None
+        ):
+            return prepared.embedding, prepared.embedding_norm
+        return self.source_identity(source)
 
     def swap(
         self, source: SourceFace, target: AlignedCrop, *, correction: ExpressionCorrection | None = None
@@ -263,48 +332,86 @@ class NeuralSwapper:
         return self.swap_batch(source, [target])[0]
 
     def swap_batch(self, source: SourceFace, targets: Sequence[AlignedCrop]) -> list[SwapOutput]:
-        """Swap several faces of one frame; one inference when the model allows."""
+        """Swap several faces of one frame, given as working crops (each
+        warped again onto the template); one inference when the model allows."""
         if not targets:
             return []
+        side = self.spec.size * self.boost
+        warped = [warp_to_template(t.pixels, points5(t), self.spec.template, side) for t in targets]
+        items = [(t.pixels, points5(t)) for t in targets]
+        results = self._on_template(source, [c for c, _ in warped], [m for _, m in warped], items)
+        return [self._paste(t, r.face, r.mask, r.matrix) for t, r in zip(targets, results, strict=False)]
+
+    def swap_frame(self, source: SourceFace, pixels: np.ndarray, points: Sequence[np.ndarray]) -> list[TemplateSwap]:
+        """Swap the faces with five ``points`` ``(5, 2)`` (frame pixels) of
+        the ``(H, W, 3)`` uint8 RGB frame ``pixels``: each is warped from the
+        frame onto the template at the model (or pixel-boost) side, once,
+        and returned there for the caller to paste back with one inverse
+        warp.  One inference for all faces when the model allows."""
+        if not points:
+            return []
+        side = self.spec.size * self.boost
+        warped = [warp_to_template(pixels, points5(p), self.spec.template, side) for p in points]
+        items = [(pixels, points5(p)) for p in points]
+        return self._on_template(source, [c for c, _ in warped], [m for _, m in warped], items)
+
+    def _on_template(
+        self,
+        source: SourceFace,
+        crops: Sequence[np.ndarray],
+        matrices: Sequence[np.ndarray],
+        items: Sequence[tuple[np.ndarray, np.ndarray]],
+    ) -> list[TemplateSwap]:
+        """Run the model on template crops (``items``: where the target
+        embedding of each is read, for a weight other than 0.5)."""
         prepared = source.prepared if isinstance(source.prepared, PreparedSource) else None
         src = prepared.tensor if prepared is not None else self.source_tensor(source)
         side = self.spec.size * self.boost
-        crops, matrices = zip(
-            *(warp_to_template(t.pixels, points5(t), self.spec.template, side) for t in targets), strict=False
-        )
         tiles = np.concatenate([tile(c, self.boost) for c in crops])  # (len * k*k, S, S, 3)
         per_target = self.boost * self.boost
-        sources = self._sources_for(src, targets, crops, matrices)
-        source_rows = np.repeat(sources, per_target, axis=0)
+        source_rows = np.repeat(self._sources_for(src, items), per_target, axis=0)
         out, model_masks = self.run_outputs(normalize_crops(tiles, self.spec.mean, self.spec.std), source_rows)
         faces = denormalize_outputs(out, self.spec.mean, self.spec.std, denormalize=self.spec.denormalize)
         box = box_mask(side, blur=self.mask_blur, padding=self.mask_padding)
         results = []
-        for n, (target, m) in enumerate(zip(targets, matrices, strict=False)):
+        for n, (crop, m) in enumerate(zip(crops, matrices, strict=False)):
             rows = slice(n * per_target, (n + 1) * per_target)
-            swapped = untile(faces[rows], self.boost)
             mask = box if model_masks is None else np.minimum(box, untile(model_masks[rows], self.boost)[..., 0])
-            results.append(self._paste(target, swapped, mask, m))
+            results.append(TemplateSwap(face=untile(faces[rows], self.boost), target=crop, mask=mask, matrix=m))
         return results
 
     # -- family hooks -----------------------------------------------------
     def source_tensor(self, source: SourceFace) -> np.ndarray:
         """What the model's ``source`` input gets for this face: ``(1, D)`` or
         ``(1, 3, h, w)``.  Models that take a source image get the source
-        crop on their template; the embedding families say how their
-        embedding is made."""
+        face on their template; the embedding families make it from the
+        source's embeddings (:meth:`embedding_tensor`)."""
         if self.spec.source == "image":
             return self.source_image(source)
-        raise NotImplementedError
+        return self.embedding_tensor(*self.source_identity(source))
+
+    def embedding_tensor(self, embedding: np.ndarray, embedding_norm: np.ndarray) -> np.ndarray:
+        """The ``(1, D)`` source tensor of a family from the raw ``(1, 512)``
+        embedding and the normalised one (for several photos: their means)."""
+        raise NotImplementedError(f"{self.spec.name}: the family does not say how its source embedding is made")
+
+    def source_identity(self, source: SourceFace) -> tuple[np.ndarray, np.ndarray]:
+        """``(raw, normalised)`` ``(1, 512)`` float32 embeddings of the source face."""
+        raw = self.source_embedding(source).reshape(1, -1).astype(np.float32)
+        return raw, l2_normalize(raw)
 
     def source_embedding(self, source: SourceFace) -> np.ndarray:
-        """``(512,)`` raw (not normalised) embedding of the source crop's face."""
-        return self.identity_embedder().embed_raw([(source.crop.pixels, points5(source.crop))])[0]
+        """``(512,)`` raw (not normalised) embedding of the source face: the
+        embedder aligns it on its own template straight from the source photo
+        when the source carries it (one warp at the photo's resolution), else
+        from the source's working crop."""
+        return self.identity_embedder().embed_raw([_source_pixels(source)])[0]
 
     def source_image(self, source: SourceFace) -> np.ndarray:
-        """``(1, 3, h, w)`` float32 RGB ``[0, 1]`` source crop on the spec's source template."""
+        """``(1, 3, h, w)`` float32 RGB ``[0, 1]`` source face on the spec's
+        source template (from the source photo when the source carries it)."""
         template, side = self.spec.source_alignment()
-        crop, _ = warp_to_template(source.crop.pixels, points5(source.crop), template, side)
+        crop, _ = warp_to_template(*_source_pixels(source), template, side)
         return image_tensor(crop)
 
     def mask_output(self, names: Sequence[str]) -> str | None:
@@ -340,12 +447,12 @@ class NeuralSwapper:
                 masks.append(model_mask(outputs[self._mask_output], self.spec.size))
         return np.concatenate(faces), (np.concatenate(masks) if masks else None)
 
-    def _sources_for(self, src: np.ndarray, targets, crops, matrices) -> np.ndarray:
-        """``(len(targets), ...)`` source rows, with the target embedding mixed
-        in (FaceFusion's ``balance_source_embedding``) when ``weight != 0.5``."""
+    def _sources_for(self, src: np.ndarray, items: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """``(len(items), ...)`` source rows, with the target embedding (of the
+        ``(pixels, points)`` of each target) mixed in (FaceFusion's
+        ``balance_source_embedding``) when ``weight != 0.5``."""
         if self.weight == 0.5 or self.spec.source != "embedding":
-            return np.repeat(src, len(targets), axis=0)
-        items = [(t.pixels, points5(t)) for t in targets]
+            return np.repeat(src, len(items), axis=0)
         target_embeddings = self.identity_embedder().embed_raw(items)
         if self.normalize_target_embedding:
             target_embeddings = target_embeddings / np.linalg.norm(target_embeddings, axis=1, keepdims=True)
@@ -366,3 +473,12 @@ class NeuralSwapper:
             mesh=target.mesh,
             changed=np.zeros((h, w), np.float32),
         )
+
+
+def _source_pixels(source: SourceFace) -> tuple[np.ndarray, np.ndarray]:
+    """``(pixels, five points)`` to align a source face from: the source
+    photo and the face's points in it when the source carries the photo,
+    else its working crop."""
+    if source.image is not None:
+        return source.image, points5(source.face.kps5)
+    return source.crop.pixels, points5(source.crop)

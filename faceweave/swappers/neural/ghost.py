@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from faceweave.swappers.base import SourceFace
 from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
 
 
@@ -32,8 +31,8 @@ GHOST_1_256, GHOST_2_256, GHOST_3_256 = _ghost(1), _ghost(2), _ghost(3)
 class Ghost(NeuralSwapper):
     normalize_target_embedding = False
 
-    def source_tensor(self, source: SourceFace) -> np.ndarray:
-        e = self.source_embedding(source).reshape(1, -1)
+    def embedding_tensor(self, embedding: np.ndarray, embedding_norm: np.ndarray) -> np.ndarray:
+        e = np.asarray(embedding, np.float32).reshape(1, -1)
         if self.converter is not None:
             e = self.converter.convert(e)
         return e.astype(np.float32)

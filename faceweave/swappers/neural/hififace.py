@@ -12,7 +12,6 @@ import numpy as np
 
 from faceweave.embedders.arcface import l2_normalize
 from faceweave.errors import InvalidOptionError
-from faceweave.swappers.base import SourceFace
 from faceweave.swappers.neural.base import InferenceModel, NeuralSpec, NeuralSwapper
 
 HIFIFACE_UNOFFICIAL_256 = NeuralSpec(
@@ -38,5 +37,5 @@ class HiFiFace(NeuralSwapper):
             raise InvalidOptionError(f"{spec.name} needs its embedding converter ({spec.converter})")
         super().__init__(model, spec=spec, **kwargs)
 
-    def source_tensor(self, source: SourceFace) -> np.ndarray:
-        return l2_normalize(self.converter.convert(self.source_embedding(source).reshape(1, -1)))
+    def embedding_tensor(self, embedding: np.ndarray, embedding_norm: np.ndarray) -> np.ndarray:
+        return l2_normalize(self.converter.convert(np.asarray(embedding, np.float32).reshape(1, -1)))

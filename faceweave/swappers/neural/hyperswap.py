@@ -17,9 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from faceweave.embedders.arcface import l2_normalize
 from faceweave.errors import ModelSignatureError
-from faceweave.swappers.base import SourceFace
 from faceweave.swappers.neural.base import InferenceModel, NeuralSpec, NeuralSwapper
 
 #: the name of the model's own mask output
@@ -59,5 +57,6 @@ class HyperSwap(NeuralSwapper):
             )
         return MASK_OUTPUT
 
-    def source_tensor(self, source: SourceFace) -> np.ndarray:
-        return l2_normalize(self.source_embedding(source).reshape(1, -1))
+    def embedding_tensor(self, embedding: np.ndarray, embedding_norm: np.ndarray) -> np.ndarray:
+        """The normalised embedding (for several photos: the mean of theirs, not normalised again, as FaceFusion)."""
+        return np.asarray(embedding_norm, np.float32).reshape(1, -1)

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from faceweave.errors import ModelFormatError, ModelSignatureError
-from faceweave.swappers.base import SourceFace
 from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
 
 INSWAPPER_128 = NeuralSpec(
@@ -81,5 +80,5 @@ class InSwapper(NeuralSwapper):
         self.emap = emap
         self.renormalize_latent = renormalize_latent
 
-    def source_tensor(self, source: SourceFace) -> np.ndarray:
-        return inswapper_latent(self.source_embedding(source), self.emap, renormalize=self.renormalize_latent)
+    def embedding_tensor(self, embedding: np.ndarray, embedding_norm: np.ndarray) -> np.ndarray:
+        return inswapper_latent(embedding, self.emap, renormalize=self.renormalize_latent)

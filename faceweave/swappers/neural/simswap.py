@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from faceweave.embedders.arcface import l2_normalize
-from faceweave.swappers.base import SourceFace
 from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
 
 SIMSWAP_256 = NeuralSpec(
@@ -40,8 +39,8 @@ SIMSWAP_UNOFFICIAL_512 = NeuralSpec(
 
 
 class SimSwap(NeuralSwapper):
-    def source_tensor(self, source: SourceFace) -> np.ndarray:
-        e = self.source_embedding(source).reshape(1, -1)
+    def embedding_tensor(self, embedding: np.ndarray, embedding_norm: np.ndarray) -> np.ndarray:
+        e = np.asarray(embedding, np.float32).reshape(1, -1)
         if self.converter is not None:
             e = self.converter.convert(e)
         return l2_normalize(e)

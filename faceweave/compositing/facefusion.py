@@ -1,0 +1,85 @@
+"""FaceFusion's compositing of a neural swapper's face (``compositing=
+"facefusion"``): the masks it pastes under and its paste-back.  Pure functions.
+
+The new face stays where the model made it, on the model's template crop
+(:class:`~faceweave.swappers.neural.base.TemplateSwap`); it is mixed into
+the frame under the minimum of the masks -- FaceFusion's static box mask
+(the swapper's blur and padding) and, when the mask options ask for them,
+the occluder models' masks, smoothed as FaceFusion smooths its occlusion and
+region masks -- through one inverse warp of the crop and the mask.  No
+colour transfer, no multi-band blend, no grain: the face is the model's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+
+#: sigma (crop pixels) of the smoothing of an occlusion or region mask
+#: before it is stretched from ``[0.5, 1]`` to ``[0, 1]`` (FaceFusion's)
+OCCLUSION_SIGMA = 5.0
+
+
+def smooth_occlusion(mask: np.ndarray) -> np.ndarray:
+    """An occlusion (or region) mask ``(S, S)`` in ``[0, 1]`` (1: face shows)
+    smoothed as FaceFusion does: blurred, then only what stays above one
+    half is kept, stretched back to ``[0, 1]``."""
+    blurred = cv2.GaussianBlur(np.clip(np.asarray(mask, np.float32), 0.0, 1.0), (0, 0), OCCLUSION_SIGMA)
+    return ((np.clip(blurred, 0.5, 1.0) - 0.5) * 2.0).astype(np.float32)
+
+
+def occlusion_mask(person: np.ndarray | None, hands: np.ndarray | None) -> np.ndarray | None:
+    """Where the face may show, from the occluder models run on the template
+    crop: on the person (``person``: 1 = person) and not on a hand
+    (``hands``: 1 = hand), smoothed (:func:`smooth_occlusion`); ``None``
+    when neither model ran."""
+    parts = [np.asarray(person, np.float32)] if person is not None else []
+    if hands is not None:
+        parts.append(1.0 - np.asarray(hands, np.float32))
+    if not parts:
+        return None
+    return smooth_occlusion(np.minimum.reduce(parts))
+
+
+def paste_mask(box: np.ndarray, others: Sequence[np.ndarray | None] = ()) -> np.ndarray:
+    """The minimum of the box mask and the other masks given (``None``
+    entries skipped), clipped to ``[0, 1]``."""
+    masks = [np.asarray(box, np.float32)] + [np.asarray(m, np.float32) for m in others if m is not None]
+    return np.clip(np.minimum.reduce(masks), 0.0, 1.0).astype(np.float32)
+
+
+def paste_area(frame_shape: tuple[int, ...], side: int, matrix: np.ndarray) -> tuple[int, int, int, int]:
+    """``(x1, y1, x2, y2)``: the part of the frame the ``side`` x ``side``
+    crop of ``matrix`` (frame -> crop) covers, clipped to the frame."""
+    inv = cv2.invertAffineTransform(np.asarray(matrix, np.float64))
+    corners = np.array([[0, 0], [side, 0], [side, side], [0, side]], np.float64) @ inv[:, :2].T + inv[:, 2]
+    h, w = frame_shape[:2]
+    x1, y1 = np.clip(np.floor(corners.min(axis=0)).astype(int), 0, [w, h])
+    x2, y2 = np.clip(np.ceil(corners.max(axis=0)).astype(int), 0, [w, h])
+    return int(x1), int(y1), int(x2), int(y2)
+
+
+def paste_face(frame: np.ndarray, face: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, out: np.ndarray) -> None:
+    """Mix the crop ``face`` ``(S, S, 3)`` (float in ``[0, 255]`` or uint8)
+    into ``frame`` under ``mask`` ``(S, S)``, both taken back to the frame by
+    one inverse warp of ``matrix`` (frame -> crop; bilinear, the face's edges
+    replicated, the mask's zero), in floating point and rounded once.  Only
+    the frame's region under the crop is written, into ``out`` (``frame``
+    itself or a copy of it)."""
+    side = int(face.shape[0])
+    x1, y1, x2, y2 = paste_area(frame.shape, side, matrix)
+    if x2 <= x1 or y2 <= y1:
+        return
+    inv = np.asarray(cv2.invertAffineTransform(np.asarray(matrix, np.float64)), np.float64)
+    inv[:, 2] -= np.array([x1, y1], np.float64)
+    size = (x2 - x1, y2 - y1)
+    m = cv2.warpAffine(np.ascontiguousarray(mask, np.float32), inv, size, flags=cv2.INTER_LINEAR)
+    m = np.clip(m, 0.0, 1.0)[..., None]
+    back = cv2.warpAffine(
+        np.ascontiguousarray(face, np.float32), inv, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+    )
+    region = frame[y1:y2, x1:x2].astype(np.float32)
+    mixed = region * (1.0 - m) + back * m
+    out[y1:y2, x1:x2] = np.clip(np.rint(mixed), 0, 255).astype(np.uint8)
