@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from faceweave.errors import InvalidOptionError
 
@@ -216,14 +216,15 @@ class SwapOptions(_Options):
     runtime: RuntimeOptions = RuntimeOptions()
     enhance: EnhancerOptions = EnhancerOptions()
 
-    @model_validator(mode="after")
-    def _compositing_for_neural(self) -> SwapOptions:
-        if self.compositing == "facefusion" and self.swapper == "mesh":
+    @field_validator("compositing")
+    @classmethod
+    def _compositing_for_neural(cls, value: str, info: ValidationInfo) -> str:
+        if value == "facefusion" and info.data.get("swapper") == "mesh":
             raise ValueError(
-                "compositing 'facefusion' is for the neural swappers; the classical 'mesh' swapper composites "
-                "its own way (use compositing 'faceweave' or 'auto')"
+                "'facefusion' is for the neural swappers; the classical 'mesh' swapper composites its own way "
+                "(use 'faceweave' or 'auto')"
             )
-        return self
+        return value
 
     def neural_compositing(self) -> Literal["facefusion", "faceweave"]:
         """The compositing a neural swapper uses: ``compositing``, with

@@ -185,10 +185,36 @@ def test_facefusion_masks():
 def test_compositing_option_and_the_classical_swapper(models_dir):
     from pydantic import ValidationError
 
-    with pytest.raises(ValidationError, match="compositing 'facefusion' is for the neural swappers"):
+    with pytest.raises(ValidationError, match="'facefusion' is for the neural swappers"):
         SwapOptions(compositing="facefusion")
     assert SwapOptions(compositing="auto").neural_compositing() in ("facefusion", "faceweave")
     with pytest.raises(ValidationError, match="compositing"):
         SwapOptions.model_validate({"compositing": "gimp"})
     with FaceSwapper(options(models_dir)) as swapper:
         assert isinstance(swapper.swapper, NeuralSwapper)
+
+
+def test_cli_and_service_carry_the_choices(models_dir, faces_dir, tmp_path):
+    from tests.test_cli import assert_clean_error, faceweave
+
+    from faceweave.service.jobspec import JobOptions
+
+    src, tgt = faces_dir / SOURCES[0], faces_dir / TARGET
+    out = tmp_path / "out.png"
+    proc = faceweave("swap", "-s", src, "-t", tgt, "-o", out, "--compositing", "facefusion")
+    assert_clean_error(proc, 2, "--compositing", "'facefusion' is for the neural swappers")
+    proc = faceweave("swap", "-s", src, "-t", tgt, "-o", out, "--source-blend", "mean")
+    assert_clean_error(proc, 2, "--source-blend", "'average' or 'pose'")
+    assert not out.exists()
+    proc = faceweave(
+        "swap", "-s", src, "-s", faces_dir / SOURCES[1], "-t", tgt, "-o", out, "--swapper", "inswapper_128",
+        "--models-dir", models_dir, "--compositing", "faceweave", "--source-blend", "pose",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert out.is_file()
+    job = JobOptions(swapper="inswapper_128", compositing="facefusion", source_blend="pose")
+    made = job.swap_options(kind="image", has_reference=False, max_pixels=10**7, video_working_size=192)
+    assert (made.compositing, made.source_blend) == ("facefusion", "pose")
+    assert JobOptions().swap_options(kind="image", has_reference=False, max_pixels=10**7, video_working_size=192) == (
+        SwapOptions(max_pixels=10**7)
+    )

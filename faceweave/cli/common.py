@@ -141,6 +141,8 @@ def options_from_flags(
         selection=selection,
         swapper=args.swapper,
         pixel_boost=args.pixel_boost,
+        compositing=args.compositing,
+        source_blend=args.source_blend,
         runtime=runtime,
         enhance=enhance,
     )

@@ -41,6 +41,8 @@ FLAG_FOR_FIELD = {
     "min_face_size": "--min-face-size",
     "swapper": "--swapper",
     "pixel_boost": "--pixel-boost",
+    "compositing": "--compositing",
+    "source_blend": "--source-blend",
     "face": "--face-enhancer",
     "face_blend": "--face-enhancer-blend",
     "face_weight": "--face-enhancer-weight",

@@ -17,11 +17,13 @@ from faceweave.cli.quality_options import (
     OcclusionHandsOption,
 )
 from faceweave.cli.runtime_options import (
+    CompositingOption,
     DeviceIdOption,
     ExecutionProviderOption,
     ModelsDirOption,
     PixelBoostOption,
     ProviderFallbackOption,
+    SourceBlendOption,
     SwapperOption,
     TensorrtCacheOption,
     TensorrtFp16Option,
@@ -103,6 +105,8 @@ def evaluate_command(
     no_expression_check: NoExpressionCheckOption = False,
     swapper: SwapperOption = "mesh",
     pixel_boost: PixelBoostOption = None,
+    compositing: CompositingOption = None,
+    source_blend: SourceBlendOption = None,
     execution_provider: ExecutionProviderOption = "cpu",
     device_id: DeviceIdOption = 0,
     provider_fallback: ProviderFallbackOption = False,
@@ -126,6 +130,8 @@ def evaluate_command(
             expression_check=not no_expression_check,
             swapper=swapper,
             pixel_boost=pixel_boost,
+            compositing=compositing,
+            source_blend=source_blend,
             runtime=runtime_fields(
                 execution_provider, device_id, provider_fallback, tensorrt_cache, tensorrt_fp16, models_dir
             ),

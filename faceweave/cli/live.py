@@ -17,11 +17,13 @@ from faceweave.cli import console
 from faceweave.cli.common import options_from_flags, refuse_video
 from faceweave.cli.quality_options import MaxPixelsOption, NoMouthMaskOption, NoOcclusionOption, OcclusionHandsOption
 from faceweave.cli.runtime_options import (
+    CompositingOption,
     DeviceIdOption,
     ExecutionProviderOption,
     ModelsDirOption,
     PixelBoostOption,
     ProviderFallbackOption,
+    SourceBlendOption,
     SwapperOption,
     TensorrtCacheOption,
     TensorrtFp16Option,
@@ -167,6 +169,8 @@ def live_command(
     occlusion_hands: OcclusionHandsOption = False,
     swapper: SwapperOption = "mesh",
     pixel_boost: PixelBoostOption = None,
+    compositing: CompositingOption = None,
+    source_blend: SourceBlendOption = None,
     face_enhancer: FaceEnhancerOption = None,
     face_enhancer_blend: FaceEnhancerBlendOption = 0.8,
     face_enhancer_weight: FaceEnhancerWeightOption = 0.5,
@@ -223,6 +227,8 @@ class LiveArgs:
     occlusion_hands: bool
     swapper: str
     pixel_boost: int | None
+    compositing: str | None
+    source_blend: str | None
     face_enhancer: str | None
     face_enhancer_blend: float
     face_enhancer_weight: float

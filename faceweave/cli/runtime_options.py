@@ -75,6 +75,27 @@ PixelBoostOption = Annotated[
         rich_help_panel=PANEL,
     ),
 ]
+CompositingOption = Annotated[
+    str | None,
+    typer.Option(
+        "--compositing",
+        metavar="MODE",
+        help="Neural swappers: how the new face is put into the picture: facefusion (FaceFusion's box mask and "
+        "paste-back, no colour transfer), faceweave (colour, shading, multi-band blend, grain) or auto "
+        "(default: the one that measured best, see docs/MODELS.md).",
+        rich_help_panel=PANEL,
+    ),
+]
+SourceBlendOption = Annotated[
+    str | None,
+    typer.Option(
+        "--source-blend",
+        metavar="MODE",
+        help="Neural swappers with several --source photos: average (default, as FaceFusion: their identity "
+        "embeddings averaged) or pose (the photo closest in head pose to each face).",
+        rich_help_panel=PANEL,
+    ),
+]
 ModelsDirOption = Annotated[
     Path | None,
     typer.Option(

@@ -34,11 +34,13 @@ from faceweave.cli.quality_options import (
     TargetLipsOption,
 )
 from faceweave.cli.runtime_options import (
+    CompositingOption,
     DeviceIdOption,
     ExecutionProviderOption,
     ModelsDirOption,
     PixelBoostOption,
     ProviderFallbackOption,
+    SourceBlendOption,
     SwapperOption,
     TensorrtCacheOption,
     TensorrtFp16Option,
@@ -109,6 +111,8 @@ def swap_command(
     preview_frame: PreviewFrameOption = None,
     swapper: SwapperOption = "mesh",
     pixel_boost: PixelBoostOption = None,
+    compositing: CompositingOption = None,
+    source_blend: SourceBlendOption = None,
     face_enhancer: FaceEnhancerOption = None,
     face_enhancer_blend: FaceEnhancerBlendOption = 0.8,
     face_enhancer_weight: FaceEnhancerWeightOption = 0.5,
@@ -166,6 +170,8 @@ class SwapArgs:
     preview_frame: int | None
     swapper: str
     pixel_boost: int | None
+    compositing: str | None
+    source_blend: str | None
     face_enhancer: str | None
     face_enhancer_blend: float
     face_enhancer_weight: float

@@ -62,6 +62,12 @@ class JobOptions(BaseModel):
         "mesh", max_length=64, description="'mesh' or a neural model present on the worker (faceweave models list)"
     )
     pixel_boost: int | None = Field(None, ge=64, le=1024)
+    compositing: Literal["auto", "facefusion", "faceweave"] = Field(
+        "auto", description="neural swappers: facefusion (FaceFusion's masks and paste-back), faceweave, or auto"
+    )
+    source_blend: Literal["average", "pose"] = Field(
+        "average", description="neural swappers, several source photos: average their identities, or pick by pose"
+    )
     face_enhancer: str | None = Field(None, max_length=64)
     face_enhancer_blend: float = Field(0.8, ge=0.0, le=1.0)
     face_enhancer_weight: float = Field(0.5, ge=0.0, le=1.0)
@@ -118,6 +124,8 @@ class JobOptions(BaseModel):
                 },
                 "swapper": self.swapper,
                 "pixel_boost": self.pixel_boost,
+                "compositing": self.compositing,
+                "source_blend": self.source_blend,
                 "enhance": {
                     "face": self.face_enhancer,
                     "face_blend": self.face_enhancer_blend,
