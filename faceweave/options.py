@@ -22,9 +22,11 @@ SELECTION_MODES: tuple[str, ...] = SelectionMode.__args__  # type: ignore[attr-d
 VIDEO_WORKING_SIZE = 192
 
 
-#: what ``SwapOptions.compositing="auto"`` means for a neural swapper (measured:
-#: docs/MODELS.md, "Compositing")
-AUTO_COMPOSITING: Literal["facefusion", "faceweave"] = "facefusion"
+#: what ``SwapOptions.compositing="auto"`` means for a neural swapper: faceweave's
+#: compositing measured better on tone, sharpness, blotches and the picture
+#: outside the face, FaceFusion's on identity and seams (``faceweave evaluate``,
+#: 20 pairs, three stand-in swappers: docs/MODELS.md, "Compositing")
+AUTO_COMPOSITING: Literal["facefusion", "faceweave"] = "faceweave"
 
 
 @dataclass(frozen=True)

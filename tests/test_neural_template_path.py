@@ -218,3 +218,15 @@ def test_cli_and_service_carry_the_choices(models_dir, faces_dir, tmp_path):
     assert JobOptions().swap_options(kind="image", has_reference=False, max_pixels=10**7, video_working_size=192) == (
         SwapOptions(max_pixels=10**7)
     )
+
+
+def test_an_enhancer_in_facefusion_mode_pastes_under_facefusions_box():
+    from tests.enhancer_fixtures import face_model
+
+    from faceweave.enhancers import create_face_enhancer
+
+    model = face_model(size=512, batch=1, op="add", value=0.2)
+    plain = create_face_enhancer("gfpgan_1.4", model)
+    facefusion = create_face_enhancer("gfpgan_1.4", model, facefusion_mask=True)
+    np.testing.assert_array_equal(facefusion.mask, box_mask(512, blur=0.3))
+    assert not np.allclose(plain.mask, facefusion.mask)
