@@ -252,3 +252,66 @@ def test_a_peer_gets_swapped_frames_back_and_can_change_the_source(tmp_path, fac
         swapped, after = embed(seen["first"]), embed(seen["after"])
     assert embedding_distance(swapped, first) < embedding_distance(before, first)
     assert embedding_distance(after, other_face) < embedding_distance(swapped, other_face)
+
+
+async def _open(http, photo: bytes, frames: list[np.ndarray]):
+    """A client peer connected to a new session; ``(pc, answer, received)``."""
+    from aiortc import RTCSessionDescription
+    from tests.live_peer import Received, offer_sdp
+
+    pc, sdp = await offer_sdp(frames=frames)
+    received = Received()
+    pc.on("track", lambda track: asyncio.ensure_future(received.take(track)))
+    response = await http.post("/v1/live", files={"source": ("s.jpg", photo)}, data={"sdp": sdp})
+    assert response.status_code == 201, response.text
+    answer = response.json()
+    await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
+    return pc, answer, received
+
+
+async def _failing_beside_a_good_one(base: str, photo: bytes, good: list[np.ndarray]) -> dict:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        pc_good, good_answer, received = await _open(http, photo, good)
+        await _until(lambda: len(received.frames) >= 3, "the good session's frames")
+        # frames too small for the watermark: that session's swap fails
+        pc_bad, bad_answer, _ = await _open(http, photo, [np.zeros((40, 48, 3), np.uint8)])
+
+        async def bad_ended() -> dict | None:
+            body = (await http.get(bad_answer["links"]["self"])).json()
+            return body if body["state"] == "ended" else None
+
+        ended = await _until_async(bad_ended, "the failing session to end")
+        count = len(received.frames)
+        await _until(lambda: len(received.frames) >= count + 5, "frames of the good session after the other ended")
+        still = (await http.get(good_answer["links"]["self"])).json()
+        await pc_bad.close()
+        await pc_good.close()
+    return {"ended": ended, "still": still}
+
+
+@pytest.mark.slow
+def test_a_failing_session_ends_with_its_reason_and_the_others_go_on(tmp_path, photo, astronaut):
+    from tests.live_peer import serving
+
+    with serving(settings(tmp_path, live={"sessions": 2})) as base:
+        seen = asyncio.run(_failing_beside_a_good_one(base, photo, [np.ascontiguousarray(astronaut)]))
+    assert seen["ended"]["reason"] == (
+        "the swap failed: image is 48x40: a watermark needs at least 64 pixels on each side"
+    ), seen["ended"]
+    assert seen["ended"]["swapped"] == 0
+    assert seen["still"]["state"] == "running" and seen["still"]["swapped"] >= 8
+
+
+@pytest.mark.slow
+def test_a_session_without_frames_ends_after_the_connect_timeout(tmp_path, photo):
+    from tests.service_fixtures import wait_for
+
+    with running_app(settings(tmp_path, live={"sessions": 1, "connect_timeout_s": 0.5})) as client:
+        opened = _post(client, _offer(), photo)  # the offering peer is gone: nothing connects
+        assert opened.status_code == 201, opened.text
+        url = opened.json()["links"]["self"]
+        ended = wait_for(lambda: (b := client.get(url).json())["state"] == "ended" and b, what="the session to end")
+        assert ended["reason"].startswith("no video frame arrived within 0.5 s (live.connect_timeout_s)")
+        assert _post(client, _offer(), photo).status_code == 201  # its place is free again

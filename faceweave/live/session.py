@@ -13,6 +13,7 @@ transport pushes decoded frames in and takes the newest swapped frame out
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
@@ -234,6 +235,7 @@ class LiveSession:
         self._lock = threading.Lock()
         self._source: LiveSource | None = None
         self._work: SwapWork | None = None
+        self._tracker: FaceTracker | None = None
         self._stopped = threading.Event()
 
     @property
@@ -246,7 +248,11 @@ class LiveSession:
         Raises:
             NoFaceError: a photo has no face; the previous sources are kept.
         """
-        prepared = self.video.prepare_sources(sources)
+        with self._lock:
+            tracker = self._tracker
+        # the analyser's models are the running tracker's: prepared under its lock
+        with tracker.models_lock if tracker is not None else contextlib.nullcontext():
+            prepared = self.video.prepare_sources(sources)
         with self._lock:
             self._sources = prepared
             if self._work is not None:
@@ -283,7 +289,7 @@ class LiveSession:
             plan_on_room=True,
         )
         with self._lock:
-            self._source, self._work = source, work
+            self._source, self._work, self._tracker = source, work, tracker
             if self._stopped.is_set():
                 source.stop()
         started = time.perf_counter()
@@ -293,7 +299,7 @@ class LiveSession:
         finally:
             tracker.close()
             with self._lock:
-                self._source, self._work = None, None
+                self._source, self._work, self._tracker = None, None, None
                 self._stopped.clear()
         return self._report(source, stream, policy, work, sink, latency, audio, time.perf_counter() - started)
 

@@ -106,6 +106,13 @@ class FaceTracker:
         self._made = 0
         self._spare: list[MeshFollower] = []
 
+    @property
+    def models_lock(self) -> threading.Lock:
+        """Held while the analyser's detector and still-image mesh run for
+        this tracker; another thread that uses them while the tracker runs
+        (a live session preparing new source photos) holds it too."""
+        return self._models
+
     def _drop(self, tracks: list[Track]) -> None:
         """Take the mesh graphs of tracks that end back for other faces (a
         graph is reused rather than made anew: making and closing them

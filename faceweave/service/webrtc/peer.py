@@ -166,15 +166,15 @@ class PeerSession:
             try:
                 frame = await track.recv()
             except MediaStreamError:
-                break
+                await self.close("the browser's camera track ended")
+                return
             if not isinstance(frame, av.VideoFrame):
                 continue
             pixels = frame.to_ndarray(format="rgb24")
             try:
                 self.source.push(pixels, self.stats.arrived())
             except InputError:
-                break  # the session has ended
-        await self.close("the browser's camera track ended")
+                return  # the swap has ended on its side (its thread closes the session with the reason)
 
     def _run(self) -> None:
         """The session's thread: swap until the pushed frames end."""
