@@ -81,7 +81,7 @@ ERROR_STATUSES: dict[int, str] = {
     " small to carry the watermark",
     429: "rate limited (see Retry-After)",
     500: "internal error (the details are in the server log)",
-    503: "not ready: the models are loading, or no model slot is free",
+    503: "not ready: the models are loading, no model slot is free, or the live sessions are all taken",
 }
 
 
