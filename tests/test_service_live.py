@@ -8,6 +8,8 @@ the node takes the next one.  The browser itself: tests/test_service_live_page.p
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import time
 
 import numpy as np
@@ -164,6 +166,14 @@ def test_a_full_node_refuses_the_next_session_and_takes_it_once_one_ends(tmp_pat
         second = _post(client, _offer(), photo)
         assert second.status_code == 201, second.text
         assert "faceweave_live_sessions 1.0" in client.get("/metrics").text
+    lines = [json.loads(line) for line in (tmp_path / "storage" / "audit.jsonl").read_text().splitlines()]
+    live = [line for line in lines if line["command"] == "service.live"]
+    assert len(live) == 2  # the first, deleted; the second, ended when the app stopped
+    first_line = next(line for line in live if line["options"]["session_id"] == session["id"])
+    assert first_line["outcome"] == "ok" and first_line["options"]["end"] == "stopped by the caller"
+    assert first_line["user"] == "local" and first_line["run_id"] and first_line["watermark"]
+    assert first_line["inputs"] == [{"role": "source", "path": "s.jpg", "sha256": hashlib.sha256(photo).hexdigest()}]
+    assert any(line["options"]["end"] == "the server is stopping" for line in live)
 
 
 # ------------------------------------------------------------------ a real round trip
@@ -302,6 +312,9 @@ def test_a_failing_session_ends_with_its_reason_and_the_others_go_on(tmp_path, p
     ), seen["ended"]
     assert seen["ended"]["swapped"] == 0
     assert seen["still"]["state"] == "running" and seen["still"]["swapped"] >= 8
+    lines = [json.loads(line) for line in (tmp_path / "storage" / "audit.jsonl").read_text().splitlines()]
+    failed = [line for line in lines if line["command"] == "service.live" and line["outcome"] == "error"]
+    assert [(line["code"], line["options"]["frames_swapped"]) for line in failed] == [("too_small_to_mark", 0)]
 
 
 @pytest.mark.slow

@@ -50,7 +50,7 @@ class Service:
         self.config = RunConfig.from_settings(settings, self.storage)
         self.slots = SlotPool()
         #: the live (WebRTC) sessions of this node, capped by ``live.sessions``
-        self.live = LiveHub(settings, self.metrics, self.config)
+        self.live = LiveHub(settings, self.metrics, self.config, audit=self.audit)
         self.pool = WorkerPool(
             store=self.store,
             storage=self.storage,

@@ -9,6 +9,7 @@ sessions live on the server's event loop (:meth:`open`, :meth:`close_all`)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections import OrderedDict
@@ -27,9 +28,11 @@ if TYPE_CHECKING:
     from faceweave.live.session import LiveSession
     from faceweave.options import SwapOptions
     from faceweave.pipeline import ImageInput
+    from faceweave.provenance.audit import AuditInput, AuditLog
     from faceweave.service.models import JobModels
     from faceweave.service.webrtc.peer import PeerSession
 
+log = logging.getLogger("faceweave.service.live")
 #: ended sessions whose reason is still answered (the newest)
 _ENDED_KEPT = 64
 
@@ -46,8 +49,10 @@ class EndedSession:
 class LiveHub:
     """The node's live sessions and the models they run on."""
 
-    def __init__(self, settings: ServiceSettings, metrics: Metrics, config: RunConfig) -> None:
-        self.settings, self.metrics, self.config = settings, metrics, config
+    def __init__(
+        self, settings: ServiceSettings, metrics: Metrics, config: RunConfig, *, audit: AuditLog | None = None
+    ) -> None:
+        self.settings, self.metrics, self.config, self.audit = settings, metrics, config, audit
         self.capacity = settings.live.sessions
         self._lock = threading.Lock()
         self._taken = 0  # sessions running and being opened
@@ -126,8 +131,11 @@ class LiveHub:
         return LiveSession(video, sources, options=LiveOptions(provenance=self.config.provenance()))
 
     # -- sessions -------------------------------------------------------------
-    async def open(self, owner: str, offer: Offer, sources: Sequence[ImageInput]) -> tuple[PeerSession, str]:
-        """A new running session of ``owner`` and its SDP answer.
+    async def open(
+        self, owner: str, offer: Offer, sources: Sequence[ImageInput], inputs: Sequence[AuditInput] = ()
+    ) -> tuple[PeerSession, str]:
+        """A new running session of ``owner`` and its SDP answer; ``inputs``:
+        the source photos as the session's audit line names them.
 
         Raises:
             NotReadyError: live sessions are off, or aiortc is not installed.
@@ -156,6 +164,7 @@ class LiveHub:
             stats=LiveStats(self.metrics),
             on_end=lambda ended: self._ended_session(ended, models),
         )
+        session.inputs.extend(inputs)
         with self._lock:
             self._sessions[session.id] = session
         try:
@@ -174,6 +183,36 @@ class LiveHub:
                 self._ended.popitem(last=False)
         self._give_back(models)
         self._release()
+        self._write_audit(session)
+
+    def _write_audit(self, session: PeerSession) -> None:
+        """One audit line for an ended session: owner, source photos' hashes,
+        its figures, how it ended, the watermark; never raised."""
+        if self.audit is None:
+            return
+        from faceweave.provenance.audit import AuditEntry, outcome_of
+        from faceweave.provenance.stamp import audit_watermark
+        from faceweave.service.errors import clean_message
+
+        provenance = session.live.options.provenance
+        stats = session.view()
+        outcome = outcome_of(session.failure)
+        try:
+            self.audit.append(
+                AuditEntry(
+                    command="service.live",
+                    inputs=tuple(session.inputs),
+                    options={"session_id": session.id, "end": session.end_reason, **_figures(stats)},
+                    watermark=audit_watermark(provenance),
+                    user=session.owner,
+                    run_id=provenance.run_hex if provenance is not None else None,
+                    outcome=outcome["outcome"],
+                    code=outcome["code"],
+                    message=clean_message(outcome["message"] or "", self.config.hide) or None,
+                )
+            )
+        except Exception:  # noqa: BLE001 - the session has ended either way
+            log.exception("cannot write the audit line of live session %s", session.id)
 
     def session(self, session_id: str, owner: str) -> PeerSession | EndedSession:
         """``owner``'s running session, or what is kept of it once ended.
@@ -218,6 +257,10 @@ class LiveHub:
             models, self._all_models, self._models = self._all_models, [], []
         for item in models:
             item.close()
+
+
+def _figures(stats: StatsView) -> dict[str, object]:
+    return {"frames_received": stats.received, "frames_swapped": stats.swapped, "frames_dropped": stats.dropped}
 
 
 def _peer_module():

@@ -29,6 +29,7 @@ from faceweave.errors import FaceweaveError, InputError, NoFaceError, NoVideoTra
 from faceweave.live.endpoints import LatestFrame, PushSource
 from faceweave.live.session import LiveSession
 from faceweave.pipeline import ImageInput
+from faceweave.provenance.audit import AuditInput
 from faceweave.service.settings import LiveSettings
 from faceweave.service.webrtc.offer import Offer
 from faceweave.service.webrtc.stats import LiveStats, StatsView
@@ -111,6 +112,10 @@ class PeerSession:
         self.handoff = FrameHandoff(stats, wake=self._wake)
         self.pc: RTCPeerConnection | None = None
         self.end_reason: str | None = None
+        #: what the swap raised, when it failed
+        self.failure: BaseException | None = None
+        #: every source photo the session was given (its audit line names them)
+        self.inputs: list[AuditInput] = []
         self._thread: threading.Thread | None = None
         self._tasks: list[asyncio.Task] = []
         self._video_track: MediaStreamTrack | None = None
@@ -182,9 +187,10 @@ class PeerSession:
         try:
             self.live.run(self.source, [self.handoff])
         except FaceweaveError as exc:
-            reason = f"the swap failed: {exc}"
+            reason, self.failure = f"the swap failed: {exc}", exc
             log.warning("live session %s: %s", self.id, reason)
         except Exception as exc:  # noqa: BLE001 - the session ends; the server keeps serving
+            self.failure = exc
             reason = "the swap failed (internal error; the details are in the server log)"
             log.error("live session %s failed", self.id, exc_info=exc)
         try:
@@ -205,9 +211,9 @@ class PeerSession:
         await self.close(f"the session reached its limit of {self.settings.max_seconds:g} s (live.max_seconds)")
 
     # -- control --------------------------------------------------------------
-    def set_sources(self, sources: Sequence[ImageInput]) -> int:
+    def set_sources(self, sources: Sequence[ImageInput], inputs: Sequence[AuditInput] = ()) -> int:
         """Swap in new source photos from the next frame (on a worker thread);
-        returns how many.
+        returns how many.  ``inputs``: the photos as the audit line names them.
 
         Raises:
             NoFaceError: a photo has no face; the previous source is kept.
@@ -216,6 +222,7 @@ class PeerSession:
             self.live.set_sources(sources)
         except NoFaceError as exc:
             raise NoFaceError(f"{exc}; the previous source is kept", role=exc.role, path=exc.path) from None
+        self.inputs.extend(inputs)
         return len(self.live.sources)
 
     def view(self) -> StatsView:

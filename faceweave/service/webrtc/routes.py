@@ -23,6 +23,7 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from faceweave.errors import InvalidOptionError, UnsupportedFormatError
+from faceweave.provenance.audit import AuditInput
 from faceweave.service.deps import CallerDep, ServiceDep
 from faceweave.service.errors import AUTH_STATUSES, UPLOAD_STATUSES, error_responses
 from faceweave.service.node import Service
@@ -76,6 +77,11 @@ def _source_photos(form: UploadedForm, service: Service) -> list[UploadedFile]:
     return photos
 
 
+def _audited(photos: list[UploadedFile]) -> list[AuditInput]:
+    """The photos as an audit line names them (the client's file name, never a stored path)."""
+    return [AuditInput(role="source", path=p.filename or "upload", sha256=p.sha256) for p in photos]
+
+
 def _view(session_id: str, found: Any) -> dict[str, Any]:
     ended = isinstance(found, EndedSession)
     stats = found.stats if ended else found.view()
@@ -103,7 +109,7 @@ async def open_live(request: Request, caller: CallerDep, service: ServiceDep) ->
     try:
         photos = await run_in_threadpool(_source_photos, form, service)
         offer = parse_offer(form.fields)
-        session, answer = await service.live.open(caller.owner, offer, [p.path for p in photos])
+        session, answer = await service.live.open(caller.owner, offer, [p.path for p in photos], _audited(photos))
     finally:
         form.cleanup()
     base = f"/v1/live/{session.id}"
@@ -130,7 +136,7 @@ async def change_source(session_id: str, request: Request, caller: CallerDep, se
         if form.fields:
             raise InvalidOptionError(f"unknown field '{sorted(form.fields)[0][:60]}'; send only the file part 'source'")
         photos = await run_in_threadpool(_source_photos, form, service)
-        await run_in_threadpool(session.set_sources, [p.path for p in photos])
+        await run_in_threadpool(session.set_sources, [p.path for p in photos], _audited(photos))
     finally:
         form.cleanup()
     return _view(session_id, session)
