@@ -3,7 +3,8 @@
 ``video/lp_d18_talking_face.mp4``) goes to the server over WebRTC; the
 swapped frames that come back show the source's identity, the page reports
 a frame rate and a latency, a faceless photo mid-stream keeps the source
-and says so, another photo changes the identity, and Stop ends the session.
+and says so, another photo changes the identity, and Stop ends the session;
+the page asks for the API key first, as the server requires one.
 
 Needs Debian's ``chromium``, ``playwright`` and ``aiortc``; skipped without
 them (and without ../shared).  The screenshot lands in
@@ -22,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from tests.service_fixtures import png_bytes, settings
+from tests.service_fixtures import ALICE_KEY, png_bytes, settings
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -109,7 +110,8 @@ def test_live_page_swaps_the_camera_and_changes_the_source(tmp_path, faces_dir):
         "--use-fake-ui-for-media-stream",
         f"--use-file-for-fake-video-capture={clip}",
     ]
-    with serving(settings(tmp_path, live={"sessions": 2})) as base, sync_playwright() as pw:
+    config = settings(tmp_path, live={"sessions": 2}, auth={"api_keys": [{"user": "alice", "key": ALICE_KEY}]})
+    with serving(config) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, headless=True, args=args)
         try:
             page = browser.new_context(viewport={"width": 1000, "height": 900}).new_page()
@@ -119,6 +121,11 @@ def test_live_page_swaps_the_camera_and_changes_the_source(tmp_path, faces_dir):
             page.click("#live-start")  # no photo yet: the page says so
             assert "Choose a source photo" in page.inner_text("#message")
             page.set_input_files("#live-source", str(faces_dir / SOURCE))
+            page.click("#live-start")  # no key yet: refused like the API, and the page asks for one
+            page.wait_for_selector("#key-section", state="visible")
+            page.wait_for_selector("#message >> text=authentication required")
+            page.fill("#api-key", ALICE_KEY)
+            page.click("#key-form button[type=submit]")
             page.click("#live-start")
             count = _frames_back(page, 10)
             page.wait_for_function(
