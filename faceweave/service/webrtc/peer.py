@@ -236,19 +236,21 @@ class PeerSession:
             return
         self._closed = self.loop.create_future()
         self.end_reason = reason
+        self.source.end()
+        self.live.stop()
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
         try:
-            self.source.end()
-            self.live.stop()
-            current = asyncio.current_task()
-            for task in self._tasks:
-                if task is not current:
-                    task.cancel()
             if self.pc is not None:
                 await self.pc.close()
+        except Exception as exc:  # noqa: BLE001 - the session's thread is still joined and its models given back
+            log.warning("live session %s: closing the connection failed: %s", self.id, exc)
+        finally:
             if self._thread is not None:
                 await asyncio.to_thread(self._thread.join)
             self.handoff.close()
-        finally:
             try:
                 self.on_end(self)
             finally:
