@@ -328,3 +328,24 @@ def test_a_session_without_frames_ends_after_the_connect_timeout(tmp_path, photo
         ended = wait_for(lambda: (b := client.get(url).json())["state"] == "ended" and b, what="the session to end")
         assert ended["reason"].startswith("no video frame arrived within 0.5 s (live.connect_timeout_s)")
         assert _post(client, _offer(), photo).status_code == 201  # its place is free again
+
+
+@pytest.mark.parametrize(
+    ("servers", "ok"),
+    [
+        ([], True),
+        (["stun:stun.example.org"], True),
+        (["stun:192.0.2.1:3478"], True),
+        (["turn:relay.example.org:3478"], False),
+        (["https://stun.example.org"], False),
+        (["stun:"], False),
+    ],
+)
+def test_ice_servers_must_be_stun_urls(tmp_path, servers, ok):
+    from pydantic import ValidationError
+
+    if ok:
+        assert settings(tmp_path, live={"ice_servers": servers}).live.ice_servers == tuple(servers)
+        return
+    with pytest.raises(ValidationError, match="is not a STUN URL"):
+        settings(tmp_path, live={"ice_servers": servers})

@@ -181,6 +181,14 @@ class LiveSettings(_Settings):
         (), description="STUN URLs (stun:host:port) the server's side gathers candidates with; none: host candidates"
     )
 
+    @field_validator("ice_servers")
+    @classmethod
+    def _stun_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for url in value:
+            if not re.fullmatch(r"stun:[A-Za-z0-9.-]+(:\d{1,5})?", url):
+                raise ValueError(f"'{url[:80]}' is not a STUN URL (stun:HOST or stun:HOST:PORT)")
+        return value
+
 
 #: ``s3://BUCKET`` or ``s3://BUCKET/PREFIX`` (S3's bucket-name rules, a prefix without empty parts)
 S3_URL = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9!_.*'()-]+)*/?$"
