@@ -124,6 +124,8 @@ def test_offers_without_video_and_sources_without_a_face_are_refused(tmp_path, p
             assert response.status_code == 422, response.text
             error = _error(response)
             assert error["code"] == "no_video_track" and "allow the camera" in error["message"]
+        broken = _post(client, _VIDEO + "a=sendrecv\r\n", photo)  # video, but nothing to connect with
+        assert broken.status_code == 422 and "the SDP offer cannot be answered (ICE" in _error(broken)["message"]
         faceless = _post(client, _offer(), png_bytes(256, 256))
         assert faceless.status_code == 422 and _error(faceless)["code"] == "no_face"
         video = _post(client, _offer(), b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 64)

@@ -25,7 +25,7 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
-from faceweave.errors import FaceweaveError, InputError, NoFaceError, NoVideoTrackError
+from faceweave.errors import FaceweaveError, InputError, InvalidOptionError, NoFaceError, NoVideoTrackError
 from faceweave.live.endpoints import LatestFrame, PushSource
 from faceweave.live.session import LiveSession
 from faceweave.pipeline import ImageInput
@@ -137,13 +137,19 @@ class PeerSession:
         """The SDP answer to ``offer``; the session runs from here on.
 
         Raises:
-            NoVideoTrackError: the offer's tracks have no video (the caller closes the session).
+            InvalidOptionError: aiortc cannot use the offer (the caller closes the session).
+            NoVideoTrackError: the offer's tracks have no video (likewise).
         """
         servers = [RTCIceServer(urls=url) for url in self.settings.ice_servers]
         pc = self.pc = RTCPeerConnection(RTCConfiguration(iceServers=servers))  # [] : no public STUN server
         pc.on("track", self._on_track)
         pc.on("connectionstatechange", self._on_state)
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type=offer.type))
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type=offer.type))
+        except (ValueError, KeyError, IndexError, TypeError) as exc:  # aiortc's SDP parsing and checks
+            raise InvalidOptionError(
+                f"the SDP offer cannot be answered ({exc}); send the browser's RTCPeerConnection offer as it is"
+            ) from None
         if self._video_track is None:
             raise NoVideoTrackError("the offer sends no video track: allow the camera and offer its video")
         pc.addTrack(SwappedTrack(self.handoff, self._changed))  # on the camera's transceiver: sendrecv
