@@ -90,6 +90,19 @@ def _offer(**kwargs) -> str:
     return asyncio.run(make())
 
 
+def _only_codec(sdp: str, codec: str) -> str:
+    """``sdp`` with its video section offering only ``codec`` (payload type 120)."""
+    lines = []
+    for line in sdp.split("\r\n"):
+        if line.startswith(("a=rtpmap", "a=rtcp-fb", "a=fmtp", "a=ssrc-group", "a=ssrc")):
+            continue
+        if line.startswith("m=video"):
+            lines += [" ".join([*line.split()[:3], "120"]), f"a=rtpmap:120 {codec}/90000"]
+            continue
+        lines.append(line)
+    return "\r\n".join(lines)
+
+
 def _post(client, sdp: str, photo: bytes, headers: dict | None = None):
     return client.post(
         "/v1/live", files={"source": ("s.jpg", photo)}, data={"sdp": sdp, "type": "offer"}, headers=headers or {}
@@ -126,6 +139,8 @@ def test_offers_without_video_and_sources_without_a_face_are_refused(tmp_path, p
             assert error["code"] == "no_video_track" and "allow the camera" in error["message"]
         broken = _post(client, _VIDEO + "a=sendrecv\r\n", photo)  # video, but nothing to connect with
         assert broken.status_code == 422 and "the SDP offer cannot be answered (ICE" in _error(broken)["message"]
+        av1 = _post(client, _only_codec(_offer(), "AV1"), photo)
+        assert av1.status_code == 422 and "this server takes VP8 or H.264 video" in _error(av1)["message"]
         faceless = _post(client, _offer(), png_bytes(256, 256))
         assert faceless.status_code == 422 and _error(faceless)["code"] == "no_face"
         video = _post(client, _offer(), b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 64)

@@ -23,6 +23,7 @@ from fractions import Fraction
 import av
 import numpy as np
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
+from aiortc.exceptions import OperationError
 from aiortc.mediastreams import MediaStreamError
 
 from faceweave.errors import FaceweaveError, InputError, InvalidOptionError, NoFaceError, NoVideoTrackError
@@ -146,6 +147,10 @@ class PeerSession:
         pc.on("connectionstatechange", self._on_state)
         try:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type=offer.type))
+        except OperationError as exc:  # no codec in common, for one
+            raise InvalidOptionError(
+                f"the SDP offer cannot be answered ({exc}): this server takes VP8 or H.264 video"
+            ) from None
         except (ValueError, KeyError, IndexError, TypeError) as exc:  # aiortc's SDP parsing and checks
             raise InvalidOptionError(
                 f"the SDP offer cannot be answered ({exc}); send the browser's RTCPeerConnection offer as it is"
