@@ -149,6 +149,9 @@ def test_offers_without_video_and_sources_without_a_face_are_refused(tmp_path, p
         assert missing.status_code == 422 and "file part 'source'" in _error(missing)["message"]
         text = client.get("/metrics").text
         assert "faceweave_live_sessions 0.0" in text and "faceweave_live_sessions_started_total 0.0" in text
+    lines = [json.loads(line) for line in (tmp_path / "storage" / "audit.jsonl").read_text().splitlines()]
+    refused = [(line["outcome"], line["code"], line["options"]["end"]) for line in lines]
+    assert refused == [("error", "invalid_option", "the offer was refused")] * 2  # the two aiortc could not answer
 
 
 def test_live_off_is_503(tmp_path, photo):

@@ -169,7 +169,8 @@ class LiveHub:
             self._sessions[session.id] = session
         try:
             answer = await session.answer(offer)
-        except BaseException:
+        except BaseException as exc:
+            session.failure = exc
             await session.close("the offer was refused")
             raise
         self.metrics.live_started.inc()
