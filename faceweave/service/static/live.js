@@ -107,7 +107,7 @@
       state.timer = setInterval(showFigures, STATS_MS);
     } catch (err) {
       report(err, "The live session did not start");
-      await stop(false);
+      await stop(true); // a session the server opened is ended too
     }
   }
 
