@@ -72,19 +72,38 @@ def _halved_region(pixels: np.ndarray, m: np.ndarray, side: int) -> tuple[np.nda
     return src, m_local
 
 
-def template_crop(face: Face, swap: TemplateSwap) -> tuple[AlignedCrop, SwapOutput]:
+def template_crop(
+    pixels: np.ndarray, face: Face, swap: TemplateSwap, *, face_size: float
+) -> tuple[AlignedCrop, SwapOutput]:
     """A neural swapper's template crop (:meth:`NeuralSwapper.swap_frame
     <faceweave.swappers.neural.base.NeuralSwapper.swap_frame>`) as the
-    working crop of faceweave's compositing, and the swapper's output in it
-    (the model's face rounded once, under its box mask)."""
+    working crop of faceweave's compositing, and the swapper's output in it.
+
+    The crop keeps the template's geometry; where the face measures less
+    than ``face_size`` pixels on the template it is cut again from the frame
+    (``pixels``), once, at the larger side in which it does, so that the
+    compositing reads the target at that resolution; the model's face and
+    mask are brought to that side by one resize (bilinear).  Otherwise the
+    template crop itself is the working crop (the face rounded once)."""
     m = np.asarray(swap.matrix, np.float64)
+    side = int(swap.target.shape[0])
     scale = float(np.sqrt(abs(np.linalg.det(m[:, :2]))))
-    crop = AlignedCrop(pixels=swap.target, matrix=m, mesh=transform_points(face.mesh, m), face_size=face.size * scale)
-    side = swap.target.shape[0]
+    grow = face_size / max(face.size * scale, 1e-6)
+    target, new_face, coverage = swap.target, swap.face, swap.mask
+    if grow > 1.0:
+        big = int(round(side * grow))
+        k = big / side
+        m = m * k
+        m[:, 2] += 0.5 * k - 0.5  # pixel centres: cv2.resize's convention
+        target = cv2.warpAffine(pixels, m, (big, big), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        new_face = cv2.resize(np.ascontiguousarray(new_face, np.float32), (big, big), interpolation=cv2.INTER_LINEAR)
+        coverage = cv2.resize(np.ascontiguousarray(coverage, np.float32), (big, big), interpolation=cv2.INTER_LINEAR)
+        side, scale = big, scale * k
+    crop = AlignedCrop(pixels=target, matrix=m, mesh=transform_points(face.mesh, m), face_size=face.size * scale)
     out = SwapOutput(
-        face=np.clip(np.rint(swap.face), 0, 255).astype(np.uint8),
-        background=swap.target,
-        coverage=swap.mask,
+        face=np.clip(np.rint(new_face), 0, 255).astype(np.uint8),
+        background=target,
+        coverage=np.clip(coverage, 0.0, 1.0).astype(np.float32),
         mesh=crop.mesh,
         changed=np.zeros((side, side), np.float32),
     )

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from faceweave.analysis.occluders import Occluders
-from faceweave.compositing.blend import match_detail, paste_back, restore_detail, sharpen_to_photo, warp_frame
+from faceweave.compositing.blend import match_detail, paste_back, refine_photo_face, warp_frame
 from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.composite import composite
 from faceweave.compositing.facefusion import occlusion_mask, paste_face, paste_mask
@@ -126,17 +126,17 @@ class FaceRenderer:
         groups: dict[int, list[int]] = {}
         for k, (_, source) in enumerate(chosen):
             groups.setdefault(id(source), []).append(k)
+        facefusion = self.options.neural_compositing() == "facefusion"
         with timed(timings, "swap"):
             for members in groups.values():
                 found = swapper.swap_frame(chosen[members[0]][1], pixels, [chosen[k][0].kps5 for k in members])
                 swaps.update(zip(members, found, strict=False))
         out = pixels.copy()
-        facefusion = self.options.neural_compositing() == "facefusion"
         for k, ((face, _), colour) in enumerate(zip(chosen, colours, strict=False)):
             if facefusion:
                 self.paste_facefusion(swaps[k], timings, into=out)
             else:
-                crop, result = template_crop(face, swaps[k])
+                crop, result = template_crop(pixels, face, swaps[k], face_size=self.face_size(face))
                 self.finish(pixels, crop, result, timings, into=out, colour=colour, still=still)
         return out
 
@@ -196,13 +196,16 @@ class FaceRenderer:
             if comp.warp is not None:
                 warp_frame(into, comp.warp, crop.matrix, out=into)
             paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
-            match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask, sharpen=still)
+            if not still:  # a video keeps its frame rate: grain and blur only
+                match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask)
+                return
+            # photos: grain, blur and sharpness, and the skin's texture when the face is large enough
             width = crop.face_size / _scale(crop.matrix)
             sigma = TEXTURE_SCALE * width
-            if still and sigma >= MIN_TEXTURE_SIGMA:  # photos: a video keeps its frame rate
-                restore_detail(pixels, into, comp.detail, crop.matrix, sigma=sigma, out=into)
-            if still:
-                sharpen_to_photo(pixels, into, comp.mask, crop.matrix, face_width=width, out=into)
+            texture = sigma if sigma >= MIN_TEXTURE_SIGMA else None
+            refine_photo_face(
+                pixels, into, comp.detail, comp.mask, crop.matrix, face_width=width, texture_sigma=texture, out=into
+            )
 
     def keeps_target_lips(self, still: bool) -> bool:
         """Whether the target's own lips stay (``MaskOptions.target_lips``:

@@ -230,3 +230,35 @@ def test_an_enhancer_in_facefusion_mode_pastes_under_facefusions_box():
     facefusion = create_face_enhancer("gfpgan_1.4", model, facefusion_mask=True)
     np.testing.assert_array_equal(facefusion.mask, box_mask(512, blur=0.3))
     assert not np.allclose(plain.mask, facefusion.mask)
+
+
+def test_faceweave_compositing_reads_the_target_at_the_working_size(models_dir, faces_dir):
+    """Where the face is smaller on the model's template than the working
+    size, faceweave's compositing crop keeps the template's geometry at a
+    larger side, cut once from the frame; the model's face is resized onto
+    it in register (an identity stand-in's face matches the crop)."""
+    from faceweave.crops import template_crop
+    from faceweave.geometry.templates import template_points
+
+    with FaceSwapper(options(models_dir, compositing="faceweave"), provenance=UNMARKED) as swapper:
+        image = swapper.read(faces_dir / "single/sad_woman.png", role="target")
+        faces, indices = swapper.targets.select(image, {})
+        face = faces[indices[0]]
+        source = swapper.load_sources([faces_dir / SOURCES[0]])[0]
+        (swap,) = swapper.swapper.swap_frame(source, image.pixels, [face.kps5])
+        crop, out = template_crop(image.pixels, face, swap, face_size=256)
+        chosen = [(face, source)]
+        old = swapper.renderer._batched(swapper.swapper, image.pixels, chosen, {}, [None], still=True)
+        new = swapper.renderer.render(swapper.swapper, image.pixels, chosen, {}, [None], still=True)
+    side = crop.pixels.shape[0]
+    assert side > 128 and crop.face_size == pytest.approx(256, rel=0.02)
+    on_big = face.kps5 @ crop.matrix[:, :2].T + crop.matrix[:, 2]
+    on_model = face.kps5 @ swap.matrix[:, :2].T + swap.matrix[:, 2]
+    k = side / 128
+    np.testing.assert_allclose(on_big, k * (on_model + 0.5) - 0.5, atol=1e-4)  # cv2.resize's pixel centres
+    np.testing.assert_allclose(on_model, template_points("arcface_128", 128), atol=6.0)
+    inner = slice(side // 4, 3 * side // 4)
+    assert psnr(out.face[inner, inner], crop.pixels[inner, inner]) > 28.0
+    box = slice(int(face.bbox.y1), int(face.bbox.y2)), slice(int(face.bbox.x1), int(face.bbox.x2))
+    target = image.pixels[box]
+    assert psnr(new[box], target) > psnr(old[box], target) - 1.0  # no worse than the working crop's route

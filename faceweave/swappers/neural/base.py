@@ -345,9 +345,10 @@ class NeuralSwapper:
     def swap_frame(self, source: SourceFace, pixels: np.ndarray, points: Sequence[np.ndarray]) -> list[TemplateSwap]:
         """Swap the faces with five ``points`` ``(5, 2)`` (frame pixels) of
         the ``(H, W, 3)`` uint8 RGB frame ``pixels``: each is warped from the
-        frame onto the template at the model (or pixel-boost) side, once,
-        and returned there for the caller to paste back with one inverse
-        warp.  One inference for all faces when the model allows."""
+        frame onto the template at the model (or pixel-boost) side, once (as
+        FaceFusion warps: no prefilter), and returned there for the caller to
+        paste back with one inverse warp.  One inference for all faces when
+        the model allows."""
         if not points:
             return []
         side = self.spec.size * self.boost
