@@ -369,3 +369,29 @@ def test_ice_servers_must_be_stun_urls(tmp_path, servers, ok):
         return
     with pytest.raises(ValidationError, match="is not a STUN URL"):
         settings(tmp_path, live={"ice_servers": servers})
+
+
+async def _until_it_ends(base: str, photo: bytes, frames: list[np.ndarray]) -> tuple[dict, int]:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        pc, answer, received = await _open(http, photo, frames)
+
+        async def ended() -> dict | None:
+            body = (await http.get(answer["links"]["self"])).json()
+            return body if body["state"] == "ended" else None
+
+        body = await _until_async(ended, "the session to reach its limit")
+        await pc.close()
+    return body, len(received.frames)
+
+
+@pytest.mark.slow
+def test_a_session_ends_at_its_time_limit(tmp_path, photo, astronaut):
+    from tests.live_peer import serving
+
+    config = settings(tmp_path, live={"sessions": 1, "connect_timeout_s": 2.0, "max_seconds": 3.0})
+    with serving(config) as base:
+        body, frames_back = asyncio.run(_until_it_ends(base, photo, [np.ascontiguousarray(astronaut)]))
+    assert body["reason"] == "the session reached its limit of 3 s (live.max_seconds)", body
+    assert body["swapped"] >= 1 and frames_back >= 1
