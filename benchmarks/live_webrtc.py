@@ -9,7 +9,11 @@ its encoder to the peer decoding the swapped frame (a frame counter drawn in
 the top-left corner, as ``benchmarks/live.py`` does): both VP8 encodes and
 decodes and the swap.  The server's latency runs from a frame arriving
 decoded to its swapped frame being ready (``GET /v1/live/{id}``).  The peers,
-their codecs and the server share this machine's cores.
+their codecs and the server share this machine's cores; the server runs as
+its own ``faceweave serve`` process, and its CPU time per swapped frame
+(its VP8 decoding and encoding, the swap, the models loading for a session
+that starts) is reported too: two cores' worth of it is what an idle node
+could swap per second.
 
     .venv/bin/python benchmarks/live_webrtc.py [--data ../shared/data/faces] [--seconds 8] [--counts 1,2,3]
         [--out report/live_webrtc.json]
@@ -20,12 +24,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
+import urllib.request
 from fractions import Fraction
 from pathlib import Path
 
@@ -105,6 +111,7 @@ async def one_stream(http, photo: bytes, frames: list[np.ndarray], seconds: floa
         "server_p50_ms": server["latency_p50_ms"],
         "server_p95_ms": server["latency_p95_ms"],
         "dropped_share": round(server["dropped"] / max(server["received"], 1), 3),
+        "swapped": server["swapped"],
     }
 
 
@@ -124,25 +131,46 @@ async def run_count(base: str, count: int, photo: bytes, frames: list[np.ndarray
     }
 
 
-def serve(storage: Path, sessions: int):
-    """A uvicorn server with ``sessions`` live places on a free loopback port; ``(server, thread, url)``."""
-    import uvicorn
+class Server:
+    """``faceweave serve`` in its own process (so that its CPU time can be
+    read apart from the peers'), with ``sessions`` live places."""
 
-    from faceweave.service.app import create_app
-    from faceweave.service.settings import ServiceSettings
+    def __init__(self, storage: Path, sessions: int) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        env = {
+            **os.environ,
+            "FACEWEAVE_SYNC_SLOTS": "0",
+            "FACEWEAVE_LIVE__SESSIONS": str(sessions),
+            "FACEWEAVE_LIMITS__RATE_PER_SECOND": "0",
+        }
+        command = [sys.executable, "-m", "faceweave.cli", "serve", "--port", str(self.port), "--workers", "0"]
+        self.process = subprocess.Popen(
+            [*command, "--storage", str(storage), "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while not self._ready():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("faceweave serve did not start")
+            time.sleep(0.2)
 
-    settings = ServiceSettings.model_validate(
-        {"storage": str(storage), "workers": 0, "sync_slots": 0, "live": {"sessions": sessions}}
-    )
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.1)
-    return server, thread, f"http://127.0.0.1:{port}"
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/readyz", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    def cpu_s(self) -> float:
+        """CPU seconds the server has used (user + system, every thread)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=60)
 
 
 def main() -> None:
@@ -157,14 +185,17 @@ def main() -> None:
     photo = (args.data / SOURCE).read_bytes()
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        server, thread, base = serve(Path(tmp), max(counts))
+        server = Server(Path(tmp), max(counts))
         try:
             for count in counts:
-                runs.append(asyncio.run(run_count(base, count, photo, frames[::2], args.seconds)))
-                print(json.dumps({k: v for k, v in runs[-1].items() if k != "per_stream"}), flush=True)
+                began = server.cpu_s()
+                run = asyncio.run(run_count(server.url, count, photo, frames[::2], args.seconds))
+                swapped = sum(s["swapped"] for s in run["per_stream"])
+                run["server_cpu_ms_per_frame"] = round((server.cpu_s() - began) * 1000 / max(swapped, 1), 1)
+                runs.append(run)
+                print(json.dumps({k: v for k, v in run.items() if k != "per_stream"}), flush=True)
         finally:
-            server.should_exit = True
-            thread.join(timeout=30)
+            server.stop()
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"fps_in": FPS, "frame": "854x480", "runs": runs}, indent=2))
