@@ -71,7 +71,7 @@ _HTTP_CODES = {
 ERROR_STATUSES: dict[int, str] = {
     400: "bad input: a malformed body or an unreadable file",
     401: "missing, unknown, forged or expired credentials",
-    404: "no such job, or a job of another caller",
+    404: "no such job or live session, or one of another caller",
     408: "the upload arrived too slowly (limits.upload_timeout_s) or stalled (limits.upload_idle_s)",
     409: "the job has no preview or result (yet)",
     413: "too large: the upload, an image's pixels or a video's duration or frames",

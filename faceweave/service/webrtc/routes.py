@@ -116,7 +116,7 @@ async def open_live(request: Request, caller: CallerDep, service: ServiceDep) ->
     return {"id": session.id, "type": "answer", "sdp": answer, "links": {"self": base, "source": base + "/source"}}
 
 
-@live_router.get("/v1/live/{session_id}", tags=["live"], responses=error_responses(*AUTH_STATUSES, 404))
+@live_router.get("/v1/live/{session_id}", tags=["live"], responses=error_responses(*AUTH_STATUSES, 404, 422))
 async def get_live(session_id: str, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
     """A live session's state and figures."""
     return _view(session_id, service.live.session(session_id, caller.owner))
@@ -142,7 +142,7 @@ async def change_source(session_id: str, request: Request, caller: CallerDep, se
     return _view(session_id, session)
 
 
-@live_router.delete("/v1/live/{session_id}", tags=["live"], responses=error_responses(*AUTH_STATUSES, 404))
+@live_router.delete("/v1/live/{session_id}", tags=["live"], responses=error_responses(*AUTH_STATUSES, 404, 422))
 async def close_live(session_id: str, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
     """End a live session; answers its last figures."""
     session = service.live.running(session_id, caller.owner)
