@@ -224,6 +224,64 @@ def test_cheek_tone_matches_a_uniform_difference_in_full_at_the_cheeks():
     np.testing.assert_allclose(offset[60, 80], (-6.0, 3.0, 4.0), atol=0.3)
 
 
+def test_cheek_tone_reads_the_target_s_colour_where_the_target_s_own_cheeks_are():
+    """A new face whose cheeks sit lower than the target's (a longer source
+    face) over a shaded band of the target: the colour to reach is the
+    target's cheeks', not the shadow's under the new cheeks."""
+    from faceweave.compositing.composite import cheek_tone
+
+    new_mesh = _cheek_mesh((40, 80), (80, 80))
+    target_mesh = _cheek_mesh((40, 50), (80, 50))
+    face = np.full((120, 120, 3), (70.0, 12.0, 15.0), np.float32)
+    behind = face.copy()
+    behind[:35] += (5.0, 0.0, 0.0)  # the target's cheeks (rows 40-60) are 5 L* lighter than the new face ...
+    behind[35:65] += (5.0, 0.0, 0.0)
+    behind[65:] += (-8.0, 2.0, 3.0)  # ... and a shadow lies under where the new cheeks go
+    skin = np.ones((120, 120), np.float32)
+
+    offset = cheek_tone(face, behind, skin, new_mesh, 100.0, target_mesh=target_mesh)
+    np.testing.assert_allclose(offset[80, 40], (5.0, 0.0, 0.0), atol=0.3)
+    np.testing.assert_allclose(offset[80, 80], (5.0, 0.0, 0.0), atol=0.3)
+    # without the target's mesh the new cheeks' place is read: the shadow
+    shadowed = cheek_tone(face, behind, skin, new_mesh, 100.0)
+    np.testing.assert_allclose(shadowed[80, 40], (-8.0, 2.0, 3.0), atol=0.3)
+
+
+def test_blend_face_settles_the_cheeks_to_the_target_crop_s_own_cheeks():
+    """blend_face with the target's crop: the cheeks end at the colour of
+    the target's pixels under the target's mesh, even where the (reshaped)
+    crop behind the new cheeks is darker."""
+    from faceweave.compositing.colour import ColourMatch, SkinColour
+    from faceweave.compositing.composite import blend_face
+    from faceweave.compositing.values import ColourPlan
+    from faceweave.swappers.base import AlignedCrop, SwapOutput
+
+    size = 160
+    new_mesh = _cheek_mesh((50, 100), (110, 100), half=12)
+    target_mesh = _cheek_mesh((50, 70), (110, 70), half=12)
+    target_px = np.full((size, size, 3), (210, 170, 150), np.uint8)
+    behind = target_px.copy()
+    behind[85:] = (170, 130, 110)  # a reshaped crop: darker where the new cheeks land
+    face = np.full((size, size, 3), (180, 140, 120), np.uint8)
+    mask = np.zeros((size, size), np.float32)
+    mask[20:140, 20:140] = 1.0
+    mask = cv2.GaussianBlur(mask, (0, 0), 3.0)
+    stats = SkinColour(np.zeros(3, np.float32), np.ones(3, np.float32))
+    zero = np.zeros((size // 2, size // 2, 3), np.float32)  # the plan's half-resolution grid
+    plan = ColourPlan(match=ColourMatch(source=stats, target=stats), shading=zero, amount=0.0, regional=zero)
+    ones = np.ones((size, size), np.float32)
+    out = SwapOutput(face=face, background=behind, coverage=ones, mesh=new_mesh, changed=ones)
+    crop = AlignedCrop(pixels=target_px, matrix=np.eye(2, 3, dtype=np.float64), mesh=target_mesh, face_size=120.0)
+
+    pixels = blend_face(out, behind, mask, plan, hands=None, face_size=120.0, target=crop)
+
+    cheek = to_lab(pixels)[96:104, 46:54].reshape(-1, 3).mean(axis=0)
+    want = to_lab(target_px)[70, 50]
+    assert abs(float(cheek[0] - want[0])) < 1.5
+    darker = to_lab(blend_face(out, behind, mask, plan, hands=None, face_size=120.0))[96:104, 46:54]
+    assert float(darker[..., 0].mean()) < float(want[0]) - 5.0  # read off the crop behind: the shadow's colour
+
+
 def _darken_cheeks(pixels: np.ndarray, mesh: np.ndarray, by: float) -> np.ndarray:
     """``pixels`` with soft patches around both cheeks made ``by`` L* darker (a shadow, a blush of make-up)."""
     size = float(np.ptp(mesh[:468, 1]))
@@ -389,3 +447,56 @@ def test_sclera_tone_brightens_grey_whites_to_the_target_s_and_leaves_the_iris()
     closed = mesh.copy()
     closed[:, 1] = 60.0  # lids shut: no opening to look at
     assert np.abs(sclera_tone(face, behind, closed)).max() == 0.0
+
+
+# ---------------------------------------------------------------- refine_photo_face
+@pytest.mark.parametrize("offset", [(0.0, 0.0), (37.5, 21.25)])
+def test_refine_photo_face_does_what_the_three_detail_steps_do_in_turn(offset):
+    """One pass over one window gives what match_detail, restore_detail and
+    sharpen_to_photo give one after the other inside the bare skin's box, but
+    for the rounding between them (a level or two here and there); beyond
+    that box the rest of the face is sharpened too, where the single steps
+    stop at a straight edge; nothing outside the masks' footprint moves."""
+    from faceweave.compositing.blend import match_detail, refine_photo_face, restore_detail, sharpen_to_photo
+
+    photo = np.zeros((360, 400, 3), np.uint8)
+    photo[...] = 128
+    photo[40:320, 60:340] = _textured(5, size=280)
+    soft = cv2.GaussianBlur(photo, (0, 0), 1.6)
+    detail = np.zeros((240, 240), np.float32)
+    detail[50:190, 60:180] = 1.0
+    face = np.zeros((240, 240), np.float32)
+    face[30:210, 40:200] = 1.0
+    detail, face = cv2.GaussianBlur(detail, (0, 0), 4.0), cv2.GaussianBlur(face, (0, 0), 4.0)
+    matrix = np.array([[1.0, 0.0, -offset[0]], [0.0, 1.0, -offset[1]]])  # frame -> crop
+    ox, oy = int(offset[0]), int(offset[1])
+
+    steps = soft.copy()
+    match_detail(photo, steps, detail, matrix, out=steps, blur_mask=face, sharpen=True)
+    restore_detail(photo, steps, detail, matrix, sigma=2.0, out=steps)
+    sharpen_to_photo(photo, steps, face, matrix, face_width=150.0, out=steps)
+    fused = refine_photo_face(photo, soft, detail, face, matrix, face_width=150.0, texture_sigma=2.0, out=soft.copy())
+
+    assert not np.array_equal(steps, soft)  # the premise: the steps change this soft face
+    inner = (slice(oy + 60, oy + 180), slice(ox + 70, ox + 170))  # well inside the bare skin's box
+    diff = np.abs(fused[inner].astype(int) - steps[inner].astype(int))
+    assert diff.max() <= 3 and diff.mean() < 0.6
+
+    def energy(image: np.ndarray, region: tuple[slice, slice]) -> float:
+        return float(np.mean(cv2.Laplacian(image.mean(axis=2).astype(np.float32), cv2.CV_32F)[region] ** 2))
+
+    ring = (slice(oy + 36, oy + 44), slice(ox + 70, ox + 170))  # face, above the bare skin's box
+    assert energy(fused, ring) > 1.3 * energy(soft, ring)
+    np.testing.assert_array_equal(fused[: oy + 20], soft[: oy + 20])  # above the masks' footprint
+    np.testing.assert_array_equal(fused[:, ox + 225 :], soft[:, ox + 225 :])
+
+
+def test_refine_photo_face_leaves_a_frame_alone_when_the_masks_miss_it():
+    from faceweave.compositing.blend import refine_photo_face
+
+    photo = _textured(3)
+    frame = photo.copy()
+    mask = np.ones((100, 100), np.float32)
+    far = np.array([[1.0, 0.0, 500.0], [0.0, 1.0, 500.0]])  # the crop lies far outside the frame
+    out = refine_photo_face(photo, frame, mask, mask, far, face_width=100.0, texture_sigma=None, out=frame)
+    assert out is frame and np.array_equal(frame, photo)

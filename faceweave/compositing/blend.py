@@ -185,20 +185,38 @@ def match_detail(
         return unchanged
     (x1, y1, x2, y2), m, whole = window
     orig = original[y1:y2, x1:x2].astype(np.float32)
-    new = frame[y1:y2, x1:x2].astype(np.float32)
+    new = _matched_detail(orig, frame[y1:y2, x1:x2].astype(np.float32), m, whole, sigma=sigma, sharpen=sharpen)
+    if new is None:
+        return unchanged
+    out = frame.copy() if out is None else out
+    _put(out, (x1, y1, x2, y2), new)
+    return out
+
+
+def _put(out: np.ndarray, box: tuple[int, int, int, int], new: np.ndarray) -> None:
+    """Write the float32 window ``new`` into ``out`` at ``box``, rounded to the nearest level."""
+    x1, y1, x2, y2 = box
+    new += 0.5
+    out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
+
+
+def _matched_detail(
+    orig: np.ndarray, new: np.ndarray, m: np.ndarray, whole: np.ndarray | None, *, sigma: float, sharpen: bool
+) -> np.ndarray | None:
+    """:func:`match_detail` on float32 windows of the photo and the new face
+    (``m``: the bare-skin mask there, ``whole``: the whole face's or
+    ``None``): the new window (``new`` may be changed in place), or ``None``
+    when too little of the mask is there to measure."""
     sel = (m > 0.5).astype(np.uint8)
     if cv2.countNonZero(sel) < 64:
-        return unchanged
+        return None
     if whole is not None and cv2.countNonZero((whole > 0.5).astype(np.uint8)) >= 64:
         new = match_blur(orig, new, whole, whole > 0.5, sharpen=sharpen)
     c, add_grain = _grain_step(orig, new, m, sel, sigma)
-    out = frame.copy() if out is None else out
     if c != 0.0:
         direction = _band(orig, sigma) if add_grain else -_band(new, sigma)
         new += direction * (c * m)[..., None]
-    new += 0.5  # round to the nearest
-    out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
-    return out
+    return new
 
 
 def restore_detail(
@@ -216,18 +234,28 @@ def restore_detail(
     if window is None:
         return out
     (x1, y1, x2, y2), m, _ = window
+    orig = original[y1:y2, x1:x2].astype(np.float32)
+    new = _restored_detail(orig, frame[y1:y2, x1:x2].astype(np.float32), m, sigma=sigma)
+    if new is not None:
+        _put(out, (x1, y1, x2, y2), new)
+    return out
+
+
+def _restored_detail(orig: np.ndarray, new: np.ndarray, m: np.ndarray, *, sigma: float) -> np.ndarray | None:
+    """:func:`restore_detail` on float32 windows: ``new`` with the photo's
+    texture band added (in place), or ``None`` when nothing is added."""
     sel = (m > 0.5).astype(np.uint8)
     if cv2.countNonZero(sel) < 64:
-        return out
-    orig = original[y1:y2, x1:x2].astype(np.float32)
-    new = frame[y1:y2, x1:x2].astype(np.float32)
-    c, add = _grain_step(orig, new, m, sel, sigma)
+        return None
+    # the texture is the photo's luma band, added to the three channels
+    # alike: the skin's fine grain of light and shade, not its colour blotches
+    band = _band(_luma(orig), sigma)
+    c, add = _grain_step(orig, new, m, sel, sigma, orig_band=band)
     if not add or c <= 0.0:
-        return out
+        return None
     # the band of (new + c * band) is less than c times the band: c may pass 1; at most twice the photo's
-    new += _band(orig, sigma) * (min(c, 2.0) * m)[..., None] + 0.5
-    out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
-    return out
+    new += (band * (min(c, 2.0) * m))[..., None]
+    return new
 
 
 #: the face width (pixels) at which :func:`sharpen_to_photo` compares detail,
@@ -252,16 +280,25 @@ def sharpen_to_photo(
     if window is None:
         return out
     (x1, y1, x2, y2), m, _ = window
+    orig = original[y1:y2, x1:x2].astype(np.float32)
+    new = _sharpened_to_photo(orig, frame[y1:y2, x1:x2].astype(np.float32), m, face_width=face_width)
+    if new is not None:
+        _put(out, (x1, y1, x2, y2), new)
+    return out
+
+
+def _sharpened_to_photo(orig: np.ndarray, new: np.ndarray, m: np.ndarray, *, face_width: float) -> np.ndarray | None:
+    """:func:`sharpen_to_photo` on float32 windows: ``new`` sharpened (in
+    place), or ``None`` when it is as detailed as the photo already."""
     scale = min(1.0, CANONICAL_FACE / max(face_width, 1.0))
     sel = _small(m, scale) > 0.9
     if cv2.countNonZero(sel.astype(np.uint8)) < 64:
-        return out
-    new = frame[y1:y2, x1:x2].astype(np.float32)
+        return None
     luma = _luma(new)
-    want = _laplacian_energy(_small(_luma(original[y1:y2, x1:x2]), scale), sel)
+    want = _laplacian_energy(_small(_luma(orig), scale), sel)
     have = _laplacian_energy(_small(luma, scale), sel)
     if have >= DETAIL_GOAL**2 * want:
-        return out
+        return None
     detail = luma - cv2.GaussianBlur(luma, (0, 0), max(1.0, 1.0 / scale))
     # resizing is linear: the sharpened face at the compared scale is the
     # small face plus the amount times the small detail
@@ -270,9 +307,74 @@ def sharpen_to_photo(
     for amount in _UNSHARP_STEPS:
         if _laplacian_energy(small_luma + amount * small_detail, sel) >= DETAIL_GOAL**2 * want:
             break
-    new += (detail * (amount * np.clip(m, 0.0, 1.0)))[..., None] + 0.5
-    out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
+    new += (detail * (amount * np.clip(m, 0.0, 1.0)))[..., None]
+    return new
+
+
+def refine_photo_face(
+    original: np.ndarray,
+    frame: np.ndarray,
+    detail: np.ndarray,
+    face: np.ndarray,
+    matrix: np.ndarray,
+    *,
+    face_width: float,
+    texture_sigma: float | None,
+    out: np.ndarray,
+) -> np.ndarray:
+    """A photo's new face given the photo's detail, in ``out``, in one pass
+    over one window: :func:`match_detail` (with ``blur_mask=face`` and
+    ``sharpen``), then :func:`restore_detail` at ``texture_sigma`` (when
+    given), then :func:`sharpen_to_photo`, as those three in turn would,
+    but converted to float and rounded back once instead of three times,
+    and with the blur matching over the whole face's box rather than cut
+    at the bare skin's.
+    ``detail``: the new face's bare skin, ``face``: the whole new face, both
+    in crop coordinates.  Returns ``out``."""
+    window = _face_window(frame.shape, detail, face, matrix)
+    if window is None:
+        return out
+    box, m, whole = window
+    x1, y1, x2, y2 = box
+    orig = original[y1:y2, x1:x2].astype(np.float32)
+    new = frame[y1:y2, x1:x2].astype(np.float32)
+    # over the whole face's box: the single steps cut the blur matching (and
+    # the sharpening in it) at the bare skin's box, which left a straight edge
+    # where the face reaches beyond it (brows, jaw)
+    matched = _matched_detail(orig, new, m, whole, sigma=0.6, sharpen=True)
+    if matched is not None:
+        new = matched
+    restored = None if texture_sigma is None else _restored_detail(orig, new, m, sigma=texture_sigma)
+    sharpened = _sharpened_to_photo(orig, new, whole, face_width=face_width)
+    if matched is not None or restored is not None or sharpened is not None:
+        _put(out, box, new)
     return out
+
+
+def _face_window(
+    shape: tuple[int, ...], detail: np.ndarray, face: np.ndarray, matrix: np.ndarray
+) -> tuple[tuple[int, int, int, int], np.ndarray, np.ndarray] | None:
+    """The frame box ``(x1, y1, x2, y2)`` under both crop masks (warped in
+    one go), and the two masks there; ``None`` when too little of them
+    lands in the frame."""
+    both = np.maximum(detail, face)
+    cx1, cy1, cw, ch = cv2.boundingRect((both > 0.01).astype(np.uint8))
+    if cw * ch == 0:
+        return None
+    sub = matrix.astype(np.float64).copy()
+    sub[:, 2] -= (cx1, cy1)
+    x1, y1, x2, y2, inv_roi = _crop_roi(shape, (cw, ch), sub)
+    if x2 <= x1 or y2 <= y1:
+        return None
+    window = (slice(cy1, cy1 + ch), slice(cx1, cx1 + cw))
+    masks_in = cv2.merge([detail[window].astype(np.float32), face[window].astype(np.float32)])
+    warped = cv2.warpAffine(masks_in, inv_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=(0.0,))
+    bx1, by1, bw, bh = cv2.boundingRect((warped.max(axis=2) > 0.01).astype(np.uint8))
+    if bw * bh < 64:
+        return None
+    cut = (slice(by1, by1 + bh), slice(bx1, bx1 + bw))
+    box = (x1 + bx1, y1 + by1, x1 + bx1 + bw, y1 + by1 + bh)
+    return box, np.ascontiguousarray(warped[cut][..., 0]), np.ascontiguousarray(warped[cut][..., 1])
 
 
 def _small(image: np.ndarray, scale: float) -> np.ndarray:
@@ -325,18 +427,28 @@ def _band(x: np.ndarray, sigma: float) -> np.ndarray:
     return x - cv2.GaussianBlur(x, (0, 0), sigma)
 
 
-def _grain_step(orig: np.ndarray, new: np.ndarray, m: np.ndarray, sel: np.ndarray, sigma: float) -> tuple[float, bool]:
+def _grain_step(
+    orig: np.ndarray,
+    new: np.ndarray,
+    m: np.ndarray,
+    sel: np.ndarray,
+    sigma: float,
+    *,
+    orig_band: np.ndarray | None = None,
+) -> tuple[float, bool]:
     """How far to move the new face's detail band, and whether towards the
     original's grain (``True``) or away from its own detail, so that the band
     energy under ``sel`` matches the original's.  Measured on luma: the band
     is linear, so the band of the luma is the luma of the band, and so is the
     luma of a band times the mask.  The result's band is ``band_n + c *
-    band(direction)``, a quadratic in ``c``."""
+    band(direction)``, a quadratic in ``c``.  ``orig_band``: the original's
+    luma band when the caller has it already."""
 
     def mean_under(x: np.ndarray) -> float:
         return float(cv2.mean(x, mask=sel)[0])
 
-    bo_luma, bn_luma = _band(_luma(orig), sigma), _band(_luma(new), sigma)
+    bo_luma = _band(_luma(orig), sigma) if orig_band is None else orig_band
+    bn_luma = _band(_luma(new), sigma)
     e_o = mean_under(bo_luma * bo_luma)
     e_n = mean_under(bn_luma * bn_luma)
     add_grain = e_n < e_o

@@ -133,7 +133,7 @@ def composite(
         pasted_change=None if warp is not None else out.changed,
     )
     plan = colour_plan(view, masks.skin, shading=shading, colour=colour)
-    pixels = blend_face(out, behind, masks.mask, plan, hands=hands, face_size=target.face_size)
+    pixels = blend_face(out, behind, masks.mask, plan, hands=hands, face_size=target.face_size, target=target)
     return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail, warp=warp)
 
 
@@ -388,13 +388,23 @@ def _points_box(points: np.ndarray, size: tuple[int, int], *, margin: int) -> tu
 
 
 def cheek_tone(
-    face: np.ndarray, behind: np.ndarray, skin: np.ndarray, mesh: np.ndarray, face_size: float
+    face: np.ndarray,
+    behind: np.ndarray,
+    skin: np.ndarray,
+    mesh: np.ndarray,
+    face_size: float,
+    *,
+    target_mesh: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(s, s, 3)`` float32 CIELAB offset that gives the cheeks the
     target's cheek colour and lightness: the difference of the two faces'
     medians over both cheeks below the eyes (:data:`~faceweave.geometry.
-    topology.RIGHT_CHEEK`, ``LEFT_CHEEK`` of ``mesh``, where ``skin`` in
-    ``[0, 1]`` is above a half), in full there and spread smoothly around.
+    topology.RIGHT_CHEEK`, ``LEFT_CHEEK``, where ``skin`` in ``[0, 1]`` is
+    above a half), in full there and spread smoothly around.  The new
+    face's cheeks are where ``mesh`` (its own geometry) puts them, the
+    target's where ``target_mesh`` does (default: ``mesh``): a source with
+    a longer or wider face puts its cheeks over a different, often shaded,
+    part of the target's face, whose colour is not the target's cheeks'.
 
     The cheeks are where a face is seen against its neck: a source's
     cheeks lit brighter or darker than the rest of its face (its light, its
@@ -404,18 +414,25 @@ def cheek_tone(
     carry, and the pattern inside the cheeks (the source's own modelling of
     its cheekbones) is kept."""
     h, w = face.shape[:2]
-    cheeks = np.zeros((h, w), np.uint8)
-    for polygon in (topo.RIGHT_CHEEK, topo.LEFT_CHEEK):
-        cv2.fillPoly(cheeks, [np.round(mesh[polygon, :2]).astype(np.int32)], (1,))
-    sel = (cheeks > 0) & (skin > 0.5)
-    if int(sel.sum()) < 16:
+    cheeks = cheek_polygons((w, h), mesh)
+    theirs = cheeks if target_mesh is None else cheek_polygons((w, h), target_mesh)
+    sel, sel_t = (cheeks > 0) & (skin > 0.5), (theirs > 0) & (skin > 0.5)
+    if int(sel.sum()) < 16 or int(sel_t.sum()) < 16:
         return np.zeros((h, w, 3), np.float32)
-    diff = (np.median(behind[sel], axis=0) - np.median(face[sel], axis=0)).astype(np.float32)
+    diff = (np.median(behind[sel_t], axis=0) - np.median(face[sel], axis=0)).astype(np.float32)
     # in full over the cheeks (grown by the spread first), fading around them
     sigma = CHEEK_SPREAD * face_size
     grown = cv2.dilate(cheeks, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * int(sigma) + 1,) * 2))
     spread = np.clip(2.0 * cv2.GaussianBlur(grown.astype(np.float32), (0, 0), sigma), 0.0, 1.0)
     return spread[..., None] * diff
+
+
+def cheek_polygons(size: tuple[int, int], mesh: np.ndarray) -> np.ndarray:
+    """``(H, W)`` uint8, 1 inside both cheek polygons of ``mesh`` (``size = (W, H)``)."""
+    cheeks = np.zeros((size[1], size[0]), np.uint8)
+    for polygon in (topo.RIGHT_CHEEK, topo.LEFT_CHEEK):
+        cv2.fillPoly(cheeks, [np.round(mesh[polygon, :2]).astype(np.int32)], (1,))
+    return cheeks
 
 
 def eyelid_lift(face: np.ndarray, behind: np.ndarray, mesh: np.ndarray, face_size: float) -> np.ndarray:
@@ -453,21 +470,30 @@ def _skin_like(lab: np.ndarray, region: np.ndarray) -> np.ndarray:
 
 
 def settle_cheeks(
-    blended: np.ndarray, background: np.ndarray, mesh: np.ndarray, mask: np.ndarray, face_size: float
+    blended: np.ndarray,
+    background: np.ndarray,
+    mesh: np.ndarray,
+    mask: np.ndarray,
+    face_size: float,
+    *,
+    target_mesh: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(h, w, 3)`` float32 RGB change that gives the blended face's cheeks
     the target's cheek colour (:func:`cheek_tone` on the window at a
-    quarter of its resolution), under ``mask``.  ``blended``,
-    ``background``: float32 RGB windows; ``mesh``: ``(N, 2+)`` in window
-    pixels."""
+    quarter of its resolution), under ``mask``.  ``blended``: float32 RGB
+    window; ``background``: the target's float32 RGB window the colour is
+    read off; ``mesh``: ``(N, 2+)``, the new face's, and ``target_mesh``,
+    the target's in ``background`` (default: ``mesh``), in window pixels."""
     h, w = blended.shape[:2]
     small = (max(1, w // 4), max(1, h // 4))
     lab = to_lab(np.clip(_shrunk(blended, small), 0, 255))
     behind = to_lab(np.clip(_shrunk(background, small), 0, 255))
-    points = np.asarray(mesh, np.float32)[:, :2] * (small[0] / w, small[1] / h)
+    scale = (small[0] / w, small[1] / h)
+    points = np.asarray(mesh, np.float32)[:, :2] * scale
+    theirs = None if target_mesh is None else np.asarray(target_mesh, np.float32)[:, :2] * scale
     # the cheeks are below the eyes: only the eye openings are kept out
     bare = 1.0 - eye_mask(small, points)
-    fix = cheek_tone(lab, behind, bare, points, face_size / 4.0)
+    fix = cheek_tone(lab, behind, bare, points, face_size / 4.0, target_mesh=theirs)
     if not fix.any():
         return np.zeros_like(blended)
     change = _lab_to_rgb(lab + fix * bare[..., None]) - _lab_to_rgb(lab)
@@ -499,6 +525,7 @@ def blend_face(
     *,
     hands: np.ndarray | None,
     face_size: float | None = None,
+    target: AlignedCrop | None = None,
 ) -> np.ndarray:
     """``(S, S, 3)`` uint8: the new face, colour-matched and shaded, blended
     into ``behind`` under ``mask`` by the multi-band blend (full resolution,
@@ -507,22 +534,30 @@ def blend_face(
     take on the face's colour.  With ``face_size`` (crop pixels) the
     cheeks are given the target's cheek colour once more after the blend
     (:func:`settle_cheeks`): its coarsest bands mix in what lies around the
-    face (dark hair, a bright wall) over a fifth of the face's width."""
+    face (dark hair, a bright wall) over a fifth of the face's width.
+    ``target``: the target's crop, whose own cheeks (its pixels where its
+    mesh puts them) give that colour; without it, ``behind`` under the new
+    face's cheeks does (the reshaped crop there need not hold the target's
+    cheeks: its warp fades out towards the face's edge)."""
     pixels = behind.copy()
     box = blend_window(mask)
     if box is None:
         return pixels
     x0, y0, x1, y1 = box
     roi = (slice(y0, y1), slice(x0, x1))
-    source, target = plan.match.source.stats, plan.match.target.stats
-    matched = apply_statistics(to_lab(out.face[roi]), source, target, max_gain=MAX_CONTRAST_GAIN)
+    stats = plan.match.source.stats, plan.match.target.stats
+    matched = apply_statistics(to_lab(out.face[roi]), *stats, max_gain=MAX_CONTRAST_GAIN)
     offset = plan.regional + plan.amount * plan.shading
     shaded = matched + upsampled_window(offset, (mask.shape[1], mask.shape[0]), box)
     background = behind[roi].astype(np.float32)
     front = np.where(out.coverage[roi][..., None] > 0.5, to_rgb(shaded), background).astype(np.float32)
     blended = laplacian_blend(front, background, mask[roi], levels=BLEND_LEVELS)
     if face_size is not None:
-        blended += settle_cheeks(blended, background, out.mesh[:, :2] - (x0, y0), mask[roi], face_size)
+        reference = background if target is None else target.pixels[roi].astype(np.float32)
+        theirs = None if target is None else target.mesh[:, :2] - (x0, y0)
+        blended += settle_cheeks(
+            blended, reference, out.mesh[:, :2] - (x0, y0), mask[roi], face_size, target_mesh=theirs
+        )
     if hands is not None:
         held = hands[roi][..., None]
         blended = blended * (1.0 - held) + background * held
