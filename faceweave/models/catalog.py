@@ -384,9 +384,59 @@ def _classifiers() -> list[ModelSpec]:
     ]
 
 
+def _face_maskers() -> list[ModelSpec]:
+    """FaceFusion's occluders (DeepFaceLab's XSeg: BGR ``[0, 1]`` crops, NHWC,
+    one mask channel where the face shows) and face parsers (BiSeNet: RGB
+    crops normalised with ImageNet's mean/std, NCHW, 19 class logits), as
+    ``facefusion/face_masker.py`` feeds them; the files are read by position
+    (``run(None, {'input': ...})[0]``), so output names are not pinned."""
+
+    def occluder(name: str, tag: str) -> ModelSpec:
+        return ModelSpec(
+            name=name,
+            kind="face_occluder",
+            file_name=f"{name}.onnx",
+            licence="GPL-3.0",
+            vendor="DeepFaceLab",
+            inputs=(TensorSpec("input", (None, 256, 256, 3), "float32"),),
+            outputs=(TensorSpec(None, (None, 256, 256, 1), "float32"),),
+            urls=facefusion_urls(tag, f"{name}.onnx"),
+            crop_size=256,
+            mean=_ZERO,
+            std=_ONE,
+            notes="input: the swapper's template crop resized to 256, BGR in [0, 1], NHWC; output: 1 where the face "
+            "shows",
+        )
+
+    def parser(name: str, tag: str) -> ModelSpec:
+        return ModelSpec(
+            name=name,
+            kind="face_parser",
+            file_name=f"{name}.onnx",
+            licence="MIT",
+            vendor="yakhyo",
+            inputs=(_image("input", 512),),
+            outputs=(TensorSpec(None, (None, 19, 512, 512), "float32"),),
+            urls=facefusion_urls(tag, f"{name}.onnx"),
+            crop_size=512,
+            mean=(0.485, 0.456, 0.406),
+            std=(0.229, 0.224, 0.225),
+            notes="input: the swapped template crop resized to 512, RGB normalised, NCHW; output: 19 CelebAMask-HQ "
+            "class logits (argmax per pixel)",
+        )
+
+    return [
+        occluder("xseg_1", "models-3.1.0"),
+        occluder("xseg_2", "models-3.1.0"),
+        occluder("xseg_3", "models-3.2.0"),
+        parser("bisenet_resnet_18", "models-3.1.0"),
+        parser("bisenet_resnet_34", "models-3.0.0"),
+    ]
+
+
 def builtin_specs() -> dict[str, ModelSpec]:
     """A new dict of every built-in spec by name (the caller may add its own)."""
-    specs = _swappers() + _embedders() + _enhancers() + _classifiers()
+    specs = _swappers() + _embedders() + _enhancers() + _classifiers() + _face_maskers()
     return {spec.name: spec for spec in specs}
 
 

@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from faceweave.errors import InvalidOptionError
 
 #: the kinds of model faceweave knows how to use
-KINDS = ("swapper", "embedder", "face_enhancer", "frame_enhancer", "content_classifier")
+KINDS = (
+    "swapper",
+    "embedder",
+    "face_enhancer",
+    "frame_enhancer",
+    "content_classifier",
+    "face_occluder",
+    "face_parser",
+)
 
 #: one dimension of a tensor shape: an ``int`` is fixed, a ``str`` is a named
 #: dynamic dimension (``"batch"``, ``"height"``), ``None`` is dynamic and unnamed
