@@ -81,6 +81,64 @@ class AnalysisOptions(_Options):
     min_confidence: float = Field(0.5, ge=0.05, le=1.0, description="detector score threshold")
     small_faces: bool = Field(True, description="tiled, upscaled second detection pass for small faces")
     max_faces: int = Field(64, ge=1, le=1000, description="at most this many faces per image")
+    face_detector: str = Field(
+        "mediapipe",
+        description="face detector: mediapipe (offline, no model file) or FaceFusion's yolo_face, scrfd, "
+        "retinaface, yunet (ONNX files, see `faceweave models list`); min_confidence is its score threshold",
+    )
+    face_detector_size: int = Field(
+        640,
+        description="side of the square the frame is fitted into for an ONNX detector (scrfd, retinaface: "
+        "160, 320, 480, 512 or 640; yolo_face, yunet: 640)",
+    )
+    face_landmarker: str = Field(
+        "mediapipe",
+        description="where the five alignment points of the neural swappers come from: mediapipe (the detector's "
+        "points with an ONNX detector, else the mesh's), 2dfan4 (FaceFusion's 68 points, with fan_68_5) or "
+        "fan_68_5 (68 points from the detector's five)",
+    )
+    face_landmarker_score: float = Field(
+        0.5, ge=0.0, le=1.0, description="2dfan4: the confidence above which its points replace the detector's"
+    )
+
+    @field_validator("face_detector")
+    @classmethod
+    def _known_detector(cls, value: str) -> str:
+        from faceweave.analysis.face_detectors import check_face_detector
+
+        try:
+            return check_face_detector(value)
+        except InvalidOptionError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("face_landmarker")
+    @classmethod
+    def _known_landmarker(cls, value: str) -> str:
+        from faceweave.analysis.face_landmarkers import check_face_landmarker
+
+        try:
+            return check_face_landmarker(value)
+        except InvalidOptionError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("face_detector_size")
+    @classmethod
+    def _detector_size(cls, value: int, info: ValidationInfo) -> int:
+        from faceweave.analysis.face_detectors import ONNX_DETECTORS
+
+        spec = ONNX_DETECTORS.get(info.data.get("face_detector", ""))
+        sizes = spec.sizes if spec is not None else (160, 320, 480, 512, 640)
+        if value not in sizes:
+            name = spec.name if spec is not None else "an ONNX face detector"
+            raise ValueError(f"face detector size {value} for {name}; one of {', '.join(map(str, sizes))}")
+        return value
+
+    def onnx_models(self) -> tuple[str, ...]:
+        """The catalog entries the chosen detector and landmarker load (none for mediapipe's)."""
+        from faceweave.analysis.face_landmarkers import LANDMARKER_MODELS
+
+        detector = () if self.face_detector == "mediapipe" else (self.face_detector,)
+        return detector + LANDMARKER_MODELS[self.face_landmarker]
 
 
 class SelectionOptions(_Options):

@@ -90,9 +90,14 @@ class FaceSwapper:
         self.options = options
         self.provenance = provenance
         self._own_analyser = analyser is None
-        self.analyser = analyser if analyser is not None else FaceAnalyser(options.analysis)
-        #: the ONNX sessions of the neural models (swapper, enhancers), opened when one is used
+        #: the ONNX sessions of the neural models (swapper, enhancers, a chosen face detector and
+        #: landmarker), opened when one is used
         self.sessions = ModelSessions(options.runtime)
+        try:
+            self.analyser = analyser if analyser is not None else FaceAnalyser(options.analysis, sessions=self.sessions)
+        except BaseException:
+            self.sessions.close()
+            raise
         try:
             self.swapper = create_swapper(options.swapper, SwapperContext(options=options, sessions=self.sessions))
             facefusion = isinstance(self.swapper, NeuralSwapper) and options.neural_compositing() == "facefusion"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -152,6 +152,9 @@ class Face:
         pose: head pose in degrees.
         embedding: ``(128,)`` float32 dlib identity embedding, or ``None`` when
             it was not computed.
+        landmarks5: ``(5, 2)`` alignment points from a chosen face detector
+            or landmarker (``None``: they follow from the mesh).
+        landmarks68: ``(68, 2)`` points from a chosen 68-point landmarker, or ``None``.
     """
 
     bbox: BBox
@@ -159,11 +162,16 @@ class Face:
     mesh: np.ndarray
     pose: Pose
     embedding: np.ndarray | None = None
+    landmarks5: np.ndarray | None = None
+    landmarks68: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mesh", _frozen_array(self.mesh, shape=(MESH_POINTS, 3), name="mesh"))
         if self.embedding is not None:
             object.__setattr__(self, "embedding", _frozen_array(self.embedding, shape=(128,), name="embedding"))
+        for name, count in (("landmarks5", 5), ("landmarks68", 68)):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _frozen_array(getattr(self, name), shape=(count, 2), name=name))
 
     @property
     def points2d(self) -> np.ndarray:
@@ -174,7 +182,10 @@ class Face:
     def kps5(self) -> np.ndarray:
         """``(5, 2)`` alignment points in insightface order: eye on the image
         left, eye on the image right, nose tip, mouth corner image-left,
-        mouth corner image-right."""
+        mouth corner image-right: :attr:`landmarks5` when a detector or
+        landmarker gave them, else from the mesh."""
+        if self.landmarks5 is not None:
+            return self.landmarks5
         from faceweave.geometry.topology import kps5_from_mesh
 
         return kps5_from_mesh(self.mesh[:, :2])
@@ -185,7 +196,7 @@ class Face:
         return max(self.bbox.width, self.bbox.height)
 
     def with_embedding(self, embedding: np.ndarray) -> Face:
-        return Face(bbox=self.bbox, score=self.score, mesh=self.mesh, pose=self.pose, embedding=embedding)
+        return replace(self, embedding=embedding)
 
     def summary(self) -> dict:
         return {

@@ -132,11 +132,16 @@ def catalog_stand_in(spec) -> onnx.ModelProto:
     input/output names, shapes and dtypes (see ``onnx_fixtures.model_for_spec``),
     plus, for inswapper, the ``(512, 512)`` ``emap`` initializer placed last.
     A frame enhancer's stand-in upscales (nearest) by its registered scale,
-    since its output size follows its input."""
+    since its output size follows its input; a detector's or landmarker's
+    gives constant heads with one face (``tests/analysis_fixtures.py``)."""
     from tests.onnx_fixtures import model_for_spec
 
     if spec.kind == "frame_enhancer":
         return upscaler_model(spec)
+    if spec.kind in ("face_detector", "face_landmarker"):
+        from tests.analysis_fixtures import detector_stand_in, landmarker_stand_in
+
+        return detector_stand_in(spec.name) if spec.kind == "face_detector" else landmarker_stand_in(spec.name)
     extra = {"emap": np.eye(512, dtype=np.float32)} if spec.name.startswith("inswapper") else None
     return model_for_spec(spec, initializers=extra)
 

@@ -25,10 +25,13 @@ import numpy as np
 import pytest
 from tests.neural_fixtures import FolderServer, catalog_stand_in, face_crop, facefusion_folder, source_face
 
+from faceweave.analysis.face_detectors import FACE_DETECTORS, create_face_detector
+from faceweave.analysis.face_landmarkers import FACE_LANDMARKERS, create_face_landmarker
 from faceweave.embedders import ArcFaceEmbedder, EmbeddingConverter
 from faceweave.embedders.arcface import EMBEDDERS
 from faceweave.enhancers import available_face_enhancers, available_frame_enhancers
 from faceweave.enhancers.base import FACE_ENHANCERS, FRAME_ENHANCERS, create_face_enhancer, create_frame_enhancer
+from faceweave.maskers import available_face_occluders, available_face_parsers, create_face_occluder, create_face_parser
 from faceweave.models import ModelSpec, ModelStore, builtin_specs
 from faceweave.options import RuntimeOptions, SwapOptions
 from faceweave.runtime import SessionPool
@@ -38,6 +41,8 @@ from faceweave.swappers.neural import NEURAL_SWAPPERS
 
 CATALOG = builtin_specs()
 PATHS = ("models-dir", "import", "download", "from-facefusion")
+#: five points of an upright face in a 300 px frame, for the landmarkers
+_FIVE = np.array([[130.0, 140], [170, 140], [150, 160], [135, 180], [165, 180]])
 
 
 def _invoke(capfd, *args: str) -> tuple[int, str, str]:
@@ -87,6 +92,17 @@ def use_component(spec: ModelSpec, store: ModelStore) -> None:
         elif spec.kind == "embedder":
             frame, points = _frame_points()
             assert ArcFaceEmbedder(model).embed(frame, points).shape == (512,)
+        elif spec.kind == "face_occluder":
+            assert create_face_occluder(spec.name, model).mask(face_crop(128).pixels).shape == (128, 128)
+        elif spec.kind == "face_parser":
+            assert create_face_parser(spec.name, model).mask(face_crop(128).pixels, ("skin",)).shape == (128, 128)
+        elif spec.kind == "face_detector":
+            assert len(create_face_detector(spec.name, model).detect(np.zeros((480, 640, 3), np.uint8))) == 1
+        elif spec.kind == "face_landmarker":
+            landmarker = create_face_landmarker(spec.name, pool.get)
+            assert landmarker is not None
+            found = landmarker.points(np.zeros((300, 300, 3), np.uint8), np.array([100.0, 100, 200, 200]), _FIVE)
+            assert found.points68.shape == (68, 2)
         assert pool.records[0].warmup_ms >= 0.0
 
 
@@ -150,8 +166,12 @@ def _accepted() -> list[tuple[str, str]]:
     names += [("face_enhancer", n) for n in available_face_enhancers()]
     names += [("frame_enhancer", n) for n in available_frame_enhancers()]
     names += [("embedder", n) for n in EMBEDDERS]
+    names += [("face_occluder", n) for n in available_face_occluders()]
+    names += [("face_parser", n) for n in available_face_parsers()]
     for entry in NEURAL_SWAPPERS.values():
         names += [("embedder", n) for n in (entry.spec.embedder, entry.spec.converter) if n]
+    names += [("face_detector", n) for n in FACE_DETECTORS if n != "mediapipe"]
+    names += [("face_landmarker", n) for n in FACE_LANDMARKERS if n != "mediapipe"]
     return sorted(set(names))
 
 

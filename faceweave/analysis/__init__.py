@@ -1,20 +1,34 @@
 """Face analysis: detection, mesh, head pose and identity embedding.
 
 :class:`FaceAnalyser` composes the models; each model is a small class with
-``prepare`` / its one method / ``close``.
+``prepare`` / its one method / ``close``.  The detector and the five-point
+landmarker are chosen by name (:class:`~faceweave.options.AnalysisOptions`):
+mediapipe's by default, or FaceFusion's ONNX models.  The mediapipe mesh is
+always fitted inside each detected box: faceweave's masks and geometry use
+it, while the neural swappers align with the face's ``kps5``, which are the
+chosen detector's or landmarker's points when one is chosen.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from faceweave.analysis.detector import MediapipeFaceDetector
 from faceweave.analysis.embedder import DlibEmbedder, embedding_distance
+from faceweave.analysis.face_detectors import FaceDetector, create_face_detector
+from faceweave.analysis.face_landmarkers import FaceLandmarker, create_face_landmarker
 from faceweave.analysis.landmarker import MediapipeFaceMesh
 from faceweave.analysis.pose import head_pose
-from faceweave.options import AnalysisOptions
+from faceweave.geometry.topology import kps5_from_mesh
+from faceweave.options import AnalysisOptions, RuntimeOptions
 from faceweave.timing import timed
-from faceweave.types import BBox, Face
+from faceweave.types import BBox, Detection, Face
+
+if TYPE_CHECKING:
+    from faceweave.sessions import ModelSessions
 
 __all__ = ["FaceAnalyser", "embedding_distance"]
 
@@ -31,11 +45,50 @@ class FaceAnalyser:
     request) a dlib embedding.  Owns its models; call :meth:`close` or use it
     as a context manager."""
 
-    def __init__(self, options: AnalysisOptions = AnalysisOptions()) -> None:
+    def __init__(self, options: AnalysisOptions = AnalysisOptions(), *, sessions: ModelSessions | None = None) -> None:
+        """``sessions``: where the ONNX detector and landmarker are loaded
+        from (default: a pool of its own on the CPU, from the default models
+        folder).  Every model file they need is checked first, so a missing
+        one raises :class:`~faceweave.errors.ModelNotFoundError` (saying how
+        to get it) before anything is loaded."""
         self.options = options
-        self.detector = MediapipeFaceDetector(min_confidence=options.min_confidence, small_faces=options.small_faces)
+        self._own_sessions = sessions is None and bool(options.onnx_models())
+        self.sessions = sessions
+        if self._own_sessions:
+            from faceweave.sessions import ModelSessions
+
+            self.sessions = ModelSessions(RuntimeOptions())
+        try:
+            self.detector, self.landmarker = self._load_models()
+        except BaseException:
+            self._close_sessions()
+            raise
         self.mesher = MediapipeFaceMesh()
         self.embedder = DlibEmbedder()
+
+    def _load_models(self) -> tuple[FaceDetector, FaceLandmarker | None]:
+        options = self.options
+        if self.sessions is None or not options.onnx_models():
+            detector: FaceDetector = MediapipeFaceDetector(
+                min_confidence=options.min_confidence, small_faces=options.small_faces
+            )
+            return detector, None
+        pool, provider = self.sessions.open(), self.sessions.provider
+        for name in options.onnx_models():
+            pool.store.resolve(name)  # every file present before any is loaded
+        if options.face_detector == "mediapipe":
+            detector = MediapipeFaceDetector(min_confidence=options.min_confidence, small_faces=options.small_faces)
+        else:
+            detector = create_face_detector(
+                options.face_detector,
+                pool.get(options.face_detector, provider),
+                size=options.face_detector_size,
+                score=options.min_confidence,
+            )
+        landmarker = create_face_landmarker(
+            options.face_landmarker, lambda name: pool.get(name, provider), min_score=options.face_landmarker_score
+        )
+        return detector, landmarker
 
     def prepare(self, *, embeddings: bool = True) -> None:
         """Load the models and run each once, so later calls are warm."""
@@ -70,6 +123,8 @@ class FaceAnalyser:
             if any(box.iou(f.bbox) > 0.5 for f in faces) or box.iou(det.bbox) < 0.2:
                 continue
             face = Face(bbox=box, score=det.score, mesh=mesh, pose=head_pose(mesh))
+            with timed(timings, "landmarks"):
+                face = self._chosen_points(pixels, det, face)
             if embeddings:
                 with timed(timings, "embed"):
                     face = self.embed(pixels, face)
@@ -77,6 +132,19 @@ class FaceAnalyser:
             if len(faces) >= self.options.max_faces:
                 break
         return faces
+
+    def _chosen_points(self, pixels: np.ndarray, det: Detection, face: Face) -> Face:
+        """``face`` with the five (and 68) points of the chosen detector and
+        landmarker; unchanged with mediapipe's."""
+        if self.options.face_detector == "mediapipe" and self.landmarker is None:
+            return face
+        onnx_five = self.options.face_detector != "mediapipe"
+        five = np.asarray(det.keypoints, np.float64) if onnx_five else kps5_from_mesh(face.mesh[:, :2])
+        if self.landmarker is None:
+            return replace(face, landmarks5=five)
+        box = np.array([det.bbox.x1, det.bbox.y1, det.bbox.x2, det.bbox.y2])
+        found = self.landmarker.points(pixels, box, five)
+        return replace(face, landmarks5=found.five, landmarks68=found.points68)
 
     def embed(self, pixels: np.ndarray, face: Face) -> Face:
         """The same face with its dlib embedding."""
@@ -94,6 +162,11 @@ class FaceAnalyser:
         self.detector.close()
         self.mesher.close()
         self.embedder.close()
+        self._close_sessions()
+
+    def _close_sessions(self) -> None:
+        if self._own_sessions and self.sessions is not None:
+            self.sessions.close()
 
     def __enter__(self) -> FaceAnalyser:
         return self

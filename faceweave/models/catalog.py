@@ -434,9 +434,109 @@ def _face_maskers() -> list[ModelSpec]:
     ]
 
 
+def _face_analysers() -> list[ModelSpec]:
+    """FaceFusion's face detectors and landmarkers, as ``facefusion/face_detector.py``
+    and ``face_landmarker.py`` feed them: every graph takes ``input`` (a BGR
+    frame letterboxed into the detector size, or a 256 px crop); outputs are
+    read by position, so their names are not pinned.  scrfd and retinaface
+    give three score / box / point tensors (strides 8, 16, 32, two anchors
+    per cell, no batch axis); yunet four (class, object, box, points) with a
+    batch axis; yolo_face one ``[1, 20, anchors]`` (box centre and size,
+    score, five points with a visibility each)."""
+
+    def detector(name: str, file: str, tag: str, licence: str, vendor: str, outputs, size, notes: str) -> ModelSpec:
+        return ModelSpec(
+            name=name,
+            kind="face_detector",
+            file_name=file,
+            licence=licence,
+            vendor=vendor,
+            inputs=(_image("input", size),),
+            outputs=outputs,
+            urls=facefusion_urls(tag, file),
+            crop_size=640,
+            warmup_dims=(("height", 640), ("width", 640)),
+            notes=notes,
+        )
+
+    def strided(*widths: int, batch: bool = False) -> tuple[TensorSpec, ...]:
+        lead: tuple[None, ...] = (None,) if batch else ()
+        return tuple(TensorSpec(None, (*lead, None, width), "float32") for width in widths for _ in range(3))
+
+    anchors = "strides 8/16/32, 2 anchors per cell; BGR (x - 127.5) / 128"
+    return [
+        detector(
+            "retinaface",
+            "retinaface_10g.onnx",
+            "models-3.0.0",
+            NON_COMMERCIAL,
+            "InsightFace",
+            strided(1, 4, 10),
+            None,
+            f"sizes 160-640; {anchors}",
+        ),
+        detector(
+            "scrfd",
+            "scrfd_2.5g.onnx",
+            "models-3.0.0",
+            NON_COMMERCIAL,
+            "InsightFace",
+            strided(1, 4, 10),
+            None,
+            f"sizes 160-640; {anchors}",
+        ),
+        detector(
+            "yolo_face",
+            "yoloface_8n.onnx",
+            "models-3.0.0",
+            "GPL-3.0",
+            "derronqi",
+            (TensorSpec(None, (None, 20, None), "float32"),),
+            640,
+            "640 x 640; BGR / 255",
+        ),
+        detector(
+            "yunet",
+            "yunet_2023_mar.onnx",
+            "models-3.4.0",
+            "MIT",
+            "OpenCV",
+            strided(1, 1, 4, 10, batch=True),
+            640,
+            "640 x 640; strides 8/16/32, 1 anchor per cell; BGR 0-255",
+        ),
+        ModelSpec(
+            name="2dfan4",
+            kind="face_landmarker",
+            file_name="2dfan4.onnx",
+            licence="MIT",
+            vendor="breadbread1984",
+            inputs=(_image("input", 256),),
+            outputs=(TensorSpec(None, (None, 68, 3), "float32"), TensorSpec(None, (None, 68, 64, 64), "float32")),
+            urls=facefusion_urls("models-3.0.0", "2dfan4.onnx"),
+            crop_size=256,
+            requires=("fan_68_5",),
+            notes="input: BGR crop in [0, 1], the box's longer side scaled to 195 px in a 256 px square; outputs: 68 "
+            "points on the 64 px heatmap grid (x, y, score) and the 68 heatmaps; fan_68_5 gives the face's angle",
+        ),
+        ModelSpec(
+            name="fan_68_5",
+            kind="face_landmarker",
+            file_name="fan_68_5.onnx",
+            licence="OpenRAIL-M",
+            vendor="FaceFusion",
+            inputs=(TensorSpec("input", (None, 5, 2), "float32"),),
+            outputs=(TensorSpec(None, (None, 68, 2), "float32"),),
+            urls=facefusion_urls("models-3.0.0", "fan_68_5.onnx"),
+            template="ffhq_512",
+            notes="68 points from the five, both on the ffhq_512 template at unit size",
+        ),
+    ]
+
+
 def builtin_specs() -> dict[str, ModelSpec]:
     """A new dict of every built-in spec by name (the caller may add its own)."""
-    specs = _swappers() + _embedders() + _enhancers() + _classifiers() + _face_maskers()
+    specs = _swappers() + _embedders() + _enhancers() + _classifiers() + _face_maskers() + _face_analysers()
     return {spec.name: spec for spec in specs}
 
 

@@ -23,6 +23,8 @@ KINDS = (
     "content_classifier",
     "face_occluder",
     "face_parser",
+    "face_detector",
+    "face_landmarker",
 )
 
 #: one dimension of a tensor shape: an ``int`` is fixed, a ``str`` is a named
