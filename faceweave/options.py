@@ -169,12 +169,78 @@ class MaskOptions(_Options):
     hands: bool = Field(
         False, description="also keep hands in front of the face (mediapipe hand landmarks; about 6-10 ms per face)"
     )
+    face_occluder: str | None = Field(
+        None,
+        description="neural swappers: FaceFusion's occluder model (xseg_1, xseg_2, xseg_3): where something is "
+        "in front of the target face, from its template crop",
+    )
+    face_parser: str | None = Field(
+        None,
+        description="neural swappers: FaceFusion's face parser (bisenet_resnet_18, bisenet_resnet_34): the new "
+        "face shows only on face_parser_regions",
+    )
+    face_parser_regions: tuple[str, ...] = Field(
+        (
+            "skin",
+            "left-eyebrow",
+            "right-eyebrow",
+            "left-eye",
+            "right-eye",
+            "glasses",
+            "nose",
+            "mouth",
+            "upper-lip",
+            "lower-lip",
+        ),
+        description="the face parser's regions the new face shows on (FaceFusion's names; default all)",
+    )
+    face_mask_blur: float = Field(
+        0.3, ge=0.0, le=1.0, description="neural swappers: feather of FaceFusion's box mask, fraction of the crop"
+    )
+    face_mask_padding: tuple[int, int, int, int] = Field(
+        (0, 0, 0, 0), description="neural swappers: FaceFusion's box mask padding, percent: top, right, bottom, left"
+    )
     target_lips: Literal["video", "always", "never"] = Field(
         "video",
         description="keep the target's own lips and the skin just around them, so the mouth moves as the "
         "target's did (lip sync; a smiling source's mouth does not smile on a speaking target): in videos "
         "and live streams, always, or never",
     )
+
+    @field_validator("face_occluder")
+    @classmethod
+    def _known_occluder(cls, value: str | None) -> str | None:
+        from faceweave.maskers import available_face_occluders
+
+        if value is not None and value not in available_face_occluders():
+            raise ValueError(f"unknown face occluder {value!r}; one of {', '.join(available_face_occluders())}")
+        return value
+
+    @field_validator("face_parser")
+    @classmethod
+    def _known_parser(cls, value: str | None) -> str | None:
+        from faceweave.maskers import available_face_parsers
+
+        if value is not None and value not in available_face_parsers():
+            raise ValueError(f"unknown face parser {value!r}; one of {', '.join(available_face_parsers())}")
+        return value
+
+    @field_validator("face_parser_regions")
+    @classmethod
+    def _known_regions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from faceweave.maskers import check_regions
+
+        try:
+            return check_regions(value)
+        except InvalidOptionError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("face_mask_padding")
+    @classmethod
+    def _padding_percent(cls, value: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        if any(not 0 <= p <= 100 for p in value):
+            raise ValueError(f"face mask padding is 4 percentages in [0, 100] (top right bottom left); got {value}")
+        return value
 
 
 class RuntimeOptions(_Options):
@@ -244,6 +310,13 @@ class SwapOptions(_Options):
     pixel_boost: int | None = Field(
         None, ge=64, le=1024, description="neural swappers: run the model on tiles of a crop this large"
     )
+    swapper_weight: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="neural swappers that take an identity embedding: FaceFusion's face_swapper_weight (0.5: the "
+        "source's identity only; towards 0 the target's identity is mixed in, towards 1 it is pushed away)",
+    )
     working_size: int = Field(256, ge=96, le=1024, description="face size in pixels in the working crop")
     shape_transfer: float = Field(1.0, ge=0.0, le=1.0, description="how much of the source face shape is carried over")
     shading: float = Field(
@@ -283,6 +356,16 @@ class SwapOptions(_Options):
             raise ValueError(
                 "'facefusion' is for the neural swappers; the classical 'mesh' swapper composites its own way "
                 "(use 'faceweave' or 'auto')"
+            )
+        return value
+
+    @field_validator("masks")
+    @classmethod
+    def _mask_models_for_neural(cls, value: MaskOptions, info: ValidationInfo) -> MaskOptions:
+        if info.data.get("swapper") == "mesh" and (value.face_occluder or value.face_parser):
+            raise ValueError(
+                "the face occluder and face parser models are for the neural swappers; the classical 'mesh' "
+                "swapper keeps what is in front with its own occlusion masks"
             )
         return value
 

@@ -29,6 +29,7 @@ from faceweave.crops import cut_crop
 from faceweave.enhancement import Enhancers
 from faceweave.errors import InputError
 from faceweave.expression import ExpressionChecker
+from faceweave.maskers import FaceMaskModels
 from faceweave.options import SwapOptions
 from faceweave.provenance.stamp import Provenance, stamp_image
 from faceweave.render import FaceRenderer
@@ -102,6 +103,8 @@ class FaceSwapper:
             self.swapper = create_swapper(options.swapper, SwapperContext(options=options, sessions=self.sessions))
             facefusion = isinstance(self.swapper, NeuralSwapper) and options.neural_compositing() == "facefusion"
             self.enhancers = Enhancers.load(options.enhance, self.sessions, facefusion_mask=facefusion)
+            #: FaceFusion's occluder and face parser, when the mask options name them
+            self.face_masks = FaceMaskModels.load(options.masks, self.sessions)
         except BaseException:
             self.close()
             raise
@@ -110,7 +113,9 @@ class FaceSwapper:
         self.expression = ExpressionChecker(self.analyser, options)
         #: the person segmentation and hand models, when the mask options ask for them
         self.occluders = Occluders.from_options(options.masks)
-        self.renderer = FaceRenderer(options, occluders=self.occluders, expression=self.expression)
+        self.renderer = FaceRenderer(
+            options, occluders=self.occluders, expression=self.expression, face_masks=self.face_masks
+        )
         #: the last averaged sources: (their ids, the average, the sources, which keep the ids valid)
         self._average: tuple[tuple[int, ...], SourceFace, tuple[SourceFace, ...]] | None = None
 

@@ -26,10 +26,11 @@ from faceweave.analysis.occluders import Occluders
 from faceweave.compositing.blend import match_detail, paste_back, refine_photo_face, warp_frame
 from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.composite import composite
-from faceweave.compositing.facefusion import occlusion_mask, paste_face, paste_mask
+from faceweave.compositing.facefusion import move_mask, occlusion_mask, paste_face, paste_mask, smooth_occlusion
 from faceweave.compositing.values import Composite
 from faceweave.crops import cut_crop, template_crop, working_face_size
 from faceweave.expression import ExpressionChecker
+from faceweave.maskers import FaceMaskModels
 from faceweave.options import SwapOptions
 from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, Swapper
 from faceweave.swappers.neural.base import NeuralSwapper, TemplateSwap
@@ -55,13 +56,23 @@ class FaceRenderer:
     """Cuts, swaps, checks and finishes faces for one owner's options.
 
     ``occluders``: the person and hand models of the masks (owned by the
-    caller); ``expression``: the photo's expression check.  The swapper is
-    given per call: the renderer holds no model of its own."""
+    caller); ``expression``: the photo's expression check; ``face_masks``:
+    FaceFusion's occluder and face parser when the options name them (neural
+    swappers).  The swapper is given per call: the renderer holds no model
+    of its own."""
 
-    def __init__(self, options: SwapOptions, *, occluders: Occluders, expression: ExpressionChecker) -> None:
+    def __init__(
+        self,
+        options: SwapOptions,
+        *,
+        occluders: Occluders,
+        expression: ExpressionChecker,
+        face_masks: FaceMaskModels | None = None,
+    ) -> None:
         self.options = options
         self.occluders = occluders
         self.expression = expression
+        self.face_masks = face_masks if face_masks is not None else FaceMaskModels()
 
     def render(
         self,
@@ -137,7 +148,8 @@ class FaceRenderer:
                 self.paste_facefusion(swaps[k], timings, into=out)
             else:
                 crop, result = template_crop(pixels, face, swaps[k], face_size=self.face_size(face))
-                self.finish(pixels, crop, result, timings, into=out, colour=colour, still=still)
+                keep = self.kept_face(swaps[k], crop, timings)
+                self.finish(pixels, crop, result, timings, into=out, colour=colour, still=still, keep=keep)
         return out
 
     def paste_facefusion(self, swap: TemplateSwap, timings: dict[str, float], *, into: np.ndarray) -> None:
@@ -145,9 +157,28 @@ class FaceRenderer:
         swapped so far): the swapper's box mask, the occluder models' masks
         when the mask options turn them on, one inverse warp."""
         found = self.occluders.find(swap.target, timings)
+        occluded = self.face_masks.occluded(swap.target, timings)
+        region = self.face_masks.region(swap.face, timings)
         with timed(timings, "paste"):
-            mask = paste_mask(swap.mask, [occlusion_mask(found.person, found.hands)])
+            mask = paste_mask(swap.mask, [occlusion_mask(found.person, found.hands, occluded), region])
             paste_face(into, swap.face, mask, swap.matrix, out=into)
+
+    def kept_face(self, swap: TemplateSwap, crop: AlignedCrop, timings: dict[str, float]) -> np.ndarray | None:
+        """For faceweave's compositing of a neural face: where FaceFusion's
+        occluder (on the target's template crop) and face parser (on the
+        swapped face) let the new face show, each smoothed as FaceFusion
+        does, their minimum moved onto the working ``crop``; ``None`` when
+        neither model is on.  It joins faceweave's occlusion mask as the
+        person mask does (what it calls not face stays in front)."""
+        if not self.face_masks.active:
+            return None
+        occluded = self.face_masks.occluded(swap.target, timings)
+        parts = [smooth_occlusion(occluded)] if occluded is not None else []
+        region = self.face_masks.region(swap.face, timings)
+        if region is not None:
+            parts.append(region)
+        keep = np.minimum.reduce(parts)
+        return move_mask(keep, swap.matrix, crop.matrix, int(crop.pixels.shape[0]))
 
     def _in_turn(
         self,
@@ -186,12 +217,16 @@ class FaceRenderer:
         into: np.ndarray,
         colour: ColourMatch | None = None,
         still: bool = False,
+        keep: np.ndarray | None = None,
     ) -> None:
         """Masks, colour and blending of a swapper's output, pasted into
         ``into``: a caller-owned copy of ``pixels`` that the frame's faces are
         pasted into (so a frame with many faces is copied once), while the
-        grain and blur to match are read off ``pixels``, the target's own."""
-        comp = self._composite(crop, out, timings, colour, target_lips=self.keeps_target_lips(still), still=still)
+        grain and blur to match are read off ``pixels``, the target's own
+        (``keep``: where the mask models let the new face show, see
+        :meth:`kept_face`)."""
+        lips = self.keeps_target_lips(still)
+        comp = self._composite(crop, out, timings, colour, target_lips=lips, still=still, keep=keep)
         with timed(timings, "paste"):
             if comp.warp is not None:
                 warp_frame(into, comp.warp, crop.matrix, out=into)
@@ -223,15 +258,19 @@ class FaceRenderer:
         *,
         target_lips: bool = False,
         still: bool = False,
+        keep: np.ndarray | None = None,
     ) -> Composite:
         found = self.occluders.find(crop.pixels, timings)
+        person = found.person
+        if keep is not None:
+            person = keep if person is None else np.minimum(person, keep).astype(np.float32)
         with timed(timings, "blend"):
             return composite(
                 crop,
                 out,
                 mask_options=self.options.masks,
                 shading=self.options.shading,
-                person_mask=found.person,
+                person_mask=person,
                 colour=colour,
                 hands_mask=found.hands,
                 target_lips=target_lips,

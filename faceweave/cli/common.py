@@ -74,16 +74,20 @@ def swap_options(
     hands: bool = False,
     target_lips: str | None = None,
     selection: dict[str, Any] | None = None,
+    masks: dict[str, Any] | None = None,
     **extra: Any,
 ) -> SwapOptions:
     """:class:`SwapOptions` from CLI flags; ``None`` keeps the default;
-    ``extra`` are further :class:`SwapOptions` fields (swapper, runtime, enhance).
+    ``masks``: further :class:`~faceweave.options.MaskOptions` fields (the
+    mask models and FaceFusion's box mask); ``extra`` are further
+    :class:`SwapOptions` fields (swapper, runtime, enhance).
 
     Raises pydantic's ``ValidationError`` for a value out of range.
     """
     data: dict[str, Any] = {"masks": {"occlusion": occlusion, "mouth": mouth_mask, "hands": hands}}
     if target_lips is not None:
         data["masks"]["target_lips"] = target_lips
+    data["masks"].update(masks or {})
     if working_size is not None:
         data["working_size"] = working_size
     if max_pixels is not None:
@@ -100,6 +104,7 @@ def options_from_flags(
     """:class:`SwapOptions` from the flags ``swap`` and ``live`` share (face
     selection, masks, swapper, enhancers, runtime), read by name off
     ``args``; ``working_size`` and ``expression_check`` are the command's own."""
+    from faceweave.cli.mask_flags import flag_fields
     from faceweave.cli.runtime_options import runtime_fields
     from faceweave.options import CLI_WORDS, selection_mode
 
@@ -130,6 +135,7 @@ def options_from_flags(
         args.tensorrt_fp16,
         args.models_dir,
     )
+    masks, knobs = flag_fields(args)
     return swap_options(
         working_size=working_size,
         max_pixels=args.max_pixels,
@@ -145,6 +151,8 @@ def options_from_flags(
         source_blend=args.source_blend,
         runtime=runtime,
         enhance=enhance,
+        masks=masks,
+        **knobs,
     )
 
 

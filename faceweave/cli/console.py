@@ -48,6 +48,12 @@ FLAG_FOR_FIELD = {
     "face_weight": "--face-enhancer-weight",
     "frame": "--frame-enhancer",
     "frame_blend": "--frame-enhancer-blend",
+    "face_occluder": "--face-occluder",
+    "face_parser": "--face-parser",
+    "face_parser_regions": "--face-parser-regions",
+    "face_mask_blur": "--face-mask-blur",
+    "face_mask_padding": "--face-mask-padding",
+    "swapper_weight": "--face-swapper-weight",
     "execution_provider": "--execution-provider",
     "device_id": "--device-id",
 }

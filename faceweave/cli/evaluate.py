@@ -9,6 +9,15 @@ import typer
 
 from faceweave.cli import console
 from faceweave.cli.common import swap_options
+from faceweave.cli.mask_flags import (
+    FaceMaskBlurOption,
+    FaceMaskPaddingOption,
+    FaceOccluderOption,
+    FaceParserOption,
+    FaceParserRegionsOption,
+    FaceSwapperWeightOption,
+    mask_fields,
+)
 from faceweave.cli.quality_options import (
     MaxPixelsOption,
     NoExpressionCheckOption,
@@ -107,6 +116,12 @@ def evaluate_command(
     pixel_boost: PixelBoostOption = None,
     compositing: CompositingOption = None,
     source_blend: SourceBlendOption = None,
+    face_occluder: FaceOccluderOption = None,
+    face_parser: FaceParserOption = None,
+    face_parser_regions: FaceParserRegionsOption = None,
+    face_mask_blur: FaceMaskBlurOption = None,
+    face_mask_padding: FaceMaskPaddingOption = None,
+    face_swapper_weight: FaceSwapperWeightOption = None,
     execution_provider: ExecutionProviderOption = "cpu",
     device_id: DeviceIdOption = 0,
     provider_fallback: ProviderFallbackOption = False,
@@ -132,6 +147,14 @@ def evaluate_command(
             pixel_boost=pixel_boost,
             compositing=compositing,
             source_blend=source_blend,
+            masks=mask_fields(
+                face_occluder=face_occluder,
+                face_parser=face_parser,
+                face_parser_regions=face_parser_regions,
+                face_mask_blur=face_mask_blur,
+                face_mask_padding=face_mask_padding,
+            ),
+            swapper_weight=face_swapper_weight,
             runtime=runtime_fields(
                 execution_provider, device_id, provider_fallback, tensorrt_cache, tensorrt_fp16, models_dir
             ),

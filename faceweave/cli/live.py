@@ -15,6 +15,14 @@ import typer
 
 from faceweave.cli import console
 from faceweave.cli.common import options_from_flags, refuse_video
+from faceweave.cli.mask_flags import (
+    FaceMaskBlurOption,
+    FaceMaskPaddingOption,
+    FaceOccluderOption,
+    FaceParserOption,
+    FaceParserRegionsOption,
+    FaceSwapperWeightOption,
+)
 from faceweave.cli.quality_options import MaxPixelsOption, NoMouthMaskOption, NoOcclusionOption, OcclusionHandsOption
 from faceweave.cli.runtime_options import (
     CompositingOption,
@@ -171,6 +179,12 @@ def live_command(
     pixel_boost: PixelBoostOption = None,
     compositing: CompositingOption = None,
     source_blend: SourceBlendOption = None,
+    face_occluder: FaceOccluderOption = None,
+    face_parser: FaceParserOption = None,
+    face_parser_regions: FaceParserRegionsOption = None,
+    face_mask_blur: FaceMaskBlurOption = None,
+    face_mask_padding: FaceMaskPaddingOption = None,
+    face_swapper_weight: FaceSwapperWeightOption = None,
     face_enhancer: FaceEnhancerOption = None,
     face_enhancer_blend: FaceEnhancerBlendOption = 0.8,
     face_enhancer_weight: FaceEnhancerWeightOption = 0.5,
@@ -229,6 +243,12 @@ class LiveArgs:
     pixel_boost: int | None
     compositing: str | None
     source_blend: str | None
+    face_occluder: str | None
+    face_parser: str | None
+    face_parser_regions: list[str] | None
+    face_mask_blur: float | None
+    face_mask_padding: tuple[int, int, int, int] | None
+    face_swapper_weight: float | None
     face_enhancer: str | None
     face_enhancer_blend: float
     face_enhancer_weight: float

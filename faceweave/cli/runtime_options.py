@@ -70,6 +70,7 @@ PixelBoostOption = Annotated[
     int | None,
     typer.Option(
         "--pixel-boost",
+        "--face-swapper-pixel-boost",
         metavar="PX",
         help="Neural swappers: run the model on tiles of a crop this large (e.g. 256 or 512 for a 128 px model).",
         rich_help_panel=PANEL,

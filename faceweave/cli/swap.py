@@ -3,7 +3,7 @@ or a video.  The command packs its flags into a frozen :class:`SwapArgs`;
 the steps below check them, build the options, screen the inputs and hand
 a video to ``cli/video.py``.
 
-The module is long because the command's 43 flags appear twice: in its
+The module is long because the command's 49 flags appear twice: in its
 signature, which typer reads, and in :class:`SwapArgs`, which the steps take.
 """
 
@@ -24,6 +24,14 @@ from faceweave.cli.common import (
     refuse_video,
     target_is_video,
     wants_video_output,
+)
+from faceweave.cli.mask_flags import (
+    FaceMaskBlurOption,
+    FaceMaskPaddingOption,
+    FaceOccluderOption,
+    FaceParserOption,
+    FaceParserRegionsOption,
+    FaceSwapperWeightOption,
 )
 from faceweave.cli.quality_options import (
     MaxPixelsOption,
@@ -113,6 +121,12 @@ def swap_command(
     pixel_boost: PixelBoostOption = None,
     compositing: CompositingOption = None,
     source_blend: SourceBlendOption = None,
+    face_occluder: FaceOccluderOption = None,
+    face_parser: FaceParserOption = None,
+    face_parser_regions: FaceParserRegionsOption = None,
+    face_mask_blur: FaceMaskBlurOption = None,
+    face_mask_padding: FaceMaskPaddingOption = None,
+    face_swapper_weight: FaceSwapperWeightOption = None,
     face_enhancer: FaceEnhancerOption = None,
     face_enhancer_blend: FaceEnhancerBlendOption = 0.8,
     face_enhancer_weight: FaceEnhancerWeightOption = 0.5,
@@ -172,6 +186,12 @@ class SwapArgs:
     pixel_boost: int | None
     compositing: str | None
     source_blend: str | None
+    face_occluder: str | None
+    face_parser: str | None
+    face_parser_regions: list[str] | None
+    face_mask_blur: float | None
+    face_mask_padding: tuple[int, int, int, int] | None
+    face_swapper_weight: float | None
     face_enhancer: str | None
     face_enhancer_blend: float
     face_enhancer_weight: float

@@ -5,8 +5,10 @@ The new face stays where the model made it, on the model's template crop
 (:class:`~faceweave.swappers.neural.base.TemplateSwap`); it is mixed into
 the frame under the minimum of the masks -- FaceFusion's static box mask
 (the swapper's blur and padding) and, when the mask options ask for them,
-the occluder models' masks, smoothed as FaceFusion smooths its occlusion and
-region masks -- through one inverse warp of the crop and the mask.  No
+the occluder models' masks (faceweave's segmentation and hands, FaceFusion's
+XSeg occluder) and the face parser's region mask, smoothed as FaceFusion
+smooths its occlusion and region masks -- through one inverse warp of the
+crop and the mask.  No
 colour transfer, no multi-band blend, no grain: the face is the model's.
 """
 
@@ -30,14 +32,20 @@ def smooth_occlusion(mask: np.ndarray) -> np.ndarray:
     return ((np.clip(blurred, 0.5, 1.0) - 0.5) * 2.0).astype(np.float32)
 
 
-def occlusion_mask(person: np.ndarray | None, hands: np.ndarray | None) -> np.ndarray | None:
+def occlusion_mask(
+    person: np.ndarray | None, hands: np.ndarray | None, occluder: np.ndarray | None = None
+) -> np.ndarray | None:
     """Where the face may show, from the occluder models run on the template
-    crop: on the person (``person``: 1 = person) and not on a hand
-    (``hands``: 1 = hand), smoothed (:func:`smooth_occlusion`); ``None``
-    when neither model ran."""
+    crop: on the person (``person``: 1 = person), not on a hand (``hands``:
+    1 = hand) and where FaceFusion's occluder model sees the face
+    (``occluder``: 1 = face, raw), their minimum smoothed once as FaceFusion
+    smooths its occlusion mask (:func:`smooth_occlusion`); ``None`` when no
+    model ran."""
     parts = [np.asarray(person, np.float32)] if person is not None else []
     if hands is not None:
         parts.append(1.0 - np.asarray(hands, np.float32))
+    if occluder is not None:
+        parts.append(np.asarray(occluder, np.float32))
     if not parts:
         return None
     return smooth_occlusion(np.minimum.reduce(parts))
@@ -83,3 +91,20 @@ def paste_face(frame: np.ndarray, face: np.ndarray, mask: np.ndarray, matrix: np
     region = frame[y1:y2, x1:x2].astype(np.float32)
     mixed = region * (1.0 - m) + back * m
     out[y1:y2, x1:x2] = np.clip(np.rint(mixed), 0, 255).astype(np.uint8)
+
+
+def move_mask(mask: np.ndarray, source: np.ndarray, target: np.ndarray, side: int) -> np.ndarray:
+    """A mask ``(s, s)`` of the crop of ``source`` (frame -> crop) moved onto
+    the ``side`` x ``side`` crop of ``target`` (frame -> crop): one bilinear
+    warp, 1 (nothing known in front) outside the source crop; the mask
+    itself when both crops are the same."""
+    src = np.asarray(source, np.float64)
+    dst = np.asarray(target, np.float64)
+    if side == mask.shape[0] and np.allclose(src, dst):
+        return np.asarray(mask, np.float32)
+    inv = cv2.invertAffineTransform(src)
+    m = np.hstack([dst[:, :2] @ inv[:, :2], (dst[:, :2] @ inv[:, 2] + dst[:, 2])[:, None]])
+    moved = cv2.warpAffine(
+        np.ascontiguousarray(mask, np.float32), m, (side, side), flags=cv2.INTER_LINEAR, borderValue=(1.0,)
+    )
+    return np.clip(moved, 0.0, 1.0).astype(np.float32)

@@ -30,7 +30,7 @@ MEDIA_TYPES = {
     "mov": "video/quicktime",
     "mkv": "video/x-matroska",
 }
-_LIST_FIELDS = frozenset({"face_index"})
+_LIST_FIELDS = frozenset({"face_index", "face_parser_regions", "face_mask_padding"})
 
 
 class JobOptions(BaseModel):
@@ -68,6 +68,18 @@ class JobOptions(BaseModel):
     source_blend: Literal["average", "pose"] = Field(
         "average", description="neural swappers, several source photos: average their identities, or pick by pose"
     )
+    face_occluder: str | None = Field(None, max_length=64, description="neural swappers: xseg_1|xseg_2|xseg_3")
+    face_parser: str | None = Field(
+        None, max_length=64, description="neural swappers: bisenet_resnet_18|bisenet_resnet_34"
+    )
+    face_parser_regions: tuple[str, ...] | None = Field(
+        None, max_length=16, description="the parser's regions the new face shows on (FaceFusion's names)"
+    )
+    face_mask_blur: float = Field(0.3, ge=0.0, le=1.0, description="FaceFusion's box mask feather")
+    face_mask_padding: tuple[int, int, int, int] = Field(
+        (0, 0, 0, 0), description="FaceFusion's box mask padding, percent: top, right, bottom, left"
+    )
+    face_swapper_weight: float = Field(0.5, ge=0.0, le=1.0, description="FaceFusion's swapper weight")
     face_enhancer: str | None = Field(None, max_length=64)
     face_enhancer_blend: float = Field(0.8, ge=0.0, le=1.0)
     face_enhancer_weight: float = Field(0.5, ge=0.0, le=1.0)
@@ -121,8 +133,12 @@ class JobOptions(BaseModel):
                     "mouth": self.mouth_mask,
                     "hands": self.occlusion_hands,
                     "target_lips": self.target_lips,
+                    **self.mask_models(),
+                    "face_mask_blur": self.face_mask_blur,
+                    "face_mask_padding": self.face_mask_padding,
                 },
                 "swapper": self.swapper,
+                "swapper_weight": self.face_swapper_weight,
                 "pixel_boost": self.pixel_boost,
                 "compositing": self.compositing,
                 "source_blend": self.source_blend,
@@ -136,6 +152,14 @@ class JobOptions(BaseModel):
                 "runtime": (runtime or RuntimeOptions()).model_dump(),
             }
         )
+
+    def mask_models(self) -> dict[str, Any]:
+        """The ``masks`` fields naming FaceFusion's occluder and parser (and
+        the parser's regions when given)."""
+        fields: dict[str, Any] = {"face_occluder": self.face_occluder, "face_parser": self.face_parser}
+        if self.face_parser_regions is not None:
+            fields["face_parser_regions"] = self.face_parser_regions
+        return fields
 
     def video_options(self):
         """The :class:`~faceweave.video.pipeline.VideoOptions` for a video job."""
@@ -164,6 +188,7 @@ class JobOptions(BaseModel):
                 {
                     "swapper": self.swapper,
                     "enhance": {"face": self.face_enhancer, "frame": self.frame_enhancer},
+                    "masks": {**self.mask_models(), "face_mask_padding": self.face_mask_padding},
                 }
             )
         except ValidationError as exc:

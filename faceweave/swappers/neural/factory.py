@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from faceweave.embedders.arcface import ArcFaceEmbedder, EmbeddingConverter
+from faceweave.errors import InvalidOptionError
 from faceweave.swappers.base import SwapperContext
 from faceweave.swappers.neural import NEURAL_SWAPPERS
 from faceweave.swappers.neural.base import NeuralSwapper
@@ -16,10 +17,16 @@ def load_neural_swapper(name: str, context: SwapperContext) -> NeuralSwapper:
     """The registry's factory for the neural model ``name`` (a key of
     :data:`NEURAL_SWAPPERS`; the registry has checked it), with its models
     loaded from the context's sessions on their provider, and the options'
-    ``pixel_boost`` (missing files raise
+    ``pixel_boost``, FaceFusion's box-mask blur and padding and the swapper
+    weight (missing files raise
     :class:`~faceweave.errors.ModelNotFoundError` saying how to get them)."""
     entry = NEURAL_SWAPPERS[name]
     spec = entry.spec
+    if context.options.swapper_weight != 0.5 and spec.source != "embedding":
+        raise InvalidOptionError(
+            f"{name} takes the source face as an image, not an identity embedding: the swapper weight applies "
+            "only to the embedding swappers (inswapper, hyperswap, simswap, ghost, hififace); leave it at 0.5"
+        )
     pool = context.sessions.open()
     provider = context.sessions.provider
     kwargs: dict[str, Any] = {}
@@ -35,4 +42,12 @@ def load_neural_swapper(name: str, context: SwapperContext) -> NeuralSwapper:
         kwargs["emap"] = read_emap(path if path is not None else pool.store.resolve(name))
     # the runtime's InferenceModel declares inputs/outputs as tuple attributes, which a
     # protocol's Sequence attributes (RunnableModel, invariant) do not accept: runtime/model.py's to align
-    return entry.create(model, pixel_boost=context.options.pixel_boost, **kwargs)
+    options = context.options
+    return entry.create(
+        model,
+        pixel_boost=options.pixel_boost,
+        mask_blur=options.masks.face_mask_blur,
+        mask_padding=tuple(float(p) for p in options.masks.face_mask_padding),
+        weight=options.swapper_weight,
+        **kwargs,
+    )

@@ -1,0 +1,125 @@
+"""The mask model protocols, their constants and the registry.
+
+An occluder (:class:`FaceOccluder`) looks at the target face on the
+swapper's template crop and says where the face itself shows (1) and where
+something is in front of it (0); a face parser (:class:`FaceParser`) looks
+at the swapped face and says which pixels belong to the chosen regions.
+Both take a loaded model (the caller owns its session) and return a mask
+of the crop's side, before FaceFusion's smoothing
+(:func:`faceweave.compositing.facefusion.smooth_occlusion`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from faceweave.errors import InvalidOptionError
+from faceweave.runtime.model import RunnableModel
+
+#: FaceFusion's region names (``facefusion.choices.face_mask_region_set``) ->
+#: the CelebAMask-HQ class a BiSeNet parser labels them with
+REGIONS: Mapping[str, int] = MappingProxyType(
+    {
+        "skin": 1,
+        "left-eyebrow": 2,
+        "right-eyebrow": 3,
+        "left-eye": 4,
+        "right-eye": 5,
+        "glasses": 6,
+        "nose": 10,
+        "mouth": 11,
+        "upper-lip": 12,
+        "lower-lip": 13,
+    }
+)
+
+_IMAGENET_MEAN = (0.485, 0.456, 0.406)
+_IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass(frozen=True)
+class MaskerSpec:
+    """A mask model: its name (the catalog's), the side its input is resized
+    to, and the per-channel mean/std of its input on ``[0, 1]`` pixels."""
+
+    name: str
+    size: int
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+
+
+FACE_OCCLUDERS: Mapping[str, MaskerSpec] = MappingProxyType(
+    {name: MaskerSpec(name, 256) for name in ("xseg_1", "xseg_2", "xseg_3")}
+)
+FACE_PARSERS: Mapping[str, MaskerSpec] = MappingProxyType(
+    {name: MaskerSpec(name, 512, _IMAGENET_MEAN, _IMAGENET_STD) for name in ("bisenet_resnet_18", "bisenet_resnet_34")}
+)
+
+
+@runtime_checkable
+class FaceOccluder(Protocol):
+    name: str
+
+    def mask(self, crop: np.ndarray) -> np.ndarray:
+        """``(S, S)`` float32 in ``[0, 1]`` (1: the face shows) for an
+        ``(S, S, 3)`` uint8 RGB template crop of the target face."""
+        ...
+
+
+@runtime_checkable
+class FaceParser(Protocol):
+    name: str
+
+    def mask(self, face: np.ndarray, regions: Sequence[str]) -> np.ndarray:
+        """``(S, S)`` float32, 1 where an ``(S, S, 3)`` RGB face (uint8 or
+        float in ``[0, 255]``) is one of ``regions`` (names of :data:`REGIONS`)."""
+        ...
+
+
+def available_face_occluders() -> list[str]:
+    return sorted(FACE_OCCLUDERS)
+
+
+def available_face_parsers() -> list[str]:
+    return sorted(FACE_PARSERS)
+
+
+def check_regions(regions: Iterable[str]) -> tuple[str, ...]:
+    """``regions`` as a tuple, each a name of :data:`REGIONS`; raises
+    :class:`InvalidOptionError` naming the first unknown one and the accepted."""
+    chosen = tuple(regions)
+    if not chosen:
+        raise InvalidOptionError(f"face parser regions: choose at least one of {', '.join(REGIONS)}")
+    for name in chosen:
+        if name not in REGIONS:
+            raise InvalidOptionError(f"unknown face parser region {name!r}; one of {', '.join(REGIONS)}")
+    return chosen
+
+
+def _spec(registry: Mapping[str, MaskerSpec], name: str, what: str) -> MaskerSpec:
+    if name not in registry:
+        raise InvalidOptionError(f"unknown {what} {name!r}; available: {', '.join(sorted(registry))}")
+    return registry[name]
+
+
+def create_face_occluder(name: str, model: RunnableModel) -> FaceOccluder:
+    """The registered occluder ``name`` around a loaded ``model`` (raises
+    :class:`InvalidOptionError` for an unknown name, :class:`ModelSignatureError`
+    for a model without the input it needs)."""
+    from faceweave.maskers.xseg import XsegOccluder
+
+    factory: Callable[..., FaceOccluder] = XsegOccluder
+    return factory(model, spec=_spec(FACE_OCCLUDERS, name, "face occluder"))
+
+
+def create_face_parser(name: str, model: RunnableModel) -> FaceParser:
+    """The registered face parser ``name`` around a loaded ``model``."""
+    from faceweave.maskers.bisenet import BiSeNetParser
+
+    factory: Callable[..., FaceParser] = BiSeNetParser
+    return factory(model, spec=_spec(FACE_PARSERS, name, "face parser"))
