@@ -120,7 +120,7 @@ def distance_points(anchors: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 def _rows(array: np.ndarray, rows: int, width: int, what: str) -> np.ndarray:
     """``array`` as ``(rows, width)`` (a leading batch axis of 1 dropped), or
     :class:`ModelSignatureError` saying what the head gave."""
-    out = np.asarray(array, np.float64)
+    out = np.asarray(array)
     if out.ndim == 3 and out.shape[0] == 1:
         out = out[0]
     if out.shape != (rows, width):
@@ -168,7 +168,8 @@ def decode_yunet(
         n = len(anchors)
         cls = _rows(outputs[index], n, 1, f"{model} class scores at stride {stride}")[:, 0]
         obj = _rows(outputs[index + 3], n, 1, f"{model} object scores at stride {stride}")[:, 0]
-        scores = cls * obj
+        # multiplied at the model's precision, so that near-equal scores order as FaceFusion's do
+        scores = (cls.astype(np.float32) * obj.astype(np.float32)).astype(np.float64)
         keep = scores >= threshold
         if not keep.any():
             continue
