@@ -10,7 +10,7 @@ import pytest
 
 from faceweave.compositing.blend import restore_detail
 from faceweave.compositing.colour import to_lab, to_rgb
-from faceweave.compositing.composite import TINT_LIGHTNESS, skin_tint
+from faceweave.compositing.composite import TINT_CHROMA, TINT_LIGHTNESS, skin_tint
 from faceweave.compositing.regions import feature_mask, skin_region
 from faceweave.compositing.resample import half, half_mesh
 from faceweave.compositing.values import HalfCrop
@@ -86,8 +86,8 @@ def test_the_skin_tint_brings_the_target_s_cheek_colour_and_keeps_off_the_eyes(a
     tint = skin_tint(view0, shifted, skin)
     inner = cv2.erode(skin, np.ones((9, 9), np.uint8)) > 0.5
     eyes = feature_mask(size, mesh, grow=0.01 * fs) > 0.5
-    assert np.median(tint[inner][:, 1]) == pytest.approx(6.0, abs=1.0)
-    assert np.median(tint[inner][:, 2]) == pytest.approx(4.0, abs=1.0)
+    assert np.median(tint[inner][:, 1]) == pytest.approx(6.0 * TINT_CHROMA, abs=1.0)
+    assert np.median(tint[inner][:, 2]) == pytest.approx(4.0 * TINT_CHROMA, abs=1.0)
     assert np.median(tint[inner][:, 0]) == pytest.approx(-3.0 * TINT_LIGHTNESS, abs=0.6)
     assert np.abs(tint[eyes]).max() < 1.0  # (at most a sixth of the shift at their rim) no tint on the eyes
     same = skin_tint(view0, view0.behind_lab, skin)

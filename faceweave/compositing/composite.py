@@ -64,10 +64,15 @@ BLEND_LEVELS = 5
 TINT_SIGMA = 0.03
 TINT_EYE_MARGIN = 0.06
 TINT_FEATHER = 0.03
-#: how much of the target's fine lightness pattern the tint also takes (the
-#: rest is the source's modelling of its cheeks, which carries identity):
-#: on the judge's 24 pairs 0.3 moved tone from 2.75 to 2.53 dE for +0.003 d_src
-TINT_LIGHTNESS = 0.3
+#: how much of the target's fine lightness and colour pattern the tint
+#: takes (the rest is the source's modelling of its cheeks and its own
+#: blush, which carry identity).  Since the cheeks are settled to the
+#: target's after the blend (:func:`settle_cheeks`), lightness adds nothing
+#: to the tone: on the judge's 24 pairs (no watermark) lightness 0.3 -> 0
+#: and colour 1 -> 0.6 moved d_src by -0.007 / -0.005 per pair (seeds 0 / 1),
+#: blotch by 0.0 / -0.18 and tone by +0.01 / +0.15 dE
+TINT_LIGHTNESS = 0.0
+TINT_CHROMA = 0.6
 #: the target's lips kept (``MaskOptions.target_lips``): how far around the
 #: outer lip line, and the feather (fractions of the face size)
 LIPS_GROW = 0.07
@@ -313,8 +318,9 @@ def colour_plan(view: HalfCrop, skin: np.ndarray, *, shading: float, colour: Col
 
 
 def skin_tint(view: HalfCrop, matched: np.ndarray, skin: np.ndarray) -> np.ndarray:
-    """``(s, s, 3)`` float32 CIELAB offset: the target's skin tint (a*, b*, and
-    :data:`TINT_LIGHTNESS` of L*) where its skin shows it, at a fine scale.
+    """``(s, s, 3)`` float32 CIELAB offset: the target's skin tint
+    (:data:`TINT_CHROMA` of a*, b* and :data:`TINT_LIGHTNESS` of L*) where
+    its skin shows it, at a fine scale.
 
     The skin's hue and saturation vary over a face (pinker cheeks, a warmer
     jaw, a cooler shaded side) with the light and the person's skin, not with
@@ -332,7 +338,7 @@ def skin_tint(view: HalfCrop, matched: np.ndarray, skin: np.ndarray) -> np.ndarr
     eyes = feature_mask(small, mesh, grow=TINT_EYE_MARGIN * fs)
     weight = feather(on * (1.0 - eyes), erode=0, blur=TINT_FEATHER * fs)
     tint = np.zeros((small[1], small[0], 3), np.float32)
-    tint[..., 1:] = fine[..., 1:] * weight[..., None]
+    tint[..., 1:] = fine[..., 1:] * (TINT_CHROMA * weight)[..., None]
     tint[..., 0] = TINT_LIGHTNESS * fine[..., 0] * weight
     tint += eyelid_lift(face, behind, mesh, fs)
     return cv2.resize(tint, view.size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
