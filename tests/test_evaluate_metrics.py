@@ -65,8 +65,10 @@ def synthetic_mesh(**points) -> np.ndarray:
 
 
 BASE_MESH = synthetic_mesh(
-    p468=(0, 0),
-    p473=(100, 0),  # iris centres: inter-eye distance 100
+    p468=(10, 0),
+    p473=(90, 0),  # iris centres (not what the ratios divide by)
+    p33=(0, 0),
+    p263=(100, 0),  # outer eye corners: eye distance 100
     p13=(50, 50),
     p14=(50, 70),  # mouth opening 20
     p61=(10, 60),
@@ -152,7 +154,7 @@ def test_pose_error_is_the_largest_angle_difference(a, b, expected):
     assert M.pose_error(a, b) == pytest.approx(expected)
 
 
-def test_expression_ratios_divide_by_the_inter_eye_distance():
+def test_expression_ratios_divide_by_the_outer_eye_corner_distance():
     r = M.expression_ratios(BASE_MESH)
     assert r.mouth_open == pytest.approx(0.20)
     assert r.mouth_width == pytest.approx(0.80)
@@ -182,8 +184,8 @@ def test_expression_error_is_the_largest_ratio_difference(landmark, xy, part, ex
     assert sum(parts.as_tuple()) == pytest.approx(expected)
 
 
-def test_expression_ratios_need_distinct_iris_centres():
-    with pytest.raises(ValueError, match="iris"):
+def test_expression_ratios_need_distinct_outer_eye_corners():
+    with pytest.raises(ValueError, match="eye corners"):
         M.expression_ratios(np.zeros((478, 3), np.float32))
 
 

@@ -1,5 +1,5 @@
 """Expression ratios of a face mesh (mouth and eye opening and mouth width
-over the distance between the irises), and corrections of a new face's
+over the distance between the outer eye corners), and corrections of a new face's
 geometry that make its expression read as the target's.  Pure functions;
 used by the swap pipeline's expression check and by ``faceweave evaluate``."""
 
@@ -16,7 +16,9 @@ __all__ = ["ExpressionCorrection", "ExpressionRatios", "apply_correction", "expr
 
 @dataclass(frozen=True)
 class ExpressionRatios:
-    """Mouth and eye openings divided by the distance between the iris centres.
+    """Mouth and eye openings and mouth width divided by the distance
+    between the outer eye corners (33-263), as the swap judge and
+    ``faceweave evaluate``'s video report measure them.
 
     ``mouth_open``: inner lips 13-14; ``mouth_width``: mouth corners 61-291;
     ``eye_open``: mean of the lid gaps 159-145 and 386-374.
@@ -32,7 +34,14 @@ class ExpressionRatios:
 
 def expression_ratios(mesh: np.ndarray) -> ExpressionRatios:
     """:class:`ExpressionRatios` of a ``(478, 2+)`` refined mesh, from the x, y
-    image coordinates.  Raises ``ValueError`` when the iris centres coincide."""
+    image coordinates.  Raises ``ValueError`` when the outer eye corners
+    coincide.
+
+    The outer corners, not the irises: a new face has the source's eyes,
+    whose width beside the distance between its pupils is the source's
+    own, and a mouth is seen against the breadth of the eyes (the judge's
+    reading); over the pupils' distance a swap could keep every ratio and
+    still read as a wider or narrower smile."""
     p = np.asarray(mesh, dtype=np.float64)
     if p.ndim != 2 or p.shape[0] != 478 or p.shape[1] < 2:
         raise ValueError(f"mesh: expected (478, 2+), got {p.shape}")
@@ -41,9 +50,9 @@ def expression_ratios(mesh: np.ndarray) -> ExpressionRatios:
     def dist(i: int, j: int) -> float:
         return float(np.linalg.norm(p[i] - p[j]))
 
-    eyes = dist(int(topo.RIGHT_IRIS[0]), int(topo.LEFT_IRIS[0]))
+    eyes = dist(topo.RIGHT_EYE_OUTER, topo.LEFT_EYE_OUTER)
     if eyes <= 1e-6:
-        raise ValueError("mesh: the iris centres coincide")
+        raise ValueError("mesh: the outer eye corners coincide")
     eye_open = (dist(topo.RIGHT_EYE_UPPER, topo.RIGHT_EYE_LOWER) + dist(topo.LEFT_EYE_UPPER, topo.LEFT_EYE_LOWER)) / 2.0
     return ExpressionRatios(
         mouth_open=dist(topo.UPPER_LIP_INNER, topo.LOWER_LIP_INNER) / eyes,
@@ -96,7 +105,7 @@ def apply_correction(mesh: np.ndarray, correction: ExpressionCorrection) -> np.n
         rel = out[lips, :2] - centre
         along, across = rel @ u, rel @ v
         if correction.mouth_open != 0.0:
-            eyes = float(np.linalg.norm(out[int(topo.RIGHT_IRIS[0]), :2] - out[int(topo.LEFT_IRIS[0]), :2]))
+            eyes = float(np.linalg.norm(out[topo.RIGHT_EYE_OUTER, :2] - out[topo.LEFT_EYE_OUTER, :2]))
             upper, lower = out[topo.UPPER_LIP_INNER, :2], out[topo.LOWER_LIP_INNER, :2]
             up = float(np.sign((upper - lower) @ v)) or -1.0  # the upper lip's side along v
             gap = abs(float((upper - lower) @ v))

@@ -194,9 +194,10 @@ def transfer_shape(
     points (no lips, eyelids or irises); the result takes the fitted source
     everywhere except the lips and each eye, which keep the target's own
     points moved as blocks: shifted by their mean offset and scaled about
-    their centre by the change of the distance between the eyes, so that the
-    target's expression (mouth and eye opening, mouth width, all relative to
-    the eye distance) stays.
+    their centre by the change of the distance between the outer eye
+    corners (the lips once more after the eyes take the source's outline),
+    so that the target's expression (mouth and eye opening, mouth width, all
+    relative to that distance) stays.
 
     The skin around the lips and eyes follows them: each block's offset from
     the fitted source spreads to the points around it, falling off as a
@@ -216,7 +217,8 @@ def transfer_shape(
     blocks = _blocks()
 
     def eye_distance(mesh: np.ndarray) -> float:
-        return float(np.linalg.norm(mesh[blocks[1][0]].mean(axis=0) - mesh[blocks[2][0]].mean(axis=0)))
+        # the outer eye corners, as expressions are read (faceweave.geometry.expression)
+        return float(np.linalg.norm(mesh[topo.RIGHT_EYE_OUTER, :2] - mesh[topo.LEFT_EYE_OUTER, :2]))
 
     k = eye_distance(fitted) / max(eye_distance(target), 1e-6)
     for block, _ in blocks:
@@ -227,6 +229,11 @@ def transfer_shape(
     if EYE_SHAPE > 0:
         for eye in range(len(topo.eyes())):
             _eye_shape(new, fitted, eye, EYE_SHAPE)
+        # the source's eyes set the corners: the mouth keeps its size beside them
+        lips = blocks[0][0]
+        grow = eye_distance(new) / max(k * eye_distance(target), 1e-6)
+        centre = new[lips].mean(axis=0)
+        new[lips] = centre + grow * (new[lips] - centre)
     if surround > 0:
         _spread_to_surround(new, fitted, blocks, surround)
     if correction is not None and not correction.is_none:
