@@ -143,15 +143,23 @@ def masked_blur(image: np.ndarray, mask: np.ndarray, sigma: float) -> np.ndarray
     ``mask``, so that the background does not bleed into the face's shading.
     Computed at reduced resolution for large sigmas (the result is smooth)."""
     h, w = mask.shape
-    factor = max(1, int(sigma // 4))
-    small = (max(1, w // factor), max(1, h // factor))
-    m = cv2.resize(mask.astype(np.float32), small, interpolation=cv2.INTER_AREA)
-    x = cv2.resize((image * mask[..., None]).astype(np.float32), small, interpolation=cv2.INTER_AREA)
+    factor = max(1, min(int(sigma // 4), h, w))
+    small = (w // factor, h // factor)
+    # shrunk by exactly ``factor`` (OpenCV's fast path): the last rows and
+    # columns that do not fill a block take the nearest result
+    even = (slice(0, small[1] * factor), slice(0, small[0] * factor))
+    m = cv2.resize(mask[even].astype(np.float32), small, interpolation=cv2.INTER_AREA)
+    x = cv2.resize((image[even] * mask[even][..., None]).astype(np.float32), small, interpolation=cv2.INTER_AREA)
     s = sigma / factor
     num = cv2.GaussianBlur(x, (0, 0), s)
     den = cv2.GaussianBlur(m, (0, 0), s)[..., None]
-    out = num / np.maximum(den, 1e-4)
-    return cv2.resize(out, (w, h), interpolation=cv2.INTER_LINEAR)
+    blurred = np.asarray(num / np.maximum(den, 1e-4), np.float32)
+    out = np.asarray(
+        cv2.resize(blurred, (small[0] * factor, small[1] * factor), interpolation=cv2.INTER_LINEAR), np.float32
+    )
+    if out.shape[:2] != (h, w):
+        out = np.asarray(cv2.copyMakeBorder(out, 0, h - out.shape[0], 0, w - out.shape[1], cv2.BORDER_REPLICATE))
+    return out.reshape(h, w, -1)
 
 
 def transfer_shading(

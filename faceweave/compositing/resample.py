@@ -9,8 +9,14 @@ import numpy as np
 
 
 def half(image: np.ndarray) -> np.ndarray:
-    """``image`` ``(H, W, ...)`` area-averaged to ``(H // 2, W // 2, ...)``."""
-    return np.asarray(cv2.resize(image, (image.shape[1] // 2, image.shape[0] // 2), interpolation=cv2.INTER_AREA))
+    """``image`` ``(H, W, ...)`` area-averaged to ``(H // 2, W // 2, ...)``:
+    each pixel the mean of a 2 x 2 block (an odd last row or column is
+    left out, as :func:`half_mesh` places the points; OpenCV's area
+    resampling by an exact factor of two is also many times faster than by
+    a factor slightly off it)."""
+    h, w = image.shape[0] // 2, image.shape[1] // 2
+    even = image[: 2 * h, : 2 * w]
+    return np.asarray(cv2.resize(even, (w, h), interpolation=cv2.INTER_AREA))
 
 
 def half_mesh(mesh: np.ndarray) -> np.ndarray:
