@@ -260,3 +260,17 @@ def test_the_service_job_spec_carries_the_models_and_knobs():
     assert JobOptions().swap_options(kind="image", has_reference=False, max_pixels=10**7, video_working_size=192) == (
         SwapOptions(max_pixels=10**7)
     )
+
+
+def test_a_missing_parser_stops_before_the_occluder_loads(models_dir):
+    from faceweave.maskers import FaceMaskModels
+    from faceweave.sessions import ModelSessions
+
+    opts = options(models_dir, {"face_occluder": "xseg_1", "face_parser": "bisenet_resnet_18"})
+    sessions = ModelSessions(opts.runtime)
+    try:
+        with pytest.raises(ModelNotFoundError, match="bisenet_resnet_18"):
+            FaceMaskModels.load(opts.masks, sessions)
+        assert sessions.loads() == []  # nothing half loaded
+    finally:
+        sessions.close()

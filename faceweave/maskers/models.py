@@ -34,12 +34,15 @@ class FaceMaskModels:
     def load(cls, masks: MaskOptions, sessions: ModelSessions) -> FaceMaskModels:
         """The models ``masks.face_occluder`` and ``masks.face_parser`` name,
         loaded from ``sessions`` (none opened when both are off).  A missing
-        file raises :class:`~faceweave.errors.ModelNotFoundError` saying how
+        file (looked for before either is loaded) raises :class:`~faceweave.errors.ModelNotFoundError` saying how
         to get it; the sessions' owner closes what was loaded."""
         if masks.face_occluder is None and masks.face_parser is None:
             return cls()
         pool = sessions.open()
         provider = sessions.provider
+        for name in (masks.face_occluder, masks.face_parser):  # both files there before either loads
+            if name is not None and pool.store.locate(pool.store.spec(name)) is None:
+                pool.store.resolve(name)  # raises, saying how to get it
         occluder = parser = None
         if masks.face_occluder is not None:
             occluder = create_face_occluder(masks.face_occluder, pool.get(masks.face_occluder, provider))
