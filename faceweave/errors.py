@@ -273,3 +273,11 @@ class OutputUnavailableError(InvalidOptionError):
     preview window, no virtual camera device or its optional package."""
 
     code = "output_unavailable"
+
+
+class ChosenModelMissingError(ModelNotFoundError, InputError):
+    """A model the options choose by name (a face detector or landmarker) has
+    no file in the models folder; the message says how to get it (the
+    user's input: exit code 2)."""
+
+    code = "model_missing"

@@ -9,7 +9,7 @@ import pytest
 from tests.analysis_fixtures import constant_model, landmarker_stand_in, yolo_head
 
 from faceweave.analysis import FaceAnalyser
-from faceweave.errors import ModelNotFoundError
+from faceweave.errors import ChosenModelMissingError, InputError, ModelNotFoundError
 from faceweave.models import builtin_specs
 from faceweave.options import AnalysisOptions, RuntimeOptions
 from faceweave.sessions import ModelSessions
@@ -89,13 +89,17 @@ def test_fan_68_5_with_the_mediapipe_detector_starts_from_the_mesh_points(tmp_pa
 def test_a_missing_model_file_is_named_with_how_to_get_it_and_nothing_is_loaded(tmp_path, astronaut):
     _write(tmp_path, "scrfd", constant_model([1, 3, 640, 640], [np.zeros((1, 1))] * 9))
     sessions = ModelSessions(RuntimeOptions(models_dir=str(tmp_path)))
-    with pytest.raises(ModelNotFoundError) as caught:
+    with pytest.raises(ChosenModelMissingError) as caught:
         FaceAnalyser(AnalysisOptions(face_detector="scrfd", face_landmarker="2dfan4"), sessions=sessions)
     message = str(caught.value)
-    assert "model 2dfan4 is not present in" in message and "faceweave models download 2dfan4" in message
+    assert (
+        message.startswith("face landmarker 2dfan4: model 2dfan4 is not present in")
+        and "faceweave models download 2dfan4" in message
+    )
     assert sessions.pool is not None and sessions.pool.records == ()
     sessions.close()
-    with pytest.raises(ModelNotFoundError, match="faceweave models download yunet"):
+    with pytest.raises(ModelNotFoundError, match="face detector yunet: .*faceweave models download yunet") as caught:
         FaceAnalyser(
             AnalysisOptions(face_detector="yunet"), sessions=ModelSessions(RuntimeOptions(models_dir=str(tmp_path)))
         )
+    assert isinstance(caught.value, InputError)  # the CLI's exit code 2

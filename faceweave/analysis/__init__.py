@@ -22,6 +22,7 @@ from faceweave.analysis.face_detectors import FaceDetector, create_face_detector
 from faceweave.analysis.face_landmarkers import FaceLandmarker, create_face_landmarker
 from faceweave.analysis.landmarker import MediapipeFaceMesh
 from faceweave.analysis.pose import head_pose
+from faceweave.errors import ChosenModelMissingError, ModelNotFoundError, UnknownModelError
 from faceweave.geometry.topology import kps5_from_mesh
 from faceweave.options import AnalysisOptions, RuntimeOptions
 from faceweave.timing import timed
@@ -74,8 +75,15 @@ class FaceAnalyser:
             )
             return detector, None
         pool, provider = self.sessions.open(), self.sessions.provider
-        for name in options.onnx_models():
-            pool.store.resolve(name)  # every file present before any is loaded
+        for name in options.onnx_models():  # every file present before any is loaded
+            try:
+                pool.store.resolve(name)
+            except UnknownModelError:
+                raise
+            except ModelNotFoundError as exc:
+                chosen = f"face detector {name}" if name == options.face_detector else None
+                chosen = chosen or f"face landmarker {options.face_landmarker}"
+                raise ChosenModelMissingError(f"{chosen}: {exc}") from exc
         if options.face_detector == "mediapipe":
             detector = MediapipeFaceDetector(min_confidence=options.min_confidence, small_faces=options.small_faces)
         else:

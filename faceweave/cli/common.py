@@ -75,11 +75,14 @@ def swap_options(
     target_lips: str | None = None,
     selection: dict[str, Any] | None = None,
     masks: dict[str, Any] | None = None,
+    analysis: dict[str, Any] | None = None,
     **extra: Any,
 ) -> SwapOptions:
     """:class:`SwapOptions` from CLI flags; ``None`` keeps the default;
     ``masks``: further :class:`~faceweave.options.MaskOptions` fields (the
-    mask models and FaceFusion's box mask); ``extra`` are further
+    mask models and FaceFusion's box mask); ``analysis``: further
+    :class:`~faceweave.options.AnalysisOptions` fields (the face detector
+    and landmarker); ``extra`` are further
     :class:`SwapOptions` fields (swapper, runtime, enhance).
 
     Raises pydantic's ``ValidationError`` for a value out of range.
@@ -94,6 +97,8 @@ def swap_options(
         data["max_pixels"] = max_pixels
     if selection:
         data["selection"] = {k: v for k, v in selection.items() if v is not None}
+    if analysis:
+        data["analysis"] = analysis
     data.update({k: v for k, v in extra.items() if v is not None})
     return SwapOptions.model_validate(data)
 
@@ -104,6 +109,7 @@ def options_from_flags(
     """:class:`SwapOptions` from the flags ``swap`` and ``live`` share (face
     selection, masks, swapper, enhancers, runtime), read by name off
     ``args``; ``working_size`` and ``expression_check`` are the command's own."""
+    from faceweave.cli.analysis_flags import analysis_flag_fields
     from faceweave.cli.mask_flags import flag_fields
     from faceweave.cli.runtime_options import runtime_fields
     from faceweave.options import CLI_WORDS, selection_mode
@@ -136,6 +142,7 @@ def options_from_flags(
         args.models_dir,
     )
     masks, knobs = flag_fields(args)
+    analysis = analysis_flag_fields(args)
     return swap_options(
         working_size=working_size,
         max_pixels=args.max_pixels,
@@ -152,6 +159,7 @@ def options_from_flags(
         runtime=runtime,
         enhance=enhance,
         masks=masks,
+        analysis=analysis,
         **knobs,
     )
 

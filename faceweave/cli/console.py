@@ -54,6 +54,11 @@ FLAG_FOR_FIELD = {
     "face_mask_blur": "--face-mask-blur",
     "face_mask_padding": "--face-mask-padding",
     "swapper_weight": "--face-swapper-weight",
+    "face_detector": "--face-detector",
+    "face_detector_size": "--face-detector-size",
+    "min_confidence": "--face-detector-score",
+    "face_landmarker": "--face-landmarker",
+    "face_landmarker_score": "--face-landmarker-score",
     "execution_provider": "--execution-provider",
     "device_id": "--device-id",
 }

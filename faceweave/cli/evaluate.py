@@ -8,6 +8,14 @@ from typing import Annotated
 import typer
 
 from faceweave.cli import console
+from faceweave.cli.analysis_flags import (
+    FaceDetectorOption,
+    FaceDetectorScoreOption,
+    FaceDetectorSizeOption,
+    FaceLandmarkerOption,
+    FaceLandmarkerScoreOption,
+    analysis_fields,
+)
 from faceweave.cli.common import swap_options
 from faceweave.cli.mask_flags import (
     FaceMaskBlurOption,
@@ -122,6 +130,11 @@ def evaluate_command(
     face_mask_blur: FaceMaskBlurOption = None,
     face_mask_padding: FaceMaskPaddingOption = None,
     face_swapper_weight: FaceSwapperWeightOption = None,
+    face_detector: FaceDetectorOption = None,
+    face_detector_size: FaceDetectorSizeOption = None,
+    face_detector_score: FaceDetectorScoreOption = None,
+    face_landmarker: FaceLandmarkerOption = None,
+    face_landmarker_score: FaceLandmarkerScoreOption = None,
     execution_provider: ExecutionProviderOption = "cpu",
     device_id: DeviceIdOption = 0,
     provider_fallback: ProviderFallbackOption = False,
@@ -155,6 +168,13 @@ def evaluate_command(
                 face_mask_padding=face_mask_padding,
             ),
             swapper_weight=face_swapper_weight,
+            analysis=analysis_fields(
+                face_detector=face_detector,
+                face_detector_size=face_detector_size,
+                face_detector_score=face_detector_score,
+                face_landmarker=face_landmarker,
+                face_landmarker_score=face_landmarker_score,
+            ),
             runtime=runtime_fields(
                 execution_provider, device_id, provider_fallback, tensorrt_cache, tensorrt_fp16, models_dir
             ),

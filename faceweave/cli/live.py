@@ -14,6 +14,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from faceweave.cli import console
+from faceweave.cli.analysis_flags import (
+    FaceDetectorOption,
+    FaceDetectorScoreOption,
+    FaceDetectorSizeOption,
+    FaceLandmarkerOption,
+    FaceLandmarkerScoreOption,
+)
 from faceweave.cli.common import options_from_flags, refuse_video
 from faceweave.cli.mask_flags import (
     FaceMaskBlurOption,
@@ -185,6 +192,11 @@ def live_command(
     face_mask_blur: FaceMaskBlurOption = None,
     face_mask_padding: FaceMaskPaddingOption = None,
     face_swapper_weight: FaceSwapperWeightOption = None,
+    face_detector: FaceDetectorOption = None,
+    face_detector_size: FaceDetectorSizeOption = None,
+    face_detector_score: FaceDetectorScoreOption = None,
+    face_landmarker: FaceLandmarkerOption = None,
+    face_landmarker_score: FaceLandmarkerScoreOption = None,
     face_enhancer: FaceEnhancerOption = None,
     face_enhancer_blend: FaceEnhancerBlendOption = 0.8,
     face_enhancer_weight: FaceEnhancerWeightOption = 0.5,
@@ -249,6 +261,11 @@ class LiveArgs:
     face_mask_blur: float | None
     face_mask_padding: tuple[int, int, int, int] | None
     face_swapper_weight: float | None
+    face_detector: str | None
+    face_detector_size: int | None
+    face_detector_score: float | None
+    face_landmarker: str | None
+    face_landmarker_score: float | None
     face_enhancer: str | None
     face_enhancer_blend: float
     face_enhancer_weight: float

@@ -3,7 +3,7 @@ or a video.  The command packs its flags into a frozen :class:`SwapArgs`;
 the steps below check them, build the options, screen the inputs and hand
 a video to ``cli/video.py``.
 
-The module is long because the command's 49 flags appear twice: in its
+The module is long because the command's 54 flags appear twice: in its
 signature, which typer reads, and in :class:`SwapArgs`, which the steps take.
 """
 
@@ -16,6 +16,13 @@ from typing import Any
 import typer
 
 from faceweave.cli import console
+from faceweave.cli.analysis_flags import (
+    FaceDetectorOption,
+    FaceDetectorScoreOption,
+    FaceDetectorSizeOption,
+    FaceLandmarkerOption,
+    FaceLandmarkerScoreOption,
+)
 from faceweave.cli.common import (
     check_output_path,
     check_video_output_path,
@@ -127,6 +134,11 @@ def swap_command(
     face_mask_blur: FaceMaskBlurOption = None,
     face_mask_padding: FaceMaskPaddingOption = None,
     face_swapper_weight: FaceSwapperWeightOption = None,
+    face_detector: FaceDetectorOption = None,
+    face_detector_size: FaceDetectorSizeOption = None,
+    face_detector_score: FaceDetectorScoreOption = None,
+    face_landmarker: FaceLandmarkerOption = None,
+    face_landmarker_score: FaceLandmarkerScoreOption = None,
     face_enhancer: FaceEnhancerOption = None,
     face_enhancer_blend: FaceEnhancerBlendOption = 0.8,
     face_enhancer_weight: FaceEnhancerWeightOption = 0.5,
@@ -192,6 +204,11 @@ class SwapArgs:
     face_mask_blur: float | None
     face_mask_padding: tuple[int, int, int, int] | None
     face_swapper_weight: float | None
+    face_detector: str | None
+    face_detector_size: int | None
+    face_detector_score: float | None
+    face_landmarker: str | None
+    face_landmarker_score: float | None
     face_enhancer: str | None
     face_enhancer_blend: float
     face_enhancer_weight: float
