@@ -274,3 +274,19 @@ def test_a_missing_parser_stops_before_the_occluder_loads(models_dir):
         assert sessions.loads() == []  # nothing half loaded
     finally:
         sessions.close()
+
+
+def test_live_and_evaluate_take_the_flags(tmp_path):
+    from tests.test_cli import assert_clean_error, faceweave
+    from typer.testing import CliRunner
+
+    from faceweave.cli import build_app
+
+    for command in ("live", "evaluate"):
+        shown = CliRunner().invoke(build_app(), [command, "--help"], env={"COLUMNS": "200"}).output
+        for flag in ("--face-occluder", "--face-parser-regions", "--face-mask-padding", "--face-swapper-weight"):
+            assert flag in shown, (command, flag)
+    proc = faceweave(
+        "evaluate", tmp_path, "--out", tmp_path / "out", "--swapper", "inswapper_128", "--face-parser", "bisenet"
+    )
+    assert_clean_error(proc, 2, "--face-parser", "bisenet_resnet_18, bisenet_resnet_34")
