@@ -171,8 +171,8 @@ class MaskOptions(_Options):
     )
     face_occluder: str | None = Field(
         None,
-        description="neural swappers: FaceFusion's occluder model (xseg_1, xseg_2, xseg_3): where something is "
-        "in front of the target face, from its template crop",
+        description="neural swappers: FaceFusion's occluder model (xseg_1, xseg_2, xseg_3, or many: all three, "
+        "their minimum): where something is in front of the target face, from its template crop",
     )
     face_parser: str | None = Field(
         None,
@@ -210,10 +210,10 @@ class MaskOptions(_Options):
     @field_validator("face_occluder")
     @classmethod
     def _known_occluder(cls, value: str | None) -> str | None:
-        from faceweave.maskers import available_face_occluders
+        from faceweave.maskers import OCCLUDER_CHOICES
 
-        if value is not None and value not in available_face_occluders():
-            raise ValueError(f"unknown face occluder {value!r}; one of {', '.join(available_face_occluders())}")
+        if value is not None and value not in OCCLUDER_CHOICES:
+            raise ValueError(f"unknown face occluder {value!r}; one of {', '.join(OCCLUDER_CHOICES)}")
         return value
 
     @field_validator("face_parser")

@@ -208,7 +208,7 @@ def test_the_cli_carries_the_models_and_knobs(models_dir, faces_dir, tmp_path):
     src, tgt, out = faces_dir / SOURCE, faces_dir / TARGET, tmp_path / "out.png"
     neural = ["-s", src, "-t", tgt, "-o", out, "--swapper", "inswapper_128", "--models-dir", models_dir]
     proc = faceweave("swap", *neural, "--face-occluder", "xseg")
-    assert_clean_error(proc, 2, "--face-occluder", "xseg_1, xseg_2, xseg_3")
+    assert_clean_error(proc, 2, "--face-occluder", "many, xseg_1, xseg_2, xseg_3")
     proc = faceweave("swap", *neural, "--face-parser", "bisenet_resnet_34", "--face-parser-regions", "hair")
     assert_clean_error(proc, 2, "--face-parser-regions", "'hair'", "skin, left-eyebrow")
     proc = faceweave("swap", *neural, "--face-mask-padding", "0", "101", "0", "0")
@@ -290,3 +290,8 @@ def test_live_and_evaluate_take_the_flags(tmp_path):
         "evaluate", tmp_path, "--out", tmp_path / "out", "--swapper", "inswapper_128", "--face-parser", "bisenet"
     )
     assert_clean_error(proc, 2, "--face-parser", "bisenet_resnet_18, bisenet_resnet_34")
+
+
+def test_many_occluders_need_all_three_files(models_dir):
+    with pytest.raises(ModelNotFoundError, match="xseg_2 is not present"):
+        FaceSwapper(options(models_dir, {"face_occluder": "many"}), provenance=UNMARKED)

@@ -174,7 +174,7 @@ def test_the_mask_models_smooth_the_region_and_leave_the_occluder_raw():
     labels = np.zeros((64, 64), np.int64)
     labels[:, 32:] = 1
     models = FaceMaskModels(
-        create_face_occluder("xseg_3", OrtModel(occluder_model(known))),
+        [create_face_occluder("xseg_3", OrtModel(occluder_model(known)))],
         create_face_parser("bisenet_resnet_18", OrtModel(parser_model(labels))),
         ("skin",),
     )
@@ -253,7 +253,9 @@ def _refusal(**fields) -> str:
 
 
 def test_the_options_refuse_unknown_models_regions_and_out_of_range_knobs():
-    assert "unknown face occluder 'xseg'; one of xseg_1, xseg_2, xseg_3" in _refusal(masks={"face_occluder": "xseg"})
+    assert "unknown face occluder 'xseg'; one of many, xseg_1, xseg_2, xseg_3" in _refusal(
+        masks={"face_occluder": "xseg"}
+    )
     assert "one of bisenet_resnet_18, bisenet_resnet_34" in _refusal(masks={"face_parser": "resnet"})
     assert "unknown face parser region 'hair'; one of skin, left-eyebrow" in _refusal(
         masks={"face_parser_regions": ["skin", "hair"]}
@@ -274,3 +276,26 @@ def test_check_regions():
     assert check_regions(["nose", "mouth"]) == ("nose", "mouth")
     with pytest.raises(InvalidOptionError, match="one of skin, left-eyebrow, right-eyebrow"):
         check_regions(["ears"])
+
+
+def test_many_occluders_combine_by_minimum():
+    """FaceFusion's ``many``: the three XSeg models, their minimum before smoothing."""
+    from faceweave.maskers import OCCLUDER_CHOICES, occluder_models
+
+    assert OCCLUDER_CHOICES == ("many", "xseg_1", "xseg_2", "xseg_3")
+    assert occluder_models("many") == ("xseg_1", "xseg_2", "xseg_3") and occluder_models("xseg_2") == ("xseg_2",)
+    with pytest.raises(InvalidOptionError, match="xseg_1, xseg_2, xseg_3"):
+        occluder_models("xseg_4")
+    masks = [np.ones((256, 256), np.float32) for _ in range(3)]
+    masks[0][:40] = 0.0
+    masks[1][:, :30] = 0.25
+    masks[2][200:, 100:] = 0.5
+    models = FaceMaskModels(
+        [create_face_occluder(f"xseg_{k + 1}", OrtModel(occluder_model(m))) for k, m in enumerate(masks)]
+    )
+    got = models.occluded(solid(256, (1, 2, 3)), {})
+    assert got is not None and np.allclose(got, np.minimum.reduce(masks))
+    assert (
+        SwapOptions.model_validate({"swapper": "inswapper_128", "masks": {"face_occluder": "many"}}).masks.face_occluder
+        == "many"
+    )

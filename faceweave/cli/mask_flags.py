@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from faceweave.maskers import REGIONS, available_face_occluders, available_face_parsers
+from faceweave.maskers import OCCLUDER_CHOICES, REGIONS, available_face_parsers
 
 #: the help panel these options are listed under
 PANEL = "FaceFusion masks and knobs (neural swappers)"
@@ -21,8 +21,8 @@ FaceOccluderOption = Annotated[
     typer.Option(
         "--face-occluder",
         metavar="NAME",
-        help=f"FaceFusion's occluder model: {'|'.join(available_face_occluders())} (keeps what is in front of the "
-        "face: hair, hands, glasses; the file must be downloaded or imported first).",
+        help=f"FaceFusion's occluder model: {'|'.join(OCCLUDER_CHOICES)} (many: all three, their minimum; keeps "
+        "what is in front of the face: hair, hands, glasses; the files must be downloaded or imported first).",
         rich_help_panel=PANEL,
     ),
 ]

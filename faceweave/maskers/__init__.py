@@ -12,6 +12,7 @@ pure functions, :mod:`~faceweave.maskers.xseg` and
 from faceweave.maskers.base import (
     FACE_OCCLUDERS,
     FACE_PARSERS,
+    OCCLUDER_CHOICES,
     REGIONS,
     FaceOccluder,
     FaceParser,
@@ -21,12 +22,14 @@ from faceweave.maskers.base import (
     check_regions,
     create_face_occluder,
     create_face_parser,
+    occluder_models,
 )
 from faceweave.maskers.models import FaceMaskModels
 
 __all__ = [
     "FACE_OCCLUDERS",
     "FACE_PARSERS",
+    "OCCLUDER_CHOICES",
     "REGIONS",
     "FaceMaskModels",
     "FaceOccluder",
@@ -37,4 +40,5 @@ __all__ = [
     "check_regions",
     "create_face_occluder",
     "create_face_parser",
+    "occluder_models",
 ]

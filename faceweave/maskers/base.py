@@ -56,6 +56,8 @@ class MaskerSpec:
 FACE_OCCLUDERS: Mapping[str, MaskerSpec] = MappingProxyType(
     {name: MaskerSpec(name, 256) for name in ("xseg_1", "xseg_2", "xseg_3")}
 )
+#: what ``--face-occluder`` takes: one occluder, or ``many``: all three, their minimum (FaceFusion's choices)
+OCCLUDER_CHOICES: tuple[str, ...] = ("many", *sorted(FACE_OCCLUDERS))
 FACE_PARSERS: Mapping[str, MaskerSpec] = MappingProxyType(
     {name: MaskerSpec(name, 512, _IMAGENET_MEAN, _IMAGENET_STD) for name in ("bisenet_resnet_18", "bisenet_resnet_34")}
 )
@@ -83,6 +85,15 @@ class FaceParser(Protocol):
 
 def available_face_occluders() -> list[str]:
     return sorted(FACE_OCCLUDERS)
+
+
+def occluder_models(choice: str) -> tuple[str, ...]:
+    """The occluder models an ``--face-occluder`` choice runs: ``many`` is
+    every registered one (their masks combined by minimum, as FaceFusion)."""
+    if choice == "many":
+        return tuple(sorted(FACE_OCCLUDERS))
+    _spec(FACE_OCCLUDERS, choice, "face occluder")
+    return (choice,)
 
 
 def available_face_parsers() -> list[str]:

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from faceweave.compositing.facefusion import smooth_occlusion
-from faceweave.maskers.base import FaceOccluder, FaceParser, check_regions, create_face_occluder, create_face_parser
+from faceweave.maskers.base import (
+    FaceOccluder,
+    FaceParser,
+    check_regions,
+    create_face_occluder,
+    create_face_parser,
+    occluder_models,
+)
 from faceweave.timing import timed
 
 if TYPE_CHECKING:
@@ -17,22 +24,24 @@ if TYPE_CHECKING:
 
 
 class FaceMaskModels:
-    """An occluder and a face parser (either may be off) and the parser's
+    """The occluders (none, one, or several whose masks combine by minimum:
+    FaceFusion's ``many``), a face parser (or none) and the parser's
     regions.  The models are owned by the caller's sessions."""
 
     def __init__(
         self,
-        occluder: FaceOccluder | None = None,
+        occluders: Sequence[FaceOccluder] = (),
         parser: FaceParser | None = None,
         regions: Sequence[str] = (),
     ) -> None:
-        self.occluder = occluder
+        self.occluders = tuple(occluders)
         self.parser = parser
         self.regions = check_regions(regions) if parser is not None else tuple(regions)
 
     @classmethod
     def load(cls, masks: MaskOptions, sessions: ModelSessions) -> FaceMaskModels:
-        """The models ``masks.face_occluder`` and ``masks.face_parser`` name,
+        """The models ``masks.face_occluder`` (``many``: the three XSeg) and
+        ``masks.face_parser`` name,
         loaded from ``sessions`` (none opened when both are off).  A missing
         file (looked for before either is loaded) raises :class:`~faceweave.errors.ModelNotFoundError` saying how
         to get it; the sessions' owner closes what was loaded."""
@@ -40,28 +49,30 @@ class FaceMaskModels:
             return cls()
         pool = sessions.open()
         provider = sessions.provider
-        for name in (masks.face_occluder, masks.face_parser):  # both files there before either loads
-            if name is not None and pool.store.locate(pool.store.spec(name)) is None:
+        names = occluder_models(masks.face_occluder) if masks.face_occluder is not None else ()
+        parser_names = (masks.face_parser,) if masks.face_parser is not None else ()
+        for name in (*names, *parser_names):  # every file there before any loads
+            if pool.store.locate(pool.store.spec(name)) is None:
                 pool.store.resolve(name)  # raises, saying how to get it
-        occluder = parser = None
-        if masks.face_occluder is not None:
-            occluder = create_face_occluder(masks.face_occluder, pool.get(masks.face_occluder, provider))
+        occluders = [create_face_occluder(name, pool.get(name, provider)) for name in names]
+        parser = None
         if masks.face_parser is not None:
             parser = create_face_parser(masks.face_parser, pool.get(masks.face_parser, provider))
-        return cls(occluder, parser, masks.face_parser_regions)
+        return cls(occluders, parser, masks.face_parser_regions)
 
     @property
     def active(self) -> bool:
         """Whether any model is on."""
-        return self.occluder is not None or self.parser is not None
+        return bool(self.occluders) or self.parser is not None
 
     def occluded(self, target: np.ndarray, timings: dict[str, float]) -> np.ndarray | None:
-        """The occluder's raw ``(S, S)`` mask of the target template crop
-        (1: the face shows; not smoothed), or ``None`` when it is off."""
-        if self.occluder is None:
+        """The occluders' raw ``(S, S)`` mask of the target template crop
+        (1: the face shows; the minimum over the occluders, not smoothed), or
+        ``None`` when none is on."""
+        if not self.occluders:
             return None
         with timed(timings, "occluder"):
-            return self.occluder.mask(target)
+            return np.minimum.reduce([occluder.mask(target) for occluder in self.occluders])
 
     def region(self, face: np.ndarray, timings: dict[str, float]) -> np.ndarray | None:
         """The parser's regions of the swapped template face, smoothed as

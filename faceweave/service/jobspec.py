@@ -68,7 +68,7 @@ class JobOptions(BaseModel):
     source_blend: Literal["average", "pose"] = Field(
         "average", description="neural swappers, several source photos: average their identities, or pick by pose"
     )
-    face_occluder: str | None = Field(None, max_length=64, description="neural swappers: xseg_1|xseg_2|xseg_3")
+    face_occluder: str | None = Field(None, max_length=64, description="neural swappers: xseg_1|xseg_2|xseg_3|many")
     face_parser: str | None = Field(
         None, max_length=64, description="neural swappers: bisenet_resnet_18|bisenet_resnet_34"
     )
