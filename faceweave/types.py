@@ -130,7 +130,8 @@ class Pose:
 
 @dataclass(frozen=True)
 class Detection:
-    """One face detector hit: box, confidence, 6 coarse key points ``(6, 2)``."""
+    """One face detector hit: box, confidence, key points ``(K, 2)`` (BlazeFace: 6 coarse ones; an ONNX
+    detector: the five alignment points)."""
 
     bbox: BBox
     score: float

@@ -103,3 +103,29 @@ def test_a_missing_model_file_is_named_with_how_to_get_it_and_nothing_is_loaded(
             AnalysisOptions(face_detector="yunet"), sessions=ModelSessions(RuntimeOptions(models_dir=str(tmp_path)))
         )
     assert isinstance(caught.value, InputError)  # the CLI's exit code 2
+
+
+def test_a_video_track_keeps_the_chosen_points_offset_from_its_mesh(astronaut, mediapipe_face):
+    """Between detections the five points follow the mesh, kept where the
+    chosen detector put them relative to it at the last detection."""
+    from dataclasses import replace
+
+    from faceweave.geometry.topology import kps5_from_mesh
+    from faceweave.video.tracker import FaceTracker
+
+    pixels = np.ascontiguousarray(astronaut)
+    first = replace(mediapipe_face, landmarks5=mediapipe_face.kps5 + np.array([3.0, -2.0]))
+    second = replace(mediapipe_face, landmarks5=mediapipe_face.kps5 + np.array([5.0, 1.0]))
+    with (
+        FaceAnalyser(AnalysisOptions(small_faces=False)) as analyser,
+        FaceTracker(analyser, detect_every=50) as tracker,
+    ):
+        (track,) = tracker.update(pixels, 0.0, found=[first])
+        np.testing.assert_allclose(track.face.kps5, first.landmarks5, atol=1e-4)
+        for t, found in ((0.04, [second]), (0.08, None), (0.12, None)):  # a detection, then two followed frames
+            (track,) = tracker.update(pixels, t, found=found)
+            offset = track.face.kps5 - kps5_from_mesh(track.face.mesh[:, :2])
+            np.testing.assert_allclose(offset, np.tile([5.0, 1.0], (5, 1)), atol=1e-3)
+        assert track.face.landmarks5 is not None
+        (plain,) = FaceTracker(analyser).update(pixels, 0.0, found=[mediapipe_face])
+        assert plain.face.landmarks5 is None

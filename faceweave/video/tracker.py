@@ -13,6 +13,7 @@ import numpy as np
 from faceweave.analysis import FaceAnalyser, mesh_box
 from faceweave.analysis.landmarker import MeshFollower
 from faceweave.analysis.pose import head_pose
+from faceweave.geometry.topology import kps5_from_mesh
 from faceweave.types import Face
 from faceweave.video.smoothing import OneEuroFilter
 
@@ -48,11 +49,22 @@ class Track:
     age: int = 0
     #: the mesh in video mode, following this face (made at its first follow)
     follower: MeshFollower | None = field(default=None, repr=False, compare=False)
+    #: a chosen detector's or landmarker's five points minus the mesh's, at
+    #: the last detection: the tracked faces' ``landmarks5`` follow the mesh
+    #: with it (``None``: the five points are the mesh's)
+    offset5: np.ndarray | None = None
 
     def release(self) -> MeshFollower | None:
         """Take this track's mesh graph away from it (to reuse or close)."""
         follower, self.follower = self.follower, None
         return follower
+
+
+def _offset5(face: Face) -> np.ndarray | None:
+    """``face``'s chosen five points minus its mesh's, or ``None`` when it has none."""
+    if face.landmarks5 is None:
+        return None
+    return np.asarray(face.landmarks5, np.float64) - kps5_from_mesh(face.mesh[:, :2])
 
 
 class FaceTracker:
@@ -145,13 +157,14 @@ class FaceTracker:
     def _new_track(self, face: Face, t: float) -> Track:
         flt = OneEuroFilter(min_cutoff=self.min_cutoff, beta=self.beta)
         flt(face.mesh, t)
-        track = Track(id=self._next_id, face=face, filter=flt)
+        track = Track(id=self._next_id, face=face, filter=flt, offset5=_offset5(face))
         self._next_id += 1
         return track
 
     def _smoothed(self, track: Track, mesh: np.ndarray, score: float, t: float) -> Face:
         smooth = track.filter(mesh, t)
-        return Face(bbox=mesh_box(smooth), score=score, mesh=smooth, pose=head_pose(smooth))
+        five = None if track.offset5 is None else kps5_from_mesh(smooth[:, :2]) + track.offset5
+        return Face(bbox=mesh_box(smooth), score=score, mesh=smooth, pose=head_pose(smooth), landmarks5=five)
 
     def due(self, index: int) -> bool:
         """Whether frame ``index`` is on the detection schedule (every
@@ -173,6 +186,7 @@ class FaceTracker:
             best = max(free, key=lambda tr: tr.face.bbox.iou(face.bbox), default=None)
             if best is not None and best.face.bbox.iou(face.bbox) > 0.3:
                 free.remove(best)
+                best.offset5 = _offset5(face)
                 best.face = self._smoothed(best, face.mesh, face.score, t)
                 best.age += 1
                 kept.append(best)
