@@ -222,7 +222,7 @@ def test_the_cli_carries_the_models_and_knobs(models_dir, faces_dir, tmp_path):
     assert not out.exists()
     proc = faceweave(
         "swap", *neural, "--compositing", "facefusion", "--face-occluder", "xseg_1", "--face-parser",
-        "bisenet_resnet_34", "--face-parser-regions", "skin", "--face-parser-regions", "nose",
+        "bisenet_resnet_34", "--face-parser-regions", "skin,mouth", "--face-parser-regions", "nose",
         "--face-mask-blur", "0.4", "--face-mask-padding", "5", "0", "0", "0", "--face-swapper-weight", "0.4",
         "--face-swapper-pixel-boost", "256",
     )  # fmt: skip
@@ -295,3 +295,16 @@ def test_live_and_evaluate_take_the_flags(tmp_path):
 def test_many_occluders_need_all_three_files(models_dir):
     with pytest.raises(ModelNotFoundError, match="xseg_2 is not present"):
         FaceSwapper(options(models_dir, {"face_occluder": "many"}), provenance=UNMARKED)
+
+
+def test_parser_regions_repeat_or_list():
+    from faceweave.cli.mask_flags import split_regions
+
+    assert split_regions(["skin,nose", "mouth", "upper-lip lower-lip"]) == (
+        "skin",
+        "nose",
+        "mouth",
+        "upper-lip",
+        "lower-lip",
+    )
+    assert split_regions(None) is None and split_regions([]) is None

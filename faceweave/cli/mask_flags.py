@@ -41,7 +41,8 @@ FaceParserRegionsOption = Annotated[
     typer.Option(
         "--face-parser-regions",
         metavar="REGION",
-        help=f"Regions the new face shows on with --face-parser (repeat; default all): {', '.join(REGIONS)}.",
+        help=f"Regions the new face shows on with --face-parser (repeat, or comma-separate; default all): "
+        f"{', '.join(REGIONS)}.",
         rich_help_panel=PANEL,
     ),
 ]
@@ -75,6 +76,14 @@ FaceSwapperWeightOption = Annotated[
 ]
 
 
+def split_regions(given: list[str] | None) -> tuple[str, ...] | None:
+    """The regions of repeated ``--face-parser-regions`` values, each of which
+    may list several (``skin,nose`` or ``'skin nose'``); ``None`` when none was given."""
+    if not given:
+        return None
+    return tuple(name for value in given for name in value.replace(",", " ").split())
+
+
 def mask_fields(
     *,
     face_occluder: str | None,
@@ -87,7 +96,7 @@ def mask_fields(
     fields: dict[str, Any] = {
         "face_occluder": face_occluder,
         "face_parser": face_parser,
-        "face_parser_regions": tuple(face_parser_regions) if face_parser_regions else None,
+        "face_parser_regions": split_regions(face_parser_regions),
         "face_mask_blur": face_mask_blur,
         "face_mask_padding": face_mask_padding,
     }
