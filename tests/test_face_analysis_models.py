@@ -129,3 +129,41 @@ def test_a_video_track_keeps_the_chosen_points_offset_from_its_mesh(astronaut, m
         assert track.face.landmarks5 is not None
         (plain,) = FaceTracker(analyser).update(pixels, 0.0, found=[mediapipe_face])
         assert plain.face.landmarks5 is None
+
+
+def test_a_neural_swap_aligns_target_and_source_with_the_chosen_detectors_points(tmp_path, astronaut, mediapipe_face):
+    """inswapper's stand-in behind the chosen yolo_face stand-in: the points the
+    swapper warps the target with, and the source face's, are the detector's."""
+    import cv2
+    from tests.neural_fixtures import catalog_stand_in
+
+    from faceweave.options import SwapOptions
+    from faceweave.pipeline import FaceSwapper
+    from faceweave.provenance.stamp import Provenance
+
+    b = mediapipe_face.bbox
+    five = mediapipe_face.kps5 + np.array([4.0, 3.0])
+    _write(tmp_path, "yolo_face", _yolo_for((b.x1, b.y1, b.x2, b.y2), five))
+    for name in ("inswapper_128", "arcface_w600k_r50"):
+        _write(tmp_path, name, catalog_stand_in(CATALOG[name]))
+    photo = tmp_path / "astronaut.png"
+    cv2.imwrite(str(photo), cv2.cvtColor(np.ascontiguousarray(astronaut), cv2.COLOR_RGB2BGR))
+    options = SwapOptions(
+        swapper="inswapper_128",
+        analysis=AnalysisOptions(face_detector="yolo_face"),
+        runtime=RuntimeOptions(models_dir=str(tmp_path)),
+    )
+    seen: list[np.ndarray] = []
+    with FaceSwapper(options, provenance=Provenance.new(watermark=False)) as swapper:
+        original = swapper.swapper.swap_frame
+
+        def spy(source, pixels, points):
+            seen.extend(np.asarray(p) for p in points)
+            assert source.face.landmarks5 is not None
+            np.testing.assert_allclose(source.face.kps5, five, atol=1e-3)
+            return original(source, pixels, points)
+
+        swapper.swapper.swap_frame = spy  # type: ignore[method-assign]
+        result = swapper.swap([photo], photo)
+    assert len(result.swapped) == 1 and len(seen) == 1
+    np.testing.assert_allclose(seen[0], five, atol=1e-3)
