@@ -344,3 +344,26 @@ def test_the_option_names_are_the_registered_ones():
 def test_bad_analysis_options_say_what_is_accepted(fields, message):
     with pytest.raises(ValueError, match=message):
         AnalysisOptions(**fields)
+
+
+def test_catalog_facts_of_the_detectors_and_landmarkers():
+    """Checked by hand against FaceFusion 3.8.1's face_detector.py and face_landmarker.py."""
+    from faceweave.models import builtin_specs
+
+    catalog = builtin_specs()
+    facts = {
+        "retinaface": ("retinaface_10g.onnx", "models-3.0.0", "Non-Commercial", "InsightFace", 9),
+        "scrfd": ("scrfd_2.5g.onnx", "models-3.0.0", "Non-Commercial", "InsightFace", 9),
+        "yolo_face": ("yoloface_8n.onnx", "models-3.0.0", "GPL-3.0", "derronqi", 1),
+        "yunet": ("yunet_2023_mar.onnx", "models-3.4.0", "MIT", "OpenCV", 12),
+        "2dfan4": ("2dfan4.onnx", "models-3.0.0", "MIT", "breadbread1984", 2),
+        "fan_68_5": ("fan_68_5.onnx", "models-3.0.0", "OpenRAIL-M", "FaceFusion", 1),
+    }
+    for name, (file, tag, licence, vendor, outputs) in facts.items():
+        spec = catalog[name]
+        assert (spec.file_name, spec.licence, spec.vendor, len(spec.outputs)) == (file, licence, vendor, outputs)
+        assert spec.urls[0].endswith(f"/{tag}/{file}") and [t.name for t in spec.inputs] == ["input"]
+        assert spec.sha256 is None  # FaceFusion pins CRC32 (.hash), not sha256
+    assert catalog["2dfan4"].requires == ("fan_68_5",)
+    assert catalog["yolo_face"].outputs[0].shape == (None, 20, None)
+    assert catalog["2dfan4"].outputs[1].shape == (None, 68, 64, 64)
