@@ -159,6 +159,54 @@ def test_a_blond_strand_across_the_source_cheek_is_not_clean(faces_dir):
 
 
 @pytest.mark.slow
+def test_fine_skin_coloured_strands_at_the_source_face_edge_are_not_clean(faces_dir):
+    """Blond hair over the side of a source face can have the skin's own
+    colour and hue: its fine streaks still mark it (the texture test at the
+    scale of strands), so it is left out and does not travel onto the
+    target, while the bare cheek on the other side stays clean."""
+    import cv2
+
+    from faceweave.compositing.occlusion import source_clean_map
+    from faceweave.geometry import topology as topo
+    from faceweave.io import read_image
+    from faceweave.pipeline import FaceSwapper, cut_crop
+
+    pixels = read_image(faces_dir / "single/biden2.jpg").pixels.copy()
+    with FaceSwapper() as swapper:
+        face = swapper.find_faces(pixels)[0]
+        crop = cut_crop(pixels, face, face_size=256)
+    size = (crop.pixels.shape[1], crop.pixels.shape[0])
+    oval = crop.mesh[topo.face_oval(), :2]
+    centre = oval.mean(axis=0)
+
+    def inside(points: np.ndarray) -> np.ndarray:
+        mask = np.zeros((size[1], size[0]), np.uint8)
+        cv2.fillPoly(mask, [np.round(points).astype(np.int32)], 1)
+        return mask
+
+    band = inside(oval) - inside(centre + (oval - centre) * 0.8)
+    rows = np.arange(size[1])[:, None]
+    band[(rows[:, 0] < crop.mesh[33, 1]) | (rows[:, 0] > crop.mesh[61, 1])] = 0
+    band[:, int(centre[0]) :] = 0
+    # streaks of the skin's own colour, 3 px lighter and darker lines
+    lab = colour.to_lab(crop.pixels)
+    skin = np.median(lab[band > 0], axis=0)
+    streaks = np.where((np.arange(size[0])[None, :] + rows) // 3 % 2 == 0, 9.0, -9.0).astype(np.float32)
+    painted_lab = lab.copy()
+    painted_lab[band > 0] = skin
+    painted_lab[..., 0][band > 0] += streaks[band > 0]
+    painted = crop.pixels.copy()
+    painted[band > 0] = colour.to_rgb(painted_lab)[band > 0]
+    from dataclasses import replace
+
+    clean = source_clean_map(replace(crop, pixels=painted))
+    cheek = np.zeros_like(band)
+    cv2.circle(cheek, tuple(int(v) for v in crop.mesh[425, :2]), 8, 1, -1)  # the other cheek, bare
+    assert clean[band > 0].mean() < 0.4
+    assert clean[cheek > 0].mean() > 0.8
+
+
+@pytest.mark.slow
 def test_a_surgical_mask_on_the_target_stays_in_front(faces_dir):
     """The mouth and chin under a face mask are not painted over: the mask
     stays as it was, while the eyes get the source's."""

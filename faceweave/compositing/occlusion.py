@@ -33,6 +33,7 @@ from faceweave.compositing.skin import (
     skin_distance,
     skin_likelihood,
     skin_statistics,
+    texture_likelihood,
 )
 from faceweave.geometry import topology as topo
 from faceweave.swappers.base import AlignedCrop
@@ -50,6 +51,10 @@ SOURCE_HAIR_GROW = 0.025
 #: (:data:`~faceweave.compositing.skin.CENTRE_TOLERANCE`): a strand of blond
 #: hair across a cheek is skin-light but far from skin in hue
 SOURCE_CENTRE_TOLERANCE = 4.0
+#: the scale (of the face size) of the texture test for strands of hair at
+#: the rim of the source face, finer than :func:`~faceweave.compositing.skin.
+#: occluder_free`'s: blond hair over a cheek has the skin's colour and hue
+SOURCE_STRAND_SCALE = 0.03
 #: a face cover (mask, scarf) shows lips no redder than this (CIELAB a*) over
 #: the lower face's colour, and a lower face at least this light
 COVER_LIP_CONTRAST = 3.0
@@ -161,6 +166,10 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     centre, spread = skin_statistics(lab, region)
     distance = skin_distance(lab, centre, spread)
     free = occluder_free(lab, region, face_size=fs, hair_zone=rim, distance=distance)
+    # at the rim, fine streaks are hair even in the skin's own colour (blond
+    # hair over the side of a face): texture at the scale of strands
+    strands = texture_likelihood(lab[..., 0], region, scale=SOURCE_STRAND_SCALE * fs)
+    free = np.minimum(free, np.maximum(strands, 1.0 - rim))
     dark = darker_than_skin(lab, region, (centre, spread))
     beard = below_nose(size, mesh, soft=0.05 * fs) * dark
     # the middle of the source face is trusted unless its colour is far from
