@@ -22,14 +22,22 @@ Method: a documented spread-spectrum luminance mark (see
 pattern and the 210 sign-modulated coded bits of the 64-bit payload
 (:mod:`faceweave.provenance.payload`, rate-1/3 convolutional code in
 :mod:`faceweave.provenance.coding`), band-limited to middle frequencies,
-repeated over the image and scaled by a mild local texture mask.  The same
-amount is added to R, G and B, so only luma changes and colour is kept.
-``strength`` is the RMS change of luma in 8-bit levels (PSNR is about
-``20 log10(255 / strength)`` dB: 40.5 dB at the default 2.4).
+repeated over the image and scaled by a perceptual mask
+(:func:`~faceweave.provenance.pattern.perceptual_mask`, settings in
+:class:`~faceweave.provenance.pattern.Masking`): the local amplitude follows
+the picture's own mid-frequency activity, so smooth backdrops, sky and skin
+(where the eye sees mid-frequency grain best) get about a fifth (large
+pictures) to two fifths (small ones, which need them to be found) of what
+texture gets.  The same amount is added to R, G and B, so only luma changes and
+colour is kept.  ``strength`` is the RMS change of luma over the whole
+picture in 8-bit levels (PSNR is about ``20 log10(255 / strength)`` dB:
+40.5 dB at the default 2.4); a picture that is mostly flat gets less (its
+flat regions are capped at ``Masking.flat_max`` x ``strength``).
 
-Detection whitens the luma, folds it into one tile for each candidate period
-(embedding scale x 1, 1/2, 3/4, 2/3, 3/2, 2, 1/4, so halving the size is
-undone), finds the tile's phase by FFT cross-correlation with the sync
+Detection whitens the luma (dividing by the local noise level to the power
+1.5, so busy regions, where the picture is loud, count less), folds it into
+one tile for each candidate period (embedding scale x 1, 1/2, 3/4, 2/3, 3/2,
+2, 1/4, so halving the size is undone), finds the tile's phase by FFT cross-correlation with the sync
 pattern (so crops and shifts are undone), reads the coded bits there and
 Viterbi-decodes them.  It reports ``found`` only when the sync peak reaches
 ``min_confidence`` (a z-score), the payload's CRC-16 checks AND the tool id
@@ -53,6 +61,8 @@ from faceweave.provenance.payload import FACEWEAVE_TOOL_ID, PAYLOAD_BITS, Payloa
 
 DEFAULT_KEY = "faceweave"
 DEFAULT_STRENGTH = 2.4
+#: the perceptual mask's settings (frozen): how the mark is shared out between flat and textured regions
+DEFAULT_MASKING = pat.Masking()
 #: smallest side accepted by embed (detect accepts half of it, for halved copies)
 MIN_SIDE = 64
 #: sizes tried by detect, as factors of the embedding scale: unchanged, halved, then other common resizes
@@ -92,13 +102,16 @@ class FrameMarker:
     ``(H, W)`` grey uint8 -> a new array of the same shape and dtype.
     """
 
-    def __init__(self, tile: np.ndarray, *, width: int, height: int, strength: float) -> None:
+    def __init__(
+        self, tile: np.ndarray, *, width: int, height: int, strength: float, masking: pat.Masking = DEFAULT_MASKING
+    ) -> None:
         if min(width, height) < MIN_SIDE:
             raise TooSmallToMarkError(
                 f"image is {width}x{height}: a watermark needs at least {MIN_SIDE} pixels on each side"
             )
         self.width, self.height = int(width), int(height)
         self._pattern = pat.tiled(tile * np.float32(strength), self.height, self.width)
+        self._masking = masking
 
     def mark(self, frame: np.ndarray) -> np.ndarray:
         pixels = _check_pixels(frame, "frame")
@@ -106,7 +119,7 @@ class FrameMarker:
             raise InputError(
                 f"frame is {pixels.shape[1]}x{pixels.shape[0]}, this marker is for {self.width}x{self.height}"
             )
-        delta = cv2.multiply(self._pattern, pat.texture_mask(pat.gray(pixels)), dtype=cv2.CV_16S)
+        delta = cv2.multiply(self._pattern, pat.perceptual_mask(pat.gray(pixels), self._masking), dtype=cv2.CV_16S)
         return _add_luma(pixels, delta)
 
 
@@ -128,6 +141,7 @@ class Watermarker:
         min_confidence: float = DEFAULT_MIN_CONFIDENCE,
         scales: tuple[float, ...] = DEFAULT_SCALES,
         tool_id: int | None = FACEWEAVE_TOOL_ID,
+        masking: pat.Masking = DEFAULT_MASKING,
     ) -> None:
         if not (0.0 < strength <= 16.0):
             raise InvalidOptionError(f"watermark strength must be in (0, 16], got {strength}")
@@ -138,6 +152,7 @@ class Watermarker:
         self.min_confidence = float(min_confidence)
         self.scales = tuple(float(s) for s in scales)
         self.tool_id = tool_id
+        self.masking = masking
         self._components = pat.make_components(key, n_bits=coding.coded_length(PAYLOAD_BITS))
 
     # ------------------------------------------------------------- embedding
@@ -145,7 +160,7 @@ class Watermarker:
     def frame_marker(self, width: int, height: int, payload: Payload) -> FrameMarker:
         """A :class:`FrameMarker` for ``width`` x ``height`` frames carrying ``payload``."""
         tile = pat.tile_for(self._components, coding.encode(payload.to_bits()))
-        return FrameMarker(tile, width=width, height=height, strength=self.strength)
+        return FrameMarker(tile, width=width, height=height, strength=self.strength, masking=self.masking)
 
     def embed(self, pixels: np.ndarray, payload: Payload) -> np.ndarray:
         """``pixels`` (``(H, W, 3)`` RGB, ``(H, W, 4)`` RGBA or ``(H, W)`` grey uint8) with ``payload`` marked in."""
