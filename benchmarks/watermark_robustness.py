@@ -15,6 +15,13 @@ faceweave's reader) and frames of the clips in ../shared/data/faces/video:
   pictures with ``--null-keys`` other keys and the tool-id check off (the
   CRC and the sync threshold alone);
 * mean / min PSNR of marked against unmarked photos;
+* visibility: the mark's luma change in flat regions of the photos (local
+  mid-frequency activity of the picture under 1.5 levels: backdrops, sky,
+  smooth skin) against textured ones (6 levels and more), as RMS and mean
+  absolute change, and a JND-style ratio: the mark's local RMS over the
+  picture's local activity + 1 level (Gaussian windows of sigma 4 pixels),
+  its 95th percentile per photo (mean and worst over the photos); the
+  smaller, the better the picture hides the mark;
 * embedding ms per 1080p frame (FrameMarker.mark, median of repeats, pattern
   precomputed) next to a plain frame copy measured in the same run.
 
@@ -46,6 +53,9 @@ TARGET_DETECTION = 0.99
 TARGET_FALSE_POSITIVES = 0.001
 TARGET_PSNR = 40.0
 TARGET_MS_1080P = 10.0
+#: local mid-frequency activity (levels) under which a region counts as flat, and from which as textured
+FLAT_ACTIVITY = 1.5
+TEXTURED_ACTIVITY = 6.0
 
 
 # ---------------------------------------------------------------- attacks
@@ -133,6 +143,40 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
     return float("inf") if mse == 0 else 10.0 * np.log10(255.0**2 / mse)
 
 
+def visibility(pixels: np.ndarray, marked: np.ndarray) -> dict:
+    """Sums for the flat/textured figures of one photo, and its JND-style 95th percentile."""
+    weights = np.array([0.299, 0.587, 0.114], np.float32)
+    luma = pixels[..., :3].astype(np.float32) @ weights
+    change = marked[..., :3].astype(np.float32) @ weights - luma
+    detail = luma - cv2.GaussianBlur(luma, (0, 0), 2.0)
+    activity = np.sqrt(cv2.GaussianBlur(detail * detail, (0, 0), 4.0))
+    local_mark = np.sqrt(cv2.GaussianBlur(change * change, (0, 0), 4.0))
+    flat, textured = activity < FLAT_ACTIVITY, activity >= TEXTURED_ACTIVITY
+    return {
+        "flat_sq": float(np.sum(change[flat] ** 2)),
+        "flat_abs": float(np.sum(np.abs(change[flat]))),
+        "flat_n": int(flat.sum()),
+        "textured_sq": float(np.sum(change[textured] ** 2)),
+        "textured_n": int(textured.sum()),
+        "all_n": int(change.size),
+        "jnd_p95": float(np.percentile(local_mark / (activity + 1.0), 95)),
+    }
+
+
+def summarise_visibility(rows: list[dict]) -> dict:
+    flat_n = max(1, sum(r["flat_n"] for r in rows))
+    textured_n = max(1, sum(r["textured_n"] for r in rows))
+    return {
+        "flat_rms": (sum(r["flat_sq"] for r in rows) / flat_n) ** 0.5,
+        "flat_mean_abs": sum(r["flat_abs"] for r in rows) / flat_n,
+        "textured_rms": (sum(r["textured_sq"] for r in rows) / textured_n) ** 0.5,
+        "flat_share": sum(r["flat_n"] for r in rows) / max(1, sum(r["all_n"] for r in rows)),
+        "textured_share": sum(r["textured_n"] for r in rows) / max(1, sum(r["all_n"] for r in rows)),
+        "jnd_p95_mean": float(np.mean([r["jnd_p95"] for r in rows])),
+        "jnd_p95_max": float(np.max([r["jnd_p95"] for r in rows])),
+    }
+
+
 # ------------------------------------------------------------------- runs
 
 
@@ -142,12 +186,13 @@ def run_photos(marker: Watermarker, nulls: list[Watermarker], items, rng, runs: 
     confidences = {name: [] for name in ATTACKS}
     false_pos, trials, null_conf = 0, 0, []
     strict_fp, strict_trials = 0, 0
-    psnrs = []
+    psnrs, seen = [], []
     for rel, pixels in items:
         for _ in range(runs):
             payload = Payload(run_id=int(rng.integers(0, 1 << 24)))
             marked = marker.embed(pixels, payload)
             psnrs.append(psnr(pixels, marked))
+            seen.append(visibility(pixels, marked))
             for name, attack in ATTACKS.items():
                 reading = marker.detect(attack(marked))
                 confidences[name].append(reading.confidence)
@@ -178,6 +223,7 @@ def run_photos(marker: Watermarker, nulls: list[Watermarker], items, rng, runs: 
         "strict_trials": strict_trials,
         "psnr_mean": float(np.mean(psnrs)),
         "psnr_min": float(np.min(psnrs)),
+        "visibility": summarise_visibility(seen),
     }
 
 
@@ -284,6 +330,12 @@ def print_report(report: dict) -> None:
     print(
         f"photos: {p['photos']} x {p['marked_trials_per_attack'] // p['photos']} run ids   PSNR mean "
         f"{p['psnr_mean']:.2f} dB, min {p['psnr_min']:.2f} dB (target >= {TARGET_PSNR})"
+    )
+    vis = p["visibility"]
+    print(
+        f"visibility: flat regions ({vis['flat_share'] * 100:.0f}% of pixels) RMS {vis['flat_rms']:.2f}, mean |change| "
+        f"{vis['flat_mean_abs']:.2f}; textured ({vis['textured_share'] * 100:.0f}%) RMS {vis['textured_rms']:.2f}; "
+        f"JND-style p95 mean {vis['jnd_p95_mean']:.2f}, worst {vis['jnd_p95_max']:.2f}"
     )
     print(f"{'attack':18s} {'detected':>9s} {'min z':>6s}  missed")
     for name, rate in p["detection"].items():
