@@ -309,7 +309,7 @@ def test_a_source_with_darker_cheeks_gives_the_target_s_cheeks(faces_dir, monkey
     from faceweave.provenance.stamp import Provenance
 
     if not with_cheek_tone:
-        monkeypatch.setattr(composite, "cheek_tone", lambda face, *a, **k: np.zeros_like(face))
+        monkeypatch.setattr(composite, "cheek_shift", lambda *a, **k: None)
     source = read_image(faces_dir / "single" / "biden2.jpg").pixels
     target = read_image(faces_dir / "single" / "happy_man.png").pixels
     with FaceSwapper(provenance=Provenance.new(watermark=False)) as swapper:
@@ -412,6 +412,33 @@ def test_settle_cheeks_gives_the_blended_cheeks_the_target_s_colour_under_the_ma
     assert np.abs(change[:, 220:]).max() == 0.0
     same = settle_cheeks(target, target, mesh, mask, face_size=200.0)
     assert np.abs(same).max() < 0.05
+
+
+def test_settle_cheeks_reads_small_cheeks_at_full_resolution():
+    """Cheeks of a small face (10 px squares here) beside a dark fold: the
+    medians are read at full resolution, so the fold does not darken the
+    reading (at a quarter of the resolution it was mixed into the cheeks
+    and the cheeks were lifted far past the target's)."""
+    from faceweave.compositing.composite import settle_cheeks
+
+    size = 120
+    mesh = _cheek_mesh((40, 60), (80, 60), half=5)
+    target = np.full((size, size, 3), (200.0, 160.0, 140.0), np.float32)
+    lab = to_lab(target.astype(np.uint8))
+    new = lab.copy()
+    new[..., 0] -= 5.0
+    for cx in (40, 80):  # a dark fold right around each cheek
+        ring = np.zeros((size, size), bool)
+        ring[52:69, cx - 8 : cx + 9] = True
+        ring[55:66, cx - 5 : cx + 6] = False
+        new[..., 0][ring] -= 35.0
+    blended = to_rgb(new).astype(np.float32)
+
+    change = settle_cheeks(blended, target, mesh, np.ones((size, size), np.float32), face_size=100.0)
+
+    settled = to_lab(np.clip(blended + change + 0.5, 0, 255).astype(np.uint8))
+    assert settled[60, 40, 0] == pytest.approx(lab[60, 40, 0], abs=1.0)
+    assert settled[60, 80, 0] == pytest.approx(lab[60, 80, 0], abs=1.0)
 
 
 def test_sclera_tone_brightens_grey_whites_to_the_target_s_and_leaves_the_iris():

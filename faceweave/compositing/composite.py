@@ -420,17 +420,37 @@ def cheek_tone(
     carry, and the pattern inside the cheeks (the source's own modelling of
     its cheekbones) is kept."""
     h, w = face.shape[:2]
+    diff = cheek_shift(face, behind, skin, mesh, target_mesh=target_mesh)
+    if diff is None:
+        return np.zeros((h, w, 3), np.float32)
+    return cheek_spread((w, h), mesh, face_size)[..., None] * diff
+
+
+def cheek_shift(
+    face: np.ndarray, behind: np.ndarray, skin: np.ndarray, mesh: np.ndarray, *, target_mesh: np.ndarray | None = None
+) -> np.ndarray | None:
+    """``(3,)`` float32 CIELAB: the target's cheeks' median (``behind`` where
+    ``target_mesh``, default ``mesh``, puts them) minus the new face's
+    (``face`` where ``mesh`` puts them), over ``skin`` above a half;
+    ``None`` when either has fewer than 16 such pixels."""
+    h, w = face.shape[:2]
     cheeks = cheek_polygons((w, h), mesh)
     theirs = cheeks if target_mesh is None else cheek_polygons((w, h), target_mesh)
     sel, sel_t = (cheeks > 0) & (skin > 0.5), (theirs > 0) & (skin > 0.5)
     if int(sel.sum()) < 16 or int(sel_t.sum()) < 16:
-        return np.zeros((h, w, 3), np.float32)
-    diff = (np.median(behind[sel_t], axis=0) - np.median(face[sel], axis=0)).astype(np.float32)
-    # in full over the cheeks (grown by the spread first), fading around them
+        return None
+    return np.asarray(np.median(behind[sel_t], axis=0) - np.median(face[sel], axis=0), np.float32)
+
+
+def cheek_spread(size: tuple[int, int], mesh: np.ndarray, face_size: float) -> np.ndarray:
+    """``(H, W)`` float32 in ``[0, 1]``: 1 over the cheek polygons of
+    ``mesh`` grown by :data:`CHEEK_SPREAD` of ``face_size``, fading around
+    them (``size = (W, H)``)."""
     sigma = CHEEK_SPREAD * face_size
-    grown = cv2.dilate(cheeks, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * int(sigma) + 1,) * 2))
-    spread = np.clip(2.0 * cv2.GaussianBlur(grown.astype(np.float32), (0, 0), sigma), 0.0, 1.0)
-    return spread[..., None] * diff
+    grown = cv2.dilate(
+        cheek_polygons(size, mesh), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * int(sigma) + 1,) * 2)
+    )
+    return np.clip(2.0 * cv2.GaussianBlur(grown.astype(np.float32), (0, 0), sigma), 0.0, 1.0)
 
 
 def cheek_polygons(size: tuple[int, int], mesh: np.ndarray) -> np.ndarray:
@@ -485,25 +505,48 @@ def settle_cheeks(
     target_mesh: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(h, w, 3)`` float32 RGB change that gives the blended face's cheeks
-    the target's cheek colour (:func:`cheek_tone` on the window at a
-    quarter of its resolution), under ``mask``.  ``blended``: float32 RGB
-    window; ``background``: the target's float32 RGB window the colour is
-    read off; ``mesh``: ``(N, 2+)``, the new face's, and ``target_mesh``,
-    the target's in ``background`` (default: ``mesh``), in window pixels."""
+    the target's cheek colour, under ``mask``: the two medians
+    (:func:`cheek_shift`) read at full resolution (on a small face a
+    quarter-resolution cheek is a few dozen pixels, half of them mixed with
+    the folds beside it), the change spread (:func:`cheek_spread`) and
+    converted at a quarter of it.  ``blended``: float32 RGB window;
+    ``background``: the target's float32 RGB window the colour is read off;
+    ``mesh``: ``(N, 2+)``, the new face's, and ``target_mesh``, the
+    target's in ``background`` (default: ``mesh``), in window pixels."""
     h, w = blended.shape[:2]
-    small = (max(1, w // 4), max(1, h // 4))
-    lab = to_lab(np.clip(_shrunk(blended, small), 0, 255))
-    behind = to_lab(np.clip(_shrunk(background, small), 0, 255))
-    scale = (small[0] / w, small[1] / h)
-    points = np.asarray(mesh, np.float32)[:, :2] * scale
-    theirs = None if target_mesh is None else np.asarray(target_mesh, np.float32)[:, :2] * scale
-    # the cheeks are below the eyes: only the eye openings are kept out
-    bare = 1.0 - eye_mask(small, points)
-    fix = cheek_tone(lab, behind, bare, points, face_size / 4.0, target_mesh=theirs)
-    if not fix.any():
+    points = np.asarray(mesh, np.float32)[:, :2]
+    theirs = points if target_mesh is None else np.asarray(target_mesh, np.float32)[:, :2]
+    shift = _full_cheek_shift(blended, background, points, theirs)
+    if shift is None or not shift.any():
         return np.zeros_like(blended)
+    small = (max(1, w // 4), max(1, h // 4))
+    scale = np.array([small[0] / w, small[1] / h], np.float32)
+    lab = to_lab(np.clip(_shrunk(blended, small), 0, 255))
+    # the cheeks are below the eyes: only the eye openings are kept out
+    bare = 1.0 - eye_mask(small, points * scale)
+    fix = cheek_spread(small, points * scale, face_size / 4.0)[..., None] * shift
     change = _lab_to_rgb(lab + fix * bare[..., None]) - _lab_to_rgb(lab)
     return np.asarray(cv2.resize(change, (w, h), interpolation=cv2.INTER_LINEAR), np.float32) * mask[..., None]
+
+
+def _full_cheek_shift(
+    blended: np.ndarray, background: np.ndarray, points: np.ndarray, theirs: np.ndarray
+) -> np.ndarray | None:
+    """:func:`cheek_shift` of two float32 RGB windows at full resolution,
+    converted to CIELAB only within the box around both faces' cheeks."""
+    polygons = np.concatenate(
+        [points[topo.RIGHT_CHEEK], points[topo.LEFT_CHEEK], theirs[topo.RIGHT_CHEEK], theirs[topo.LEFT_CHEEK]]
+    )
+    box = _points_box(polygons, (blended.shape[1], blended.shape[0]), margin=2)
+    if box is None:
+        return None
+    x0, y0, x1, y1 = box
+    cut = (slice(y0, y1), slice(x0, x1))
+    offset = np.array([x0, y0], np.float32)
+    bare = 1.0 - eye_mask((x1 - x0, y1 - y0), points - offset)
+    face = to_lab(np.clip(blended[cut], 0, 255))
+    behind = to_lab(np.clip(background[cut], 0, 255))
+    return cheek_shift(face, behind, bare, points - offset, target_mesh=theirs - offset)
 
 
 def _lab_to_rgb(lab: np.ndarray) -> np.ndarray:
