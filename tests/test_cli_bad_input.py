@@ -323,6 +323,10 @@ def test_help_without_arguments_still_prints_help(tmp_path):
     assert proc.returncode == 2 and "--target" in proc.stdout and "Traceback" not in proc.stderr
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_a_video_swap_leaves_nothing(tmp_path, faces_dir):
     out = tmp_path / "out"
     out.mkdir()
@@ -339,8 +343,15 @@ def test_ctrl_c_during_a_video_swap_leaves_nothing(tmp_path, faces_dir):
         out / "swapped.mp4",
         "--no-audio",
     ]
+    # a shell starts background jobs with SIGINT ignored, and a child keeps
+    # that: give the swap the default Ctrl-C whatever the test runs under
     proc = subprocess.Popen(
-        list(map(str, cmd)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
+        list(map(str, cmd)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        preexec_fn=_default_sigint,
     )
     try:
         deadline = time.monotonic() + 60

@@ -154,7 +154,15 @@ def test_ctrl_c_ends_the_session_cleanly_and_keeps_the_recording(tmp_path, faces
         "-s",
         str(faces_dir / SOURCE),
     ]
-    proc = subprocess.Popen([*cmd, "-o", str(recording)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a shell starts background jobs with SIGINT ignored, and a child keeps
+    # that: give the session the default Ctrl-C whatever the test runs under
+    proc = subprocess.Popen(
+        [*cmd, "-o", str(recording)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         banner = proc.stderr.readline() if proc.stderr is not None else ""
         assert banner.startswith("live: "), banner
