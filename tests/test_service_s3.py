@@ -54,6 +54,15 @@ def _keys_under(url: str, prefix: str) -> list[str]:
     return sorted(item["Key"] for item in listing.get("Contents", ()))
 
 
+def _wait_for_keys(url: str, prefix: str, keys: list[str], *, seconds: float = 20.0) -> None:
+    """Until the keys under ``prefix`` are ``keys`` (or ``seconds`` pass)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while _keys_under(url, prefix) != keys and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _s3(url: str, **more) -> dict:
     return {"endpoint_url": url, "access_key_id": "testing", "secret_access_key": "testing", **more}
 
@@ -81,8 +90,11 @@ def test_a_job_through_s3_storage(tmp_path, endpoint, faces_dir: Path):
         done = wait_state(client, job["id"], ("succeeded", "failed"))
         assert done["state"] == "succeeded", done
         assert done["result_url"].startswith(endpoint)
-        # inputs are gone from the bucket once the job is done; the result is there
-        assert _keys_under(endpoint, f"run1/jobs/{job['id']}/") == [f"run1/jobs/{job['id']}/result-1.png"]
+        # inputs are gone from the bucket once the job is done (the worker
+        # deletes them right after recording the outcome); the result is there
+        prefix, kept = f"run1/jobs/{job['id']}/", [f"run1/jobs/{job['id']}/result-1.png"]
+        _wait_for_keys(endpoint, prefix, kept)
+        assert _keys_under(endpoint, prefix) == kept
         answer = client.get(f"/v1/jobs/{job['id']}/result", follow_redirects=False)
         assert answer.status_code == 307
         fetched = httpx.get(answer.headers["location"])  # as a CDN or the client would
