@@ -108,11 +108,9 @@ class FaceRenderer:
         with timed(timings, "crop"):
             crops = [cut_crop(pixels, face, face_size=self.face_size(face)) for face, _ in chosen]
         outputs: dict[int, SwapOutput] = {}
-        groups: dict[int, list[int]] = {}
-        for k, (_, source) in enumerate(chosen):
-            groups.setdefault(id(source), []).append(k)
+        groups = _by_source(chosen)
         with timed(timings, "swap"):
-            for members in groups.values():
+            for members in groups:
                 results = swapper.swap_batch(chosen[members[0]][1], [crops[k] for k in members])
                 outputs.update(zip(members, results, strict=False))
         out = pixels.copy()
@@ -134,12 +132,10 @@ class FaceRenderer:
         once from the frame onto the model's template, then pasted back in
         order the way ``options.compositing`` says."""
         swaps: dict[int, TemplateSwap] = {}
-        groups: dict[int, list[int]] = {}
-        for k, (_, source) in enumerate(chosen):
-            groups.setdefault(id(source), []).append(k)
+        groups = _by_source(chosen)
         facefusion = self.options.neural_compositing() == "facefusion"
         with timed(timings, "swap"):
-            for members in groups.values():
+            for members in groups:
                 found = swapper.swap_frame(chosen[members[0]][1], pixels, [chosen[k][0].kps5 for k in members])
                 swaps.update(zip(members, found, strict=False))
         out = pixels.copy()
@@ -276,3 +272,11 @@ class FaceRenderer:
                 target_lips=target_lips,
                 warp_frame=still,
             )
+
+
+def _by_source(chosen: Sequence[Pair]) -> list[list[int]]:
+    """The indices of ``chosen`` grouped by source (one inference per source), in first-seen order."""
+    groups: dict[int, list[int]] = {}
+    for k, (_, source) in enumerate(chosen):
+        groups.setdefault(id(source), []).append(k)
+    return list(groups.values())
