@@ -276,8 +276,15 @@ class OutputUnavailableError(InvalidOptionError):
 
 
 class ChosenModelMissingError(ModelNotFoundError, InputError):
-    """A model the options choose by name (a face detector or landmarker) has
-    no file in the models folder; the message says how to get it (the
-    user's input: exit code 2)."""
+    """A catalogued model the options need has no file in the models folder:
+    a swapper and the embedder or converter it uses, a face or frame
+    enhancer, a face detector or landmarker, an occluder or a face parser.
 
-    code = "model_missing"
+    One rule for every kind: the options named a model this installation
+    does not have, which the user fixes by choosing another or by getting the
+    file (the message says how), so it is the user's input: exit code 2, HTTP
+    422.  A model whose file is present but cannot be loaded or run (corrupt,
+    wrong signature, a provider that fails) is a :class:`ModelError`: exit
+    code 1, HTTP 500."""
+
+    code = "model_not_found"

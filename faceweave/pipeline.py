@@ -30,6 +30,7 @@ from faceweave.enhancement import Enhancers
 from faceweave.errors import InputError
 from faceweave.expression import ExpressionChecker
 from faceweave.maskers import FaceMaskModels
+from faceweave.models.needed import check_present, needed_models
 from faceweave.options import SwapOptions
 from faceweave.provenance.stamp import Provenance, stamp_image
 from faceweave.render import FaceRenderer
@@ -95,6 +96,9 @@ class FaceSwapper:
         #: landmarker), opened when one is used
         self.sessions = ModelSessions(options.runtime)
         try:
+            needed = needed_models(options)
+            if needed:  # every file there before any model loads (ChosenModelMissingError)
+                check_present(self.sessions.open().store, needed)
             self.analyser = analyser if analyser is not None else FaceAnalyser(options.analysis, sessions=self.sessions)
         except BaseException:
             self.sessions.close()

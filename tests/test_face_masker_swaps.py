@@ -218,7 +218,8 @@ def test_the_cli_carries_the_models_and_knobs(models_dir, faces_dir, tmp_path):
     proc = faceweave("swap", "-s", src, "-t", tgt, "-o", out, "--face-occluder", "xseg_1")
     assert_clean_error(proc, 2, "for the neural swappers")
     proc = faceweave("swap", *neural, "--face-parser", "bisenet_resnet_18")
-    assert_clean_error(proc, 1, "bisenet_resnet_18 is not present", "faceweave models download bisenet_resnet_18")
+    missing = "face parser bisenet_resnet_18: model bisenet_resnet_18 is not present"
+    assert_clean_error(proc, 2, missing, "faceweave models download bisenet_resnet_18")
     assert not out.exists()
     proc = faceweave(
         "swap", *neural, "--compositing", "facefusion", "--face-occluder", "xseg_1", "--face-parser",

@@ -99,7 +99,7 @@ def test_cli_neural_swap_and_errors(models_dir, faces_dir, tmp_path):
     assert all(m["provider"].startswith("cpu") and m["warmup_ms"] > 0 and not m["fell_back"] for m in loads.values())
     missing = tmp_path / "missing.png"
     proc = faceweave("swap", "-s", src, "-t", tgt, "-o", missing, "--swapper", "ghost_1_256", "--models-dir", tmp_path)
-    assert_clean_error(proc, 1, "not present", "faceweave models download")
+    assert_clean_error(proc, 2, "not present", "faceweave models download")  # the options named it
     proc = faceweave("swap", "-s", src, "-t", tgt, "-o", missing, "--swapper", "nope")
     assert_clean_error(proc, 2, "unknown swapper", "inswapper_128")
     proc = faceweave(
@@ -168,5 +168,5 @@ def test_evaluate_compares_a_neural_swapper(models_dir, faces_dir, tmp_path):
         "--models-dir",
         tmp_path,
     )
-    assert_clean_error(proc, 1, "not present", "faceweave models download")
+    assert_clean_error(proc, 2, "not present", "faceweave models download")  # the options named it
     assert not (tmp_path / "none" / "report.json").exists()

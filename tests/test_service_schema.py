@@ -326,12 +326,15 @@ def test_a_model_missing_on_this_server_is_422_without_its_folder(client, faces_
         ("source", "s.jpg", (single / "attr_1996_asian_man.jpg").read_bytes()),
         ("target", "t.jpg", (single / "attr_1423_black_woman.jpg").read_bytes()),
     ]
-    for options in ({"swapper": "inswapper_128"}, {"face_enhancer": "gfpgan_1.4"}):
+    for options, role in (
+        ({"swapper": "inswapper_128"}, "swapper inswapper_128: model "),
+        ({"face_enhancer": "gfpgan_1.4"}, "face enhancer gfpgan_1.4: model "),
+    ):
         response = _post(client, "/v1/swap", [*files, ("options", None, json.dumps(options).encode())])
         assert response.status_code == 422, response.text
         error = response.json()["error"]
         assert error["code"] == "model_not_found"
-        assert error["message"].startswith("model ") and "is not present in the server's folder" in error["message"]
+        assert error["message"].startswith(role) and "is not present in the server's folder" in error["message"]
         assert str(client.models) not in response.text and "/" not in error["message"].split(";")[0]
 
 

@@ -22,8 +22,8 @@ from faceweave.analysis.face_detectors import FaceDetector, create_face_detector
 from faceweave.analysis.face_landmarkers import FaceLandmarker, create_face_landmarker
 from faceweave.analysis.landmarker import MediapipeFaceMesh
 from faceweave.analysis.pose import head_pose
-from faceweave.errors import ChosenModelMissingError, ModelNotFoundError, UnknownModelError
 from faceweave.geometry.topology import kps5_from_mesh
+from faceweave.models.needed import analysis_models, check_present
 from faceweave.options import AnalysisOptions, RuntimeOptions
 from faceweave.timing import timed
 from faceweave.types import BBox, Detection, Face
@@ -50,8 +50,8 @@ class FaceAnalyser:
         """``sessions``: where the ONNX detector and landmarker are loaded
         from (default: a pool of its own on the CPU, from the default models
         folder).  Every model file they need is checked first, so a missing
-        one raises :class:`~faceweave.errors.ModelNotFoundError` (saying how
-        to get it) before anything is loaded."""
+        one raises :class:`~faceweave.errors.ChosenModelMissingError` (saying
+        how to get it) before anything is loaded."""
         self.options = options
         self._own_sessions = sessions is None and bool(options.onnx_models())
         self.sessions = sessions
@@ -75,15 +75,7 @@ class FaceAnalyser:
             )
             return detector, None
         pool, provider = self.sessions.open(), self.sessions.provider
-        for name in options.onnx_models():  # every file present before any is loaded
-            try:
-                pool.store.resolve(name)
-            except UnknownModelError:
-                raise
-            except ModelNotFoundError as exc:
-                chosen = f"face detector {name}" if name == options.face_detector else None
-                chosen = chosen or f"face landmarker {options.face_landmarker}"
-                raise ChosenModelMissingError(f"{chosen}: {exc}") from exc
+        check_present(pool.store, analysis_models(options))  # every file there before any is loaded
         if options.face_detector == "mediapipe":
             detector = MediapipeFaceDetector(min_confidence=options.min_confidence, small_faces=options.small_faces)
         else:

@@ -16,6 +16,7 @@ from faceweave.maskers.base import (
     create_face_parser,
     occluder_models,
 )
+from faceweave.models.needed import NeededModel, check_present
 from faceweave.timing import timed
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class FaceMaskModels:
         """The models ``masks.face_occluder`` (``many``: the three XSeg) and
         ``masks.face_parser`` name,
         loaded from ``sessions`` (none opened when both are off).  A missing
-        file (looked for before either is loaded) raises :class:`~faceweave.errors.ModelNotFoundError` saying how
+        file (looked for before either is loaded) raises :class:`~faceweave.errors.ChosenModelMissingError` saying how
         to get it; the sessions' owner closes what was loaded."""
         if masks.face_occluder is None and masks.face_parser is None:
             return cls()
@@ -51,9 +52,9 @@ class FaceMaskModels:
         provider = sessions.provider
         names = occluder_models(masks.face_occluder) if masks.face_occluder is not None else ()
         parser_names = (masks.face_parser,) if masks.face_parser is not None else ()
-        for name in (*names, *parser_names):  # every file there before any loads
-            if pool.store.locate(pool.store.spec(name)) is None:
-                pool.store.resolve(name)  # raises, saying how to get it
+        roles = [NeededModel(name, f"face occluder {masks.face_occluder}") for name in names]
+        roles += [NeededModel(name, f"face parser {name}") for name in parser_names]
+        check_present(pool.store, roles)  # every file there before any loads
         occluders = [create_face_occluder(name, pool.get(name, provider)) for name in names]
         parser = None
         if masks.face_parser is not None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from faceweave.errors import ChecksumError, ModelError, ModelNotFoundError
+from faceweave.errors import ChecksumError, ChosenModelMissingError, ModelError
 from faceweave.models.catalog import builtin_specs, find_spec
 from faceweave.models.spec import ModelSpec
 
@@ -118,8 +118,9 @@ class ModelStore:
         lies beside it (a FaceFusion models folder), by that CRC32.
 
         Raises:
-            ModelNotFoundError: unknown name, or no file present; the message
-                says how to download or import it.
+            UnknownModelError: no catalog entry has that name.
+            ChosenModelMissingError: no file present (the user's input: exit
+                code 2, HTTP 422); the message says how to download or import it.
             ChecksumError: the file's size differs from the pinned size, or
                 its CRC32 from FaceFusion's ``.hash`` beside it.
         """
@@ -127,7 +128,7 @@ class ModelStore:
         path = self.locate(spec)
         if path is None:
             how = f"`faceweave models download {name}` or " if spec.urls else ""
-            raise ModelNotFoundError(
+            raise ChosenModelMissingError(
                 f"model {name} is not present in {self.folder}; get it with {how}`faceweave models import {name} PATH`"
             )
         expected = self.expected_sha256(spec)

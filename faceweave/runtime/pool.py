@@ -164,11 +164,11 @@ class SessionPool:
         return spec, path, ("sha256", sha) if sha else ("path", str(path.resolve()))
 
     def _spec_path(self, spec: ModelSpec) -> Path:
-        from faceweave.errors import ModelNotFoundError
+        from faceweave.errors import ChosenModelMissingError
 
         path = self.store.locate(spec)
         if path is None:
-            raise ModelNotFoundError(f"model {spec.name} is not present in {self.store.folder}")
+            raise ChosenModelMissingError(f"model {spec.name} is not present in {self.store.folder}")
         return path
 
     def _load(self, path: Path, spec: ModelSpec | None, requested: ProviderConfig) -> tuple[InferenceModel, LoadRecord]:

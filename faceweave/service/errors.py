@@ -47,8 +47,8 @@ STATUS_BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
     (fe.NoFaceError, 422),
     (fe.TooSmallToMarkError, 422),
     (fe.NoMatchingFaceError, 422),
+    (fe.ModelNotFoundError, 422),  # an option names a model this server does not have (any kind)
     (fe.InputError, 400),
-    (fe.ModelNotFoundError, 422),  # an option names a model this server does not have
     (fe.ModelError, 500),
     (fe.OutputError, 500),
     (fe.FaceweaveError, 500),

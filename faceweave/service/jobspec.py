@@ -75,6 +75,21 @@ class JobOptions(BaseModel):
     face_parser_regions: tuple[str, ...] | None = Field(
         None, max_length=16, description="the parser's regions the new face shows on (FaceFusion's names)"
     )
+    face_detector: str = Field(
+        "mediapipe", max_length=64, description="mediapipe (offline) or FaceFusion's yolo_face|scrfd|retinaface|yunet"
+    )
+    face_detector_size: int | None = Field(
+        None, description="ONNX detectors: the square the frame is fitted into (scrfd, retinaface: 160-640; 640)"
+    )
+    face_detector_score: float | None = Field(
+        None, ge=0.05, le=1.0, description="lowest detector score that counts, 0.05-1 (0.5)"
+    )
+    face_landmarker: str = Field(
+        "mediapipe", max_length=64, description="five alignment points: mediapipe, 2dfan4 (with fan_68_5), fan_68_5"
+    )
+    face_landmarker_score: float | None = Field(
+        None, ge=0.0, le=1.0, description="2dfan4: the confidence its points replace at (0.5)"
+    )
     face_mask_blur: float = Field(0.3, ge=0.0, le=1.0, description="FaceFusion's box mask feather")
     face_mask_padding: tuple[int, int, int, int] = Field(
         (0, 0, 0, 0), description="FaceFusion's box mask padding, percent: top, right, bottom, left"
@@ -128,6 +143,7 @@ class JobOptions(BaseModel):
                 "working_size": size,
                 "max_pixels": max_pixels,
                 "selection": selection,
+                "analysis": self.analysis_fields(),
                 "masks": {
                     "occlusion": self.occlusion,
                     "mouth": self.mouth_mask,
@@ -161,6 +177,19 @@ class JobOptions(BaseModel):
             fields["face_parser_regions"] = self.face_parser_regions
         return fields
 
+    def analysis_fields(self) -> dict[str, Any]:
+        """The ``analysis`` fields: the face detector and landmarker and their
+        options, as the CLI's flags of the same names set them."""
+        from faceweave.cli.analysis_flags import analysis_fields
+
+        return analysis_fields(
+            face_detector=self.face_detector,
+            face_detector_size=self.face_detector_size,
+            face_detector_score=self.face_detector_score,
+            face_landmarker=self.face_landmarker,
+            face_landmarker_score=self.face_landmarker_score,
+        )
+
     def video_options(self):
         """The :class:`~faceweave.video.pipeline.VideoOptions` for a video job."""
         from faceweave.video.io import parse_trim
@@ -189,6 +218,7 @@ class JobOptions(BaseModel):
                     "swapper": self.swapper,
                     "enhance": {"face": self.face_enhancer, "frame": self.frame_enhancer},
                     "masks": {**self.mask_models(), "face_mask_padding": self.face_mask_padding},
+                    "analysis": self.analysis_fields(),
                 }
             )
         except ValidationError as exc:

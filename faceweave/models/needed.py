@@ -1,0 +1,82 @@
+"""The catalogued models a swap's options need, and one check that each has
+its file before any is loaded.
+
+Every model kind follows one rule (see
+:class:`~faceweave.errors.ChosenModelMissingError`): a model the options
+need whose file is not in the models folder is the user's input (exit code
+2, HTTP 422), named with the option that asked for it and how to get it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from faceweave.errors import ChosenModelMissingError
+
+if TYPE_CHECKING:
+    from faceweave.models.cache import ModelStore
+    from faceweave.options import AnalysisOptions, SwapOptions
+
+
+@dataclass(frozen=True)
+class NeededModel:
+    """A catalog entry ``name`` and what needs it (``"swapper inswapper_128"``)."""
+
+    name: str
+    role: str
+
+
+def needed_models(options: SwapOptions) -> tuple[NeededModel, ...]:
+    """The catalogued models ``options`` load, in load order: the analysis
+    models, the swapper with its embedder and converter, the enhancers, the
+    occluders and the face parser (none for the defaults)."""
+    from faceweave.maskers import occluder_models
+    from faceweave.swappers.neural import NEURAL_SWAPPERS
+
+    needed = list(analysis_models(options.analysis))
+    entry = NEURAL_SWAPPERS.get(options.swapper)
+    if entry is not None:
+        role = f"swapper {options.swapper}"
+        companions = (entry.spec.embedder, entry.spec.converter)
+        needed += [NeededModel(name, role) for name in (*filter(None, companions), options.swapper)]
+    if options.enhance.face is not None:
+        needed.append(NeededModel(options.enhance.face, f"face enhancer {options.enhance.face}"))
+    if options.enhance.frame is not None:
+        needed.append(NeededModel(options.enhance.frame, f"frame enhancer {options.enhance.frame}"))
+    masks = options.masks
+    if masks.face_occluder is not None:
+        needed += [
+            NeededModel(name, f"face occluder {masks.face_occluder}") for name in occluder_models(masks.face_occluder)
+        ]
+    if masks.face_parser is not None:
+        needed.append(NeededModel(masks.face_parser, f"face parser {masks.face_parser}"))
+    return tuple(needed)
+
+
+def analysis_models(analysis: AnalysisOptions) -> tuple[NeededModel, ...]:
+    """The chosen ONNX face detector's and landmarker's models (none for mediapipe's)."""
+    return tuple(
+        NeededModel(
+            name,
+            f"face detector {name}"
+            if name == analysis.face_detector
+            else f"face landmarker {analysis.face_landmarker}",
+        )
+        for name in analysis.onnx_models()
+    )
+
+
+def check_present(store: ModelStore, needed: Iterable[NeededModel]) -> None:
+    """Raise :class:`~faceweave.errors.ChosenModelMissingError` for the first
+    model of ``needed`` without a file in ``store`` ("face parser
+    bisenet_resnet_18: model bisenet_resnet_18 is not present in ...; get it
+    with ..."); nothing is loaded or opened."""
+    for model in needed:
+        if store.locate(store.spec(model.name)) is not None:
+            continue
+        try:
+            store.resolve(model.name)
+        except ChosenModelMissingError as exc:
+            raise ChosenModelMissingError(f"{model.role}: {exc}") from exc
