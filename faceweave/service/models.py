@@ -1,9 +1,12 @@
 """Models loaded once per worker, and the slots that synchronous swaps borrow.
 
 A :class:`JobModels` owns one prepared :class:`~faceweave.analysis.FaceAnalyser`
-(the detector, mesh and embedding models) and builds the light
-:class:`~faceweave.pipeline.FaceSwapper` a job's options need on top of it,
-keeping the last one for the next job with the same options.
+(the detector, mesh and embedding models) for the default analysis options,
+an :class:`AnalyserCache` of analysers for the jobs that choose another face
+detector or landmarker, and builds the light
+:class:`~faceweave.pipeline.FaceSwapper` a job's options need on top of the
+analyser for its options, keeping the last one for the next job with the
+same options.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,10 +23,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from faceweave.errors import NotReadyError
-from faceweave.options import SwapOptions
+from faceweave.options import AnalysisOptions, RuntimeOptions, SwapOptions
 
 if TYPE_CHECKING:
+    from faceweave.analysis import FaceAnalyser
     from faceweave.pipeline import FaceSwapper
+    from faceweave.sessions import ModelSessions
+
+#: analysers for other analysis options than the default kept per worker
+ANALYSERS = 2
 
 
 @dataclass(frozen=True)
@@ -33,13 +42,76 @@ class ModelTimes:
     warmup_s: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Analyser:
+    analyser: FaceAnalyser
+    sessions: ModelSessions | None
+
+    def close(self) -> None:
+        self.analyser.close()
+        if self.sessions is not None:
+            self.sessions.close()
+
+
+class AnalyserCache:
+    """Analysers per (analysis options, runtime) -- a job's face detector
+    and landmarker, loaded from the worker's models folder on its provider --
+    the ``capacity`` used last kept open, the one used longest ago closed
+    when another is needed.  Not for use by two threads at once."""
+
+    def __init__(self, capacity: int = ANALYSERS) -> None:
+        if capacity < 1:
+            raise ValueError("an analyser cache keeps at least one analyser")
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[AnalysisOptions, RuntimeOptions], _Analyser] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, analysis: AnalysisOptions, runtime: RuntimeOptions) -> FaceAnalyser:
+        """The analyser for ``analysis`` (made and kept on first use).
+
+        Raises:
+            ChosenModelMissingError: a model it chooses has no file (nothing
+                is loaded, nothing already kept is closed).
+        """
+        key = (analysis, runtime)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = _open_analyser(analysis, runtime)
+            self._entries[key] = entry
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)[1].close()
+        self._entries.move_to_end(key)
+        return entry.analyser
+
+    def close(self) -> None:
+        while self._entries:
+            self._entries.popitem(last=False)[1].close()
+
+
+def _open_analyser(analysis: AnalysisOptions, runtime: RuntimeOptions) -> _Analyser:
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.sessions import ModelSessions
+
+    sessions = ModelSessions(runtime) if analysis.onnx_models() else None
+    try:
+        return _Analyser(FaceAnalyser(analysis, sessions=sessions), sessions)
+    except BaseException:
+        if sessions is not None:
+            sessions.close()
+        raise
+
+
 class JobModels:
     """One worker's models.  Not for use by two threads at once; call :meth:`close`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, analysers: int = ANALYSERS) -> None:
         from faceweave.analysis import FaceAnalyser
 
         self.analyser = FaceAnalyser(SwapOptions().analysis)
+        #: the analysers of jobs that choose other analysis options (detector, landmarker, scores)
+        self.analysers = AnalyserCache(analysers)
         self._swapper: FaceSwapper | None = None
         self._options: SwapOptions | None = None
 
@@ -74,21 +146,32 @@ class JobModels:
         return self._options
 
     def swapper(self, options: SwapOptions) -> FaceSwapper:
-        """A :class:`FaceSwapper` with ``options`` sharing this object's analyser."""
+        """A :class:`FaceSwapper` with ``options`` on the analyser for their
+        analysis options (the shared default one, or one of :attr:`analysers`)."""
         from faceweave.pipeline import FaceSwapper
 
         if self._swapper is None or self._options != options:
             if self._swapper is not None:
-                self._swapper.close()  # leaves the shared analyser open
+                self._swapper.close()  # leaves the shared analysers open
+                self._swapper = self._options = None
+            analyser = self.analyser_for(options)
             # no prepared sources kept between jobs: they are other people's photos
-            self._swapper = FaceSwapper(options, analyser=self.analyser, source_cache=0)
+            self._swapper = FaceSwapper(options, analyser=analyser, source_cache=0)
             self._options = options
         return self._swapper
+
+    def analyser_for(self, options: SwapOptions) -> FaceAnalyser:
+        """The analyser of ``options.analysis``: the default one, prepared at
+        start, or one kept in :attr:`analysers` (models from ``options.runtime``)."""
+        if options.analysis == self.analyser.options:
+            return self.analyser
+        return self.analysers.get(options.analysis, options.runtime)
 
     def close(self) -> None:
         if self._swapper is not None:
             self._swapper.close()
             self._swapper = None
+        self.analysers.close()
         self.analyser.close()
 
 
