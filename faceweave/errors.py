@@ -200,6 +200,13 @@ class NotFoundError(ServiceError):
     code = "not_found"
 
 
+class LiveSessionElsewhereError(NotFoundError):
+    """A live session id made by another node: its state is in that node's
+    process, and this request was routed to another one (HTTP 421)."""
+
+    code = "live_session_elsewhere"
+
+
 class RateLimitedError(ServiceError):
     """The caller sent more requests than the configured rate allows."""
 

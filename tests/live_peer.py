@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 from tests.service_fixtures import wait_for
@@ -69,27 +70,73 @@ def camera_track(frames: list[np.ndarray], fps: int = 15):
     return Camera()
 
 
-async def offer_sdp(*, video: str | None = "sendrecv", audio: bool = False, frames: list[np.ndarray] | None = None):
-    """A new client peer connection and its offer's SDP (ICE gathered):
-    ``video``: ``sendrecv`` (a camera of ``frames``), ``recvonly`` or ``None``."""
-    from aiortc import RTCConfiguration, RTCPeerConnection
+#: the test tone a peer's microphone plays, and its sample rate
+TONE_HZ, AUDIO_RATE = 440, 48_000
 
-    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+
+def microphone_track(samples: int = 960):
+    """An aiortc audio track that plays a 440 Hz tone (mono, 16-bit, 20 ms frames) in real time."""
+    import av
+    from aiortc import MediaStreamTrack
+
+    class Microphone(MediaStreamTrack):
+        kind = "audio"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.sent = 0
+
+        async def recv(self):
+            await asyncio.sleep(samples / AUDIO_RATE)
+            n = np.arange(self.sent * samples, (self.sent + 1) * samples)
+            tone = (8000 * np.sin(2 * np.pi * TONE_HZ * n / AUDIO_RATE)).astype(np.int16)
+            frame = av.AudioFrame.from_ndarray(tone[None, :], format="s16", layout="mono")
+            frame.sample_rate, frame.pts, frame.time_base = AUDIO_RATE, self.sent * samples, Fraction(1, AUDIO_RATE)
+            self.sent += 1
+            return frame
+
+    return Microphone()
+
+
+async def offer_sdp(
+    *,
+    video: str | None = "sendrecv",
+    audio: bool = False,
+    frames: list[np.ndarray] | None = None,
+    ice_servers: list | None = None,
+    relay: bool = False,
+):
+    """A new client peer connection and its offer's SDP (ICE gathered):
+    ``video``: ``sendrecv`` (a camera of ``frames``), ``recvonly`` or ``None``;
+    ``audio``: a microphone playing a tone too; ``ice_servers``: aiortc
+    ``RTCIceServer`` objects (none: host candidates only), ``relay``: TURN relay candidates only."""
+    from aiortc import RTCConfiguration, RTCIceTransportPolicy, RTCPeerConnection
+
+    policy = RTCIceTransportPolicy.RELAY if relay else RTCIceTransportPolicy.ALL
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=ice_servers or [], iceTransportPolicy=policy))
     if video == "sendrecv":
         pc.addTrack(camera_track(frames or [np.zeros((240, 320, 3), np.uint8)]))
     elif video is not None:
         pc.addTransceiver("video", direction=video)
     if audio:
-        pc.addTransceiver("audio", direction="sendrecv")
+        pc.addTrack(microphone_track())
     await pc.setLocalDescription(await pc.createOffer())
     return pc, pc.localDescription.sdp
 
 
 class Received:
-    """The swapped frames a client peer gets back (RGB), filled by :meth:`take`."""
+    """What a client peer gets back, filled by :meth:`take`: the swapped
+    frames (RGB) and the audio frames (mono float samples) with the time each came."""
 
     def __init__(self) -> None:
         self.frames: list[np.ndarray] = []
+        self.sound: list[np.ndarray] = []
+        self.kinds: list[str] = []
+
+    def on_track(self, track) -> None:
+        """The peer connection's ``track`` handler."""
+        self.kinds.append(track.kind)
+        asyncio.ensure_future(self.take(track))
 
     async def take(self, track) -> None:
         from aiortc.mediastreams import MediaStreamError
@@ -97,6 +144,57 @@ class Received:
         try:
             while True:
                 frame = await track.recv()
-                self.frames.append(frame.to_ndarray(format="rgb24"))
+                if track.kind == "audio":
+                    samples = frame.to_ndarray().astype(np.float32)
+                    channels = len(frame.layout.channels)
+                    self.sound.append(
+                        samples.reshape(-1, channels).mean(axis=1) if frame.format.is_packed else samples[0]
+                    )
+                else:
+                    self.frames.append(frame.to_ndarray(format="rgb24"))
         except MediaStreamError:
             return
+
+
+@contextmanager
+def turn_server(folder, secret: str) -> Iterator[int]:
+    """coturn (Debian's ``turnserver``) on loopback with ``use-auth-secret``
+    (the TURN REST scheme) and ``secret``, relaying to loopback peers; yields
+    its port.  Skips the test when coturn is not installed."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    binary = shutil.which("turnserver")
+    if binary is None:
+        pytest.skip("coturn is not installed (Debian package coturn, in make system-deps)")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    low = 20000 + (port * 7) % 40000  # a relay range of its own, away from the listening port
+    command = [
+        binary, "-n", "--listening-ip=127.0.0.1", f"--listening-port={port}", "--relay-ip=127.0.0.1",
+        f"--min-port={low}", f"--max-port={low + 200}", "--use-auth-secret", f"--static-auth-secret={secret}",
+        "--realm=faceweave.test", "--no-tls", "--no-dtls", "--no-cli", "--allow-loopback-peers", "--fingerprint",
+        f"--log-file={folder}/turnserver.log", "--simple-log", f"--pidfile={folder}/turnserver.pid",
+        f"--userdb={folder}/turndb",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def listening() -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            return process.poll() is not None  # ended: reported below
+
+    try:
+        wait_for(listening, what="coturn to listen", every_s=0.05)
+        if process.poll() is not None:
+            logs = " ".join(p.read_text()[-2000:] for p in Path(folder).glob("turnserver*.log"))
+            raise RuntimeError(f"coturn did not start: {logs}")
+        yield port
+    finally:
+        process.terminate()
+        process.wait(10)

@@ -31,6 +31,7 @@ CLIENT_CLOSED = 499
 STATUS_BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
     (fe.AuthenticationError, 401),
     (fe.PermissionDeniedError, 403),
+    (fe.LiveSessionElsewhereError, 421),
     (fe.NotFoundError, 404),
     (fe.RateLimitedError, 429),
     (fe.NotReadyError, 503),
@@ -77,6 +78,8 @@ ERROR_STATUSES: dict[int, str] = {
     413: "too large: the upload, an image's pixels or a video's duration or frames",
     415: "unsupported type: not an image or video (by its bytes), or not multipart/form-data",
     416: "the requested byte range is outside the file",
+    421: "a live session held by another node: route the session's calls to the node that opened it"
+    " (the ingress's affinity cookie)",
     422: "no face, an invalid or unknown option (such as a model this server does not have), or a target too"
     " small to carry the watermark",
     429: "rate limited (see Retry-After)",

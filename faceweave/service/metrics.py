@@ -78,7 +78,10 @@ class Metrics:
             "faceweave_live_fps", "Swapped frames per second, summed over the running live sessions", registry=r
         )
         self.live_frames = Counter(
-            "faceweave_live_frames", "Live frames received, swapped and dropped (stale)", ["kind"], registry=r
+            "faceweave_live_frames",
+            "Live frames received, swapped, dropped (stale) and audio sent back",
+            ["kind"],
+            registry=r,
         )
         self.live_latency = Histogram(
             "faceweave_live_latency_seconds",

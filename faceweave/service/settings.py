@@ -167,6 +167,63 @@ class LimitSettings(_Settings):
     )
 
 
+#: an ICE server URL as aiortc and the browsers take it (RFC 7064, 7065): ``stun:`` or ``stuns:`` HOST[:PORT],
+#: ``turn:`` HOST[:PORT][?transport=udp|tcp], ``turns:`` HOST[:PORT][?transport=tcp]; a host is a name or IPv4
+ICE_URL = re.compile(
+    r"(?P<scheme>stuns?|turns?):(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)"
+    r"(?::(?P<port>\d{1,5}))?(?:\?transport=(?P<transport>[a-z]+))?"
+)
+
+
+def check_ice_url(url: str) -> str:
+    """``url`` when it is an ICE server URL aiortc and the browsers both take.
+
+    Raises:
+        ValueError: it is not (the message says what is accepted).
+    """
+    match = ICE_URL.fullmatch(url)
+    accepted = "stun:HOST[:PORT], turn:HOST[:PORT][?transport=udp|tcp] or turns:HOST[:PORT] (HOST a name or IPv4)"
+    if match is None:
+        raise ValueError(f"'{url[:80]}' is not an ICE server URL: use {accepted}")
+    scheme, port, transport = match["scheme"], match["port"], match["transport"]
+    if port is not None and not 0 < int(port) < 65536:
+        raise ValueError(f"'{url[:80]}': the port must be 1-65535")
+    if scheme.startswith("stun") and transport is not None:
+        raise ValueError(f"'{url[:80]}': a STUN URL takes no ?transport= (RFC 7064)")
+    if transport not in (None, "udp", "tcp") or (scheme == "turns" and transport == "udp"):
+        raise ValueError(f"'{url[:80]}': the transport must be udp or tcp (turns: tcp only, TLS over TCP)")
+    return url
+
+
+class IceServer(_Settings):
+    """One STUN or TURN server, as ``RTCIceServer`` has it (a plain URL is
+    ``{urls = [URL]}``).  A TURN server without ``username`` and
+    ``credential`` gets time-limited ones from ``live.turn_secret``."""
+
+    urls: tuple[str, ...] = Field(min_length=1, max_length=8, description="stun:, stuns:, turn: or turns: URLs")
+    username: str | None = Field(None, min_length=1, max_length=512, description="the TURN user (long-term)")
+    credential: str | None = Field(None, min_length=1, max_length=512, description="the TURN password")
+    use: Literal["both", "browser", "server"] = Field(
+        "both", description="who gathers candidates with it: the browser (the page), the server (aiortc) or both"
+    )
+
+    @field_validator("urls")
+    @classmethod
+    def _urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_ice_url(url) for url in value)
+
+    @model_validator(mode="after")
+    def _pair(self) -> IceServer:
+        if (self.username is None) != (self.credential is None):
+            raise ValueError("give a TURN server both username and credential, or neither (live.turn_secret)")
+        return self
+
+    @property
+    def turn(self) -> bool:
+        """Whether any of its URLs is a TURN server's."""
+        return any(url.startswith("turn") for url in self.urls)
+
+
 class LiveSettings(_Settings):
     """Live sessions over WebRTC (``POST /v1/live``, the page ``/live``)."""
 
@@ -177,17 +234,55 @@ class LiveSettings(_Settings):
         20.0, gt=0, description="a session whose browser sends no video frame within this many seconds is ended"
     )
     max_seconds: float = Field(3600.0, gt=0, description="the longest a live session runs before it is ended")
-    ice_servers: tuple[str, ...] = Field(
-        (), description="STUN URLs (stun:host:port) the server's side gathers candidates with; none: host candidates"
+    node: str | None = Field(
+        None,
+        min_length=1,
+        max_length=253,
+        description="this node's name, whose hash starts every live session id it makes (so another node can"
+        " tell a request routed to the wrong node: 421); default the host name (a pod's name on Kubernetes)",
+    )
+    ice_servers: tuple[IceServer, ...] = Field(
+        (),
+        max_length=8,
+        description="STUN and TURN servers for the server's side (aiortc: the first STUN and the first TURN URL"
+        " of those it uses) and the page (GET /v1/live/config); none: host candidates only",
+    )
+    ice_transport_policy: Literal["all", "relay"] = Field(
+        "all", description="relay: both sides use TURN relay candidates only (hides the addresses; needs TURN)"
+    )
+    turn_secret: str | None = Field(
+        None,
+        min_length=16,
+        description="coturn's static-auth-secret (use-auth-secret): TURN servers without a username get"
+        " time-limited credentials made from it (the TURN REST scheme); the secret never leaves the server",
+    )
+    turn_ttl_s: float = Field(
+        14400.0, ge=60, le=7 * 86400, description="how long the time-limited TURN credentials are valid"
     )
 
-    @field_validator("ice_servers")
+    @field_validator("ice_servers", mode="before")
     @classmethod
-    def _stun_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for url in value:
-            if not re.fullmatch(r"stun:[A-Za-z0-9.-]+(:\d{1,5})?", url):
-                raise ValueError(f"'{url[:80]}' is not a STUN URL (stun:HOST or stun:HOST:PORT)")
+    def _plain_urls(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [{"urls": [item]} if isinstance(item, str) else item for item in value]
         return value
+
+    @model_validator(mode="after")
+    def _turn_credentials(self) -> LiveSettings:
+        for server in self.ice_servers:
+            if server.turn and server.username is None and self.turn_secret is None:
+                raise ValueError(
+                    f"the TURN server {server.urls[0][:80]} needs a username and credential, or live.turn_secret"
+                    " (coturn's static-auth-secret) for time-limited credentials"
+                )
+        if self.turn_secret is not None and self.turn_ttl_s < self.max_seconds:
+            raise ValueError(
+                f"live.turn_ttl_s ({self.turn_ttl_s:g}) must be at least live.max_seconds ({self.max_seconds:g}):"
+                " TURN refuses a session's refresh once its credentials expire"
+            )
+        if self.ice_transport_policy == "relay" and not any(s.turn for s in self.ice_servers):
+            raise ValueError("live.ice_transport_policy = 'relay' needs a TURN server in live.ice_servers")
+        return self
 
 
 #: ``s3://BUCKET`` or ``s3://BUCKET/PREFIX`` (S3's bucket-name rules, a prefix without empty parts)

@@ -1,8 +1,11 @@
 // The faceweave Live page: the camera goes to the server over WebRTC
 // (POST /v1/live with the offer and the source photo), the swapped video comes
 // back on the same peer connection; a new source photo while live goes to
-// POST /v1/live/{id}/source; the figures are the browser's (frames decoded,
-// round trip) and the server's (GET /v1/live/{id}: swap latency, drops).
+// POST /v1/live/{id}/source; with "microphone" its sound is sent too and comes
+// back on the same stream as the swapped video; the ICE servers (STUN, TURN
+// with time-limited credentials) come from GET /v1/live/config; the figures
+// are the browser's (frames decoded, round trip) and the server's
+// (GET /v1/live/{id}: swap latency, drops).
 "use strict";
 
 (() => {
@@ -86,11 +89,19 @@
     if (!photo) { showMessage("Choose a source photo first: the face to put in."); return; }
     $("live-start").disabled = true;
     try {
-      setState("Starting the camera…");
-      state.camera = await navigator.mediaDevices.getUserMedia({ video: true, audio: false });
+      // the ICE servers (TURN with time-limited credentials) before the offer is made
+      const config = await (await api("/v1/live/config")).json();
+      const audio = $("live-audio").checked;
+      setState(audio ? "Starting the camera and the microphone…" : "Starting the camera…");
+      state.camera = await navigator.mediaDevices.getUserMedia({ video: true, audio });
       $("camera").srcObject = state.camera;
-      const pc = state.pc = new RTCPeerConnection();
-      for (const track of state.camera.getVideoTracks()) pc.addTrack(track, state.camera);
+      const pc = state.pc = new RTCPeerConnection({
+        iceServers: config.ice_servers,
+        iceTransportPolicy: config.ice_transport_policy,
+      });
+      for (const track of state.camera.getTracks()) pc.addTrack(track, state.camera);
+      // the swapped video and, with the microphone, its sound: one stream, played in sync
+      $("swapped").muted = !audio;
       pc.ontrack = (event) => { $("swapped").srcObject = event.streams[0] || new MediaStream([event.track]); };
       pc.onconnectionstatechange = () => onConnection(pc);
       await pc.setLocalDescription(await pc.createOffer());

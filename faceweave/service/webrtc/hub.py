@@ -9,7 +9,10 @@ sessions live on the server's event loop (:meth:`open`, :meth:`close_all`)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
+import socket
 import threading
 import uuid
 from collections import OrderedDict
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from faceweave.errors import AtCapacityError, NotFoundError, NotReadyError
+from faceweave.errors import AtCapacityError, LiveSessionElsewhereError, NotFoundError, NotReadyError
 from faceweave.service.jobs import RunConfig
 from faceweave.service.metrics import Metrics
 from faceweave.service.settings import ServiceSettings
@@ -35,6 +38,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("faceweave.service.live")
 #: ended sessions whose reason is still answered (the newest)
 _ENDED_KEPT = 64
+#: the hex digits of a node's tag at the start of its session ids
+TAG_CHARS = 8
+#: a session id: the node's tag, then 32 random hex digits
+_SESSION_ID = re.compile(rf"[0-9a-f]{{{TAG_CHARS + 32}}}")
+
+
+def node_tag(name: str | None = None) -> str:
+    """The tag of the node called ``name`` (default the host name): the start of its session ids."""
+    node = name or socket.gethostname()
+    return hashlib.sha256(node.encode()).hexdigest()[:TAG_CHARS]
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,8 @@ class LiveHub:
     ) -> None:
         self.settings, self.metrics, self.config, self.audit = settings, metrics, config, audit
         self.capacity = settings.live.sessions
+        #: the start of every session id this node makes (:func:`node_tag`)
+        self.tag = node_tag(settings.live.node)
         self._lock = threading.Lock()
         self._taken = 0  # sessions running and being opened
         self._sessions: dict[str, PeerSession] = {}
@@ -157,7 +172,7 @@ class LiveHub:
             self._release()
             raise
         session = peer.PeerSession(
-            session_id=uuid.uuid4().hex,
+            session_id=self.tag + uuid.uuid4().hex,
             owner=owner,
             live=live,
             settings=self.settings.live,
@@ -219,13 +234,24 @@ class LiveHub:
         """``owner``'s running session, or what is kept of it once ended.
 
         Raises:
+            LiveSessionElsewhereError: the id is another node's (the request was routed to the wrong node).
             NotFoundError: no such session of ``owner`` (another caller's looks the same).
         """
         with self._lock:
             found: PeerSession | EndedSession | None = self._sessions.get(session_id) or self._ended.get(session_id)
+        if found is None and self.elsewhere(session_id):
+            raise LiveSessionElsewhereError(
+                f"live session {session_id[:64]!r} is held by another node, and this request reached node"
+                f" {self.tag}: a session's calls go to the node that opened it (keep the ingress's affinity"
+                " cookie that POST /v1/live set, docs/DEPLOY.md)"
+            )
         if found is None or found.owner != owner:
             raise NotFoundError(f"no live session {session_id[:64]!r}")
         return found
+
+    def elsewhere(self, session_id: str) -> bool:
+        """Whether ``session_id`` is a session id another node made (its tag is not this node's)."""
+        return bool(_SESSION_ID.fullmatch(session_id)) and not session_id.startswith(self.tag)
 
     def running(self, session_id: str, owner: str) -> PeerSession:
         """``owner``'s running session.

@@ -17,12 +17,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import av
 import numpy as np
-from aiortc import MediaStreamTrack, RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
+from aiortc import (
+    MediaStreamTrack,
+    RTCConfiguration,
+    RTCIceServer,
+    RTCIceTransportPolicy,
+    RTCPeerConnection,
+    RTCSessionDescription,
+)
 from aiortc.exceptions import OperationError
 from aiortc.mediastreams import MediaStreamError
 
@@ -32,12 +41,26 @@ from faceweave.live.session import LiveSession
 from faceweave.pipeline import ImageInput
 from faceweave.provenance.audit import AuditInput
 from faceweave.service.settings import LiveSettings
+from faceweave.service.webrtc.ice import ice_servers_for
 from faceweave.service.webrtc.offer import Offer
 from faceweave.service.webrtc.stats import LiveStats, StatsView
+from faceweave.service.webrtc.sync import MAX_HOLD_S, AvSync
 
 log = logging.getLogger("faceweave.service.live")
 #: the clock of the outgoing frames (RTP's for video)
 VIDEO_CLOCK = 90_000
+#: the most audio frames held for the swapped video (20 ms each: a few times MAX_HOLD_S)
+_AUDIO_HELD = 250
+
+
+def server_configuration(settings: LiveSettings, owner: str) -> RTCConfiguration:
+    """The server side's peer connection settings: its ICE servers (TURN with
+    fresh time-limited credentials) and transport policy; none: host
+    candidates only (aiortc's own default would be a public STUN server)."""
+    config = ice_servers_for(settings, "server", owner)
+    servers = [RTCIceServer(urls=list(s.urls), username=s.username, credential=s.credential) for s in config.servers]
+    policy = RTCIceTransportPolicy.RELAY if config.transport_policy == "relay" else RTCIceTransportPolicy.ALL
+    return RTCConfiguration(iceServers=servers, iceTransportPolicy=policy)
 
 
 class FrameHandoff(LatestFrame):
@@ -61,19 +84,22 @@ class FrameHandoff(LatestFrame):
 
 class SwappedTrack(MediaStreamTrack):
     """The outgoing video: each new swapped frame once, stamped with the
-    time its camera frame arrived (so the browser plays them at that pace)."""
+    time its camera frame arrived (so the browser plays them at that pace);
+    each one sent moves ``sync`` on and sets ``progress`` (the held audio waits on it)."""
 
     kind = "video"
 
-    def __init__(self, handoff: FrameHandoff, changed: asyncio.Event) -> None:
+    def __init__(self, handoff: FrameHandoff, changed: asyncio.Event, sync: AvSync, progress: asyncio.Event) -> None:
         super().__init__()
-        self.handoff, self.changed = handoff, changed
+        self.handoff, self.changed, self.sync, self.progress = handoff, changed, sync, progress
         self._number = 0
 
     async def recv(self) -> av.VideoFrame:
         while True:
             got = self.handoff.get(self._number, timeout=0)
             if got is None and (self.handoff.closed or self.readyState != "live"):
+                self.sync.video_ended = True
+                self.progress.set()
                 self.stop()
                 raise MediaStreamError("the live session ended")
             if got is not None:
@@ -86,6 +112,55 @@ class SwappedTrack(MediaStreamTrack):
         self._number, pixels, t = got
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(pixels), format="rgb24")
         frame.pts, frame.time_base = round(t * VIDEO_CLOCK), Fraction(1, VIDEO_CLOCK)
+        self.sync.video_sent(t)
+        self.progress.set()
+        return frame
+
+
+class HeldAudioTrack(MediaStreamTrack):
+    """The outgoing audio: the browser's own sound (:meth:`put` as it
+    arrives), each frame held until the swapped video has been sent up to
+    its arrival (:class:`~faceweave.service.webrtc.sync.AvSync`), so the two
+    go back together."""
+
+    kind = "audio"
+
+    def __init__(self, sync: AvSync, progress: asyncio.Event, stats: LiveStats) -> None:
+        super().__init__()
+        self.sync, self.progress, self.stats = sync, progress, stats
+        self._held: deque[tuple[av.AudioFrame, float]] = deque(maxlen=_AUDIO_HELD)
+        self._arrived = asyncio.Event()
+        self._ended = False
+
+    def put(self, frame: av.AudioFrame, arrived: float) -> None:
+        self._held.append((frame, arrived))
+        self._arrived.set()
+
+    def end(self) -> None:
+        """No more sound comes in: what is held still goes out, then the track ends."""
+        self._ended = True
+        self._arrived.set()
+
+    async def recv(self) -> av.AudioFrame:
+        while not self._held:
+            if self._ended or self.readyState != "live":
+                self.stop()
+                raise MediaStreamError("the browser's audio ended")
+            self._arrived.clear()
+            await self._arrived.wait()
+        frame, arrived = self._held[0]
+        while not self.sync.audio_due(arrived, time.monotonic()):
+            self.progress.clear()
+            if self.sync.audio_due(arrived, time.monotonic()):  # sent between the look and the clear
+                break
+            wait = max(0.0, arrived + MAX_HOLD_S - time.monotonic())
+            try:
+                await asyncio.wait_for(self.progress.wait(), timeout=wait)
+            except TimeoutError:
+                break
+        if self._held and self._held[0][0] is frame:
+            self._held.popleft()
+        self.stats.audio_frame(time.monotonic() - arrived)
         return frame
 
 
@@ -120,6 +195,11 @@ class PeerSession:
         self._thread: threading.Thread | None = None
         self._tasks: list[asyncio.Task] = []
         self._video_track: MediaStreamTrack | None = None
+        self._audio_track: MediaStreamTrack | None = None
+        #: the microphone's sound going back, when the offer sends audio
+        self.audio_back: HeldAudioTrack | None = None
+        self.sync = AvSync()
+        self._progress = asyncio.Event()
         self._closed: asyncio.Future | None = None
 
     def _wake(self) -> None:
@@ -141,8 +221,7 @@ class PeerSession:
             InvalidOptionError: aiortc cannot use the offer (the caller closes the session).
             NoVideoTrackError: the offer's tracks have no video (likewise).
         """
-        servers = [RTCIceServer(urls=url) for url in self.settings.ice_servers]
-        pc = self.pc = RTCPeerConnection(RTCConfiguration(iceServers=servers))  # [] : no public STUN server
+        pc = self.pc = RTCPeerConnection(server_configuration(self.settings, self.owner))
         pc.on("track", self._on_track)
         pc.on("connectionstatechange", self._on_state)
         try:
@@ -157,7 +236,11 @@ class PeerSession:
             ) from None
         if self._video_track is None:
             raise NoVideoTrackError("the offer sends no video track: allow the camera and offer its video")
-        pc.addTrack(SwappedTrack(self.handoff, self._changed))  # on the camera's transceiver: sendrecv
+        pc.addTrack(SwappedTrack(self.handoff, self._changed, self.sync, self._progress))  # the camera's transceiver
+        if self._audio_track is not None:  # the microphone's sound goes back on its own transceiver, held in sync
+            self.audio_back = HeldAudioTrack(self.sync, self._progress, self.stats)
+            pc.addTrack(self.audio_back)
+            self._tasks.append(asyncio.ensure_future(self._receive_audio(self._audio_track, self.audio_back)))
         await pc.setLocalDescription(await pc.createAnswer())
         self._thread = threading.Thread(target=self._run, name=f"faceweave-live-{self.id[:8]}", daemon=True)
         self._thread.start()
@@ -168,7 +251,9 @@ class PeerSession:
         if track.kind == "video" and self._video_track is None:
             self._video_track = track
             self._tasks.append(asyncio.ensure_future(self._receive(track)))
-        else:  # audio, or a second camera: read and let go, so nothing piles up
+        elif track.kind == "audio" and self._audio_track is None:
+            self._audio_track = track  # relayed back once the answer is made (answer())
+        else:  # a second camera or microphone: read and let go, so nothing piles up
             self._tasks.append(asyncio.ensure_future(_drain(track)))
 
     async def _on_state(self) -> None:
@@ -187,10 +272,24 @@ class PeerSession:
             if not isinstance(frame, av.VideoFrame):
                 continue
             pixels = frame.to_ndarray(format="rgb24")
+            t = self.stats.arrived()
+            self.sync.camera_frame(t, time.monotonic())
             try:
-                self.source.push(pixels, self.stats.arrived())
+                self.source.push(pixels, t)
             except InputError:
                 return  # the swap has ended on its side (its thread closes the session with the reason)
+
+    async def _receive_audio(self, track: MediaStreamTrack, back: HeldAudioTrack) -> None:
+        """The browser's sound into ``back`` as it arrives (its end does not end the session)."""
+        try:
+            while self.running:
+                frame = await track.recv()
+                if isinstance(frame, av.AudioFrame):
+                    back.put(frame, time.monotonic())
+        except MediaStreamError:
+            return
+        finally:
+            back.end()
 
     def _run(self) -> None:
         """The session's thread: swap until the pushed frames end."""
@@ -249,6 +348,10 @@ class PeerSession:
         self.end_reason = reason
         self.source.end()
         self.live.stop()
+        self.sync.video_ended = True
+        self._progress.set()
+        if self.audio_back is not None:
+            self.audio_back.end()
         current = asyncio.current_task()
         for task in self._tasks:
             if task is not current:

@@ -6,6 +6,8 @@
   "links"}``; 503 ``at_capacity`` when the node's ``live.sessions`` are all
   taken, 422 ``no_video_track`` for an offer without a camera, 422
   ``no_face`` for a source photo without a face.
+- ``GET /v1/live/config``: the ICE servers and transport policy the page
+  sets its peer connection up with (TURN with time-limited credentials).
 - ``GET /v1/live/{id}``: its state (``running`` or ``ended`` with the reason)
   and figures (frames received, swapped and dropped, fps, latency).
 - ``POST /v1/live/{id}/source``: new source photo(s) from the next frame;
@@ -30,6 +32,7 @@ from faceweave.service.node import Service
 from faceweave.service.openapi import BINARY, multipart_body
 from faceweave.service.uploads import UploadedFile, UploadedForm, inspect_upload, receive_form
 from faceweave.service.webrtc.hub import EndedSession
+from faceweave.service.webrtc.ice import ice_servers_for
 from faceweave.service.webrtc.offer import parse_offer
 
 live_router = APIRouter()
@@ -116,7 +119,20 @@ async def open_live(request: Request, caller: CallerDep, service: ServiceDep) ->
     return {"id": session.id, "type": "answer", "sdp": answer, "links": {"self": base, "source": base + "/source"}}
 
 
-@live_router.get("/v1/live/{session_id}", tags=["live"], responses=error_responses(*AUTH_STATUSES, 404, 422))
+@live_router.get("/v1/live/config", tags=["live"], responses=error_responses(*AUTH_STATUSES))
+async def live_config(caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
+    """What the page sets its peer connection up with: the ICE servers (TURN
+    with time-limited credentials, never the shared secret) and the transport policy."""
+    config = ice_servers_for(service.settings.live, "browser", caller.owner)
+    return {
+        "ice_servers": [server.as_json() for server in config.servers],
+        "ice_transport_policy": config.transport_policy,
+        "expires_at": config.expires_at,
+        "sessions": service.live.capacity,
+    }
+
+
+@live_router.get("/v1/live/{session_id}", tags=["live"], responses=error_responses(*AUTH_STATUSES, 404, 421, 422))
 async def get_live(session_id: str, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
     """A live session's state and figures."""
     return _view(session_id, service.live.session(session_id, caller.owner))
@@ -126,7 +142,7 @@ async def get_live(session_id: str, caller: CallerDep, service: ServiceDep) -> d
     "/v1/live/{session_id}/source",
     tags=["live"],
     openapi_extra=multipart_body(["source"], _SOURCE_BODY),
-    responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 404),
+    responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 404, 421),
 )
 async def change_source(session_id: str, request: Request, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
     """New source photo(s) from the next frame; one without a face keeps the previous source (422)."""
@@ -142,7 +158,7 @@ async def change_source(session_id: str, request: Request, caller: CallerDep, se
     return _view(session_id, session)
 
 
-@live_router.delete("/v1/live/{session_id}", tags=["live"], responses=error_responses(*AUTH_STATUSES, 404, 422))
+@live_router.delete("/v1/live/{session_id}", tags=["live"], responses=error_responses(*AUTH_STATUSES, 404, 421, 422))
 async def close_live(session_id: str, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
     """End a live session; answers its last figures."""
     session = service.live.running(session_id, caller.owner)

@@ -41,6 +41,10 @@ class StatsView:
     latency_p50_ms: float | None
     latency_p95_ms: float | None
     seconds: float
+    #: the microphone's audio frames sent back (0: the offer sent no audio)
+    audio_frames: int = 0
+    #: how long they were held for the swapped video, median over the newest 256, ms (``None``: none yet)
+    audio_hold_p50_ms: float | None = None
 
 
 class LiveStats:
@@ -54,9 +58,10 @@ class LiveStats:
         self._last_t = -1.0
         self._arrivals: OrderedDict[float, tuple[float, int]] = OrderedDict()
         self._latencies: deque[float] = deque(maxlen=_KEPT)
+        self._holds: deque[float] = deque(maxlen=_KEPT)
         self._writes: deque[float] = deque(maxlen=256)
         self._last_index = -1
-        self.received = self.swapped = self.dropped = 0
+        self.received = self.swapped = self.dropped = self.audio = 0
 
     def arrived(self) -> float:
         """Note a frame arriving now; returns its time (seconds since the first)."""
@@ -94,6 +99,14 @@ class LiveStats:
             if latency is not None:
                 self.metrics.live_latency.observe(latency)
 
+    def audio_frame(self, held_s: float) -> None:
+        """Note an audio frame sent back after being held ``held_s`` seconds."""
+        with self._lock:
+            self.audio += 1
+            self._holds.append(held_s * 1000.0)
+        if self.metrics is not None:
+            self.metrics.live_frames.labels(kind="audio").inc()
+
     def fps(self, now: float | None = None) -> float:
         now = time.monotonic() if now is None else now
         with self._lock:
@@ -107,6 +120,7 @@ class LiveStats:
         with self._lock:
             latencies = list(self._latencies)
             counts = (self.received, self.swapped, self.dropped)
+            audio, holds = self.audio, list(self._holds)
         p50 = p95 = None
         if latencies:
             p50, p95 = (float(v) for v in np.percentile(np.asarray(latencies), [50, 95]))
@@ -116,4 +130,6 @@ class LiveStats:
             latency_p50_ms=None if p50 is None else round(p50, 1),
             latency_p95_ms=None if p95 is None else round(p95, 1),
             seconds=round(time.monotonic() - self._began, 2),
+            audio_frames=audio,
+            audio_hold_p50_ms=round(float(np.median(holds)), 1) if holds else None,
         )

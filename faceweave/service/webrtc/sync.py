@@ -1,0 +1,55 @@
+"""Keeping the microphone's sound with the swapped video (:class:`AvSync`).
+
+The browser's audio is relayed back on the same connection as the swapped
+video, but the video comes back later than it went in (the swap's latency),
+and aiortc's RTCP sender reports map each stream's newest RTP time to the
+moment it is sent, so the browser lines the two streams up by when they were
+sent.  So each audio frame is held until the swapped video has been sent up
+to the moment that frame arrived (both on this server's clock), and the two
+go out together: the sound lags its own arrival by what the video does, to
+within one video frame.  (The swapped video keeps its camera frame's arrival
+as its time stamp, so its pace is the camera's as it reached the server.)
+A frame is let go after :data:`MAX_HOLD_S` in any case (the swap is warming
+up or stalls: sound then leads), and at once when the video has ended.
+
+Pure bookkeeping, no aiortc: everything here runs on the server's event loop."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+#: the longest an audio frame waits for the swapped video, in seconds
+MAX_HOLD_S = 1.0
+#: camera frames whose arrival is kept for their swapped frame (frames in flight)
+_KEPT = 256
+
+
+class AvSync:
+    """The arrivals of the camera's frames and how far the swapped video has been sent."""
+
+    def __init__(self) -> None:
+        self._frames: OrderedDict[float, float] = OrderedDict()
+        #: when the newest camera frame whose swapped frame was sent arrived (server clock), or ``None``
+        self.video_at: float | None = None
+        self.video_ended = False
+
+    def camera_frame(self, t: float, arrived: float) -> None:
+        """Note the camera frame of stream time ``t`` (the session's own), arrived at
+        ``arrived`` (server clock, seconds)."""
+        self._frames[t] = arrived
+        while len(self._frames) > _KEPT:
+            self._frames.popitem(last=False)
+
+    def video_sent(self, t: float) -> None:
+        """The swapped frame of camera time ``t`` is being sent: note how far the video has got."""
+        arrived = self._frames.pop(t, None)
+        while self._frames and next(iter(self._frames)) < t:
+            self._frames.popitem(last=False)  # older frames were dropped as stale: they are never sent
+        if arrived is not None:
+            self.video_at = arrived if self.video_at is None else max(self.video_at, arrived)
+
+    def audio_due(self, arrived: float, now: float) -> bool:
+        """Whether an audio frame that arrived at ``arrived`` goes out ``now`` (server clock)."""
+        if self.video_ended or now - arrived >= MAX_HOLD_S:
+            return True
+        return self.video_at is not None and self.video_at >= arrived
