@@ -18,6 +18,7 @@ from faceweave.geometry.warp import (
     grid_to_pixels,
     hull_falloff,
     piecewise_affine_maps,
+    piecewise_remap,
     radial_falloff,
     rasterize_triangles,
     tps_displacement,
@@ -333,6 +334,45 @@ def test_piecewise_affine_maps_apply_each_triangles_map_and_mark_the_outside():
     assert (map_x[2, 3], map_y[2, 3]) == (6.0, 4.0)
     outside = ids < 0
     assert (map_x[outside] == -1).all() and (map_y[outside] == -1).all()
+
+
+def test_piecewise_affine_maps_of_a_window_match_the_whole_maps():
+    rng = np.random.default_rng(7)
+    ids = rng.integers(-1, 3, (30, 40)).astype(np.int32)
+    affines = rng.uniform(-2, 2, (3, 2, 3)).astype(np.float32)
+
+    whole_x, whole_y = piecewise_affine_maps(ids, affines)
+    part_x, part_y = piecewise_affine_maps(ids[5:20, 8:33], affines, origin=(8, 5))
+
+    np.testing.assert_array_equal(part_x, whole_x[5:20, 8:33])
+    np.testing.assert_array_equal(part_y, whole_y[5:20, 8:33])
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_piecewise_remap_equals_remap_through_the_whole_maps(dtype):
+    rng = np.random.default_rng(8)
+    points = np.array([[20.0, 15.0], [70.0, 22.0], [40.0, 60.0], [75.0, 58.0]])
+    triangles = np.array([[0, 1, 2], [1, 3, 2]])
+    ids = rasterize_triangles(points, triangles, np.array([1.0, 2.0]), (96, 80))
+    source = points[triangles] * 0.9 + rng.uniform(-3, 3, (2, 3, 2))
+    affines = triangle_affines(points[triangles], source)
+    image = (rng.uniform(0, 255, (80, 96, 3))).astype(dtype)
+    grey = (rng.uniform(0, 1, (80, 96))).astype(np.float32)
+
+    got = piecewise_remap([image, grey], ids, affines)
+
+    map_x, map_y = piecewise_affine_maps(ids, affines)
+    for mapped, original in zip(got, [image, grey], strict=True):
+        expected = cv2.remap(original, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        assert mapped.shape == expected.shape and mapped.dtype == expected.dtype
+        np.testing.assert_allclose(mapped.astype(np.float64), expected.astype(np.float64), atol=1e-4)
+    assert (got[0][ids < 0] == image[0, 0]).all()  # no triangle: what a map to -1 samples
+
+
+def test_piecewise_remap_without_triangles_gives_the_first_pixel_everywhere():
+    image = np.arange(12, dtype=np.uint8).reshape(2, 2, 3) + 7
+    (out,) = piecewise_remap([image], np.full((2, 2), -1, np.int32), np.zeros((1, 2, 3), np.float32))
+    assert (out == image[0, 0]).all()
 
 
 @pytest.mark.parametrize(

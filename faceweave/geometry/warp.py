@@ -3,6 +3,8 @@ piecewise-affine (per mesh triangle) texture map.  Pure functions."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import cv2
 import numpy as np
 
@@ -172,15 +174,43 @@ def triangle_affines(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
     return out.astype(np.float32)
 
 
-def piecewise_affine_maps(ids: np.ndarray, affines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def piecewise_affine_maps(
+    ids: np.ndarray, affines: np.ndarray, *, origin: tuple[int, int] = (0, 0)
+) -> tuple[np.ndarray, np.ndarray]:
     """Backward maps for ``cv2.remap`` from a triangle-index map and per
-    triangle affines; pixels with no triangle map to ``-1`` (outside)."""
+    triangle affines; pixels with no triangle map to ``-1`` (outside).
+    ``origin``: where ``ids``'s first pixel lies in the affines' frame (a
+    window of a larger map)."""
     h, w = ids.shape
     # one more "affine" for pixels with no triangle: everything to -1
     table = np.concatenate([affines.reshape(-1, 6), np.array([[0, 0, -1, 0, 0, -1]], np.float32)]).astype(np.float32)
     a = table[np.where(ids >= 0, ids, len(affines))]  # (H, W, 6)
-    xf = np.arange(w, dtype=np.float32)[None, :]
-    yf = np.arange(h, dtype=np.float32)[:, None]
+    xf = np.arange(origin[0], origin[0] + w, dtype=np.float32)[None, :]
+    yf = np.arange(origin[1], origin[1] + h, dtype=np.float32)[:, None]
     map_x = a[..., 0] * xf + a[..., 1] * yf + a[..., 2]
     map_y = a[..., 3] * xf + a[..., 4] * yf + a[..., 5]
     return map_x, map_y
+
+
+def piecewise_remap(images: Sequence[np.ndarray], ids: np.ndarray, affines: np.ndarray) -> list[np.ndarray]:
+    """Each of ``images`` sampled through the piecewise-affine maps of the
+    triangle-index map ``ids`` ``(H, W)`` and ``affines``: what
+    ``cv2.remap`` with :func:`piecewise_affine_maps`, bilinear interpolation
+    and replicated borders gives, with the maps built (once, in fixed point,
+    for all images) only over the triangles' bounding box.  Outside it, as
+    wherever no triangle is, a pixel gets the image's first pixel (what a
+    map to ``-1`` samples under replicated borders)."""
+    h, w = ids.shape
+    outs = [np.empty((h, w, *image.shape[2:]), image.dtype) for image in images]
+    for image, out in zip(images, outs, strict=True):
+        out[...] = image[0, 0]
+    x, y, bw, bh = cv2.boundingRect((ids >= 0).astype(np.uint8))
+    if bw == 0 or bh == 0:
+        return outs
+    map_x, map_y = piecewise_affine_maps(ids[y : y + bh, x : x + bw], affines, origin=(x, y))
+    fixed, fraction = cv2.convertMaps(map_x, map_y, cv2.CV_16SC2)  # type: ignore[call-overload]
+    for image, out in zip(images, outs, strict=True):
+        out[y : y + bh, x : x + bw] = cv2.remap(
+            image, fixed, fraction, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        ).reshape(bh, bw, *image.shape[2:])
+    return outs

@@ -32,7 +32,7 @@ from faceweave.geometry.warp import (
     falloff_at,
     grid_to_pixels,
     hull_falloff,
-    piecewise_affine_maps,
+    piecewise_remap,
     rasterize_triangles,
     tps_grid,
     triangle_affines,
@@ -240,8 +240,9 @@ class MeshSwapper:
         depth = new_mesh[tris, 2].mean(axis=1)
         ids = rasterize_triangles(new_mesh[:, :2], tris, depth, size)
         affines = triangle_affines(new_mesh[:, :2][tris], texture.coords)
-        map_x, map_y = piecewise_affine_maps(ids, affines)
-        face = cv2.remap(source.crop.pixels, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        images = [source.crop.pixels] if source.clean is None else [source.crop.pixels, source.clean]
+        mapped = piecewise_remap(images, ids, affines)
+        face = mapped[0]
         # fade out: triangles seen edge-on in the output (the silhouette of a
         # turned head), texture the source saw edge-on, and texture magnified
         # far more than the face as a whole (a sliver of the source's cheek
@@ -256,9 +257,7 @@ class MeshSwapper:
         # source's open eye squeezed into a slit shows as a white smear
         weight = weight * _eyelid_weights(new_mesh, tris)
         coverage = np.where(ids >= 0, weight[np.maximum(ids, 0)], 0.0).astype(np.float32)
-        clean = None
-        if source.clean is not None:
-            clean = cv2.remap(source.clean, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        clean = mapped[1] if source.clean is not None else None
         return face, coverage, clean
 
 
