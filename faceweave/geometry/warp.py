@@ -208,7 +208,7 @@ def piecewise_remap(images: Sequence[np.ndarray], ids: np.ndarray, affines: np.n
     if bw == 0 or bh == 0:
         return outs
     map_x, map_y = piecewise_affine_maps(ids[y : y + bh, x : x + bw], affines, origin=(x, y))
-    fixed, fraction = cv2.convertMaps(map_x, map_y, cv2.CV_16SC2)  # type: ignore[call-overload]
+    fixed, fraction = cv2.convertMaps(map_x, map_y, cv2.CV_16SC2)
     for image, out in zip(images, outs, strict=True):
         out[y : y + bh, x : x + bw] = cv2.remap(
             image, fixed, fraction, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
