@@ -9,10 +9,11 @@ OUTPUT ?= out/swap.png
 # Debian packages some tests drive (the web page in headless Chromium, the
 # distributed service on a real redis-server and PostgreSQL; the container
 # image and its tests: podman with runc, and mmdebstrap for a Debian-made base;
-# prometheus and promtool for the monitoring rules and the scrape test);
+# prometheus and promtool for the monitoring rules and the scrape test; coturn
+# for the live sessions' TURN tests);
 # installed when missing and when running as root with apt-get, otherwise
 # those tests skip with the reason
-SYSTEM_PACKAGES ?= chromium redis-server postgresql podman runc mmdebstrap prometheus
+SYSTEM_PACKAGES ?= chromium redis-server postgresql podman runc mmdebstrap prometheus coturn
 
 .PHONY: system-deps setup run swap lint test bench bench-service bench-watermark evaluate image clean
 

@@ -79,7 +79,13 @@ def environment(resources: list[dict]) -> dict[str, str]:
     for secret in by_kind(resources, "Secret").values():
         env.update(secret.get("stringData", {}))
     for _, container in containers(resources):
-        env.update({item["name"]: item.get("value", "") for item in container.get("env", [])})
+        # a value the pod fills in (valueFrom: its name, say) stands as a placeholder
+        env.update(
+            {
+                item["name"]: item.get("value", "pod-value" if "valueFrom" in item else "")
+                for item in container.get("env", [])
+            }
+        )
     return env
 
 

@@ -51,8 +51,9 @@ CORE_PANELS: frozenset[str] = frozenset(
     }
 )
 
-#: names the dashboards may use before anything exports them (prefixes)
-FUTURE_METRICS: tuple[str, ...] = ("faceweave_live_sessions",)
+#: names the dashboards may use that have no series until something happens (prefixes): the live
+#: sessions' labelled counters, whose series start with a node's first live frame or refusal
+FUTURE_METRICS: tuple[str, ...] = ("faceweave_live_frames", "faceweave_live_sessions_refused")
 #: Prometheus' own series
 BUILTIN_METRICS: frozenset[str] = frozenset({"up"})
 

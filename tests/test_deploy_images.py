@@ -3,6 +3,8 @@ Debian-made base (mmdebstrap, no registry) and a host wheelhouse as ``make
 image`` does; run read-only (``/tmp`` included) as its non-root user; the API
 container answers ``/readyz`` and a ``POST /v1/swap`` whose image ``faceweave
 verify`` reports watermarked, and every API probe of the Kubernetes manifests;
+a live session (WebRTC, aiortc from the image's webrtc extra) with a peer on
+the host gets swapped frames and its microphone back;
 a worker container (same image, ``worker``, Redis from Debian on the host)
 answers its probes.  A job posted to an API container is run by a separate
 worker container, with Redis and PostgreSQL from Debian on the host and
@@ -171,6 +173,69 @@ def test_api_container_swaps_read_only_and_answers_its_probes(run_container, fac
     for path, inside in _overlay_probes("faceweave-api"):
         assert inside == 8000
         assert httpx.get(f"{base}{path}", timeout=5).status_code == 200, path
+    assert "Traceback" not in _logs(name)
+
+
+async def _live_round_trip(base: str, photo: bytes, frames: list, headers: dict) -> dict:
+    """A live session with an aiortc peer on the host: the answer, frames back, the figures, the end."""
+    import asyncio
+
+    from aiortc import RTCSessionDescription
+    from tests.live_peer import Received, offer_sdp
+
+    pc, sdp = await offer_sdp(frames=frames, audio=True)
+    received = Received()
+    pc.on("track", received.on_track)
+    seen: dict = {}
+    async with httpx.AsyncClient(base_url=base, timeout=120, headers=headers) as http:
+        seen["config"] = (await http.get("/v1/live/config")).json()
+        opened = await http.post("/v1/live", files={"source": ("s.jpg", photo)}, data={"sdp": sdp})
+        assert opened.status_code == 201, opened.text
+        answer = opened.json()
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
+        deadline = time.monotonic() + 90
+        while (len(received.frames) < 5 or len(received.sound) < 20) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        seen["stats"] = (await http.get(answer["links"]["self"])).json()
+        seen["ended"] = (await http.delete(answer["links"]["self"])).json()
+    await pc.close()
+    seen["frames"], seen["sound"] = len(received.frames), len(received.sound)
+    return seen
+
+
+def test_api_container_answers_a_live_session(run_container, faces_dir):
+    """aiortc is in the image (the webrtc extra) and a live session with a
+    peer on the host runs through it: swapped frames and the microphone come
+    back.  The container is on the host's network, so that the candidates of
+    both sides are the host's (as with deploy/k8s/components/live-host-network)."""
+    import asyncio
+
+    pytest.importorskip("aiortc", reason="the webrtc extra (aiortc) is not installed on the host")
+    import numpy as np
+
+    from faceweave.io import read_image
+
+    port = servers.free_port()
+    keys = json.dumps([{"user": "ci", "key": API_KEY}])
+    name = run_container(f"-e=FACEWEAVE_AUTH__API_KEYS={keys}", f"-e=FACEWEAVE_PORT={port}", "serve", network="host")
+    base = f"http://127.0.0.1:{port}"
+    _wait_ready(f"{base}/readyz", name)
+    versions = subprocess.run(
+        ci.podman("exec", name, "/opt/faceweave/bin/python", "-c", "import aiortc, av; print(aiortc.__version__)"),
+        capture_output=True,
+        text=True,
+    )
+    assert versions.returncode == 0 and versions.stdout.strip() == "1.16.0", versions.stdout + versions.stderr
+    frames = [np.ascontiguousarray(read_image(faces_dir / TARGET).pixels)]
+    began = time.monotonic()
+    seen = asyncio.run(
+        _live_round_trip(base, (faces_dir / SOURCE).read_bytes(), frames, {"Authorization": f"Bearer {API_KEY}"})
+    )
+    _record(live_session_s=round(time.monotonic() - began, 2))
+    assert seen["config"]["ice_servers"] == [] and seen["config"]["sessions"] == 2
+    assert seen["frames"] >= 5 and seen["stats"]["swapped"] >= 5, seen
+    assert seen["sound"] >= 20 and seen["stats"]["audio_frames"] >= 20, seen
+    assert seen["ended"]["state"] == "ended" and seen["ended"]["reason"] == "stopped by the caller"
     assert "Traceback" not in _logs(name)
 
 

@@ -37,20 +37,26 @@ def test_every_overlay_renders_the_whole_deployment(rendered):
     kinds = sorted((r["kind"], r["metadata"]["name"]) for r in resources)
     assert kinds == [
         ("ConfigMap", "faceweave-grafana-dashboards"),  # monitoring: deploy/grafana, deploy/prometheus
+        ("ConfigMap", "faceweave-live-settings"),
         ("ConfigMap", "faceweave-prometheus"),
         ("ConfigMap", "faceweave-prometheus-rules"),
         ("ConfigMap", "faceweave-settings"),
         ("Deployment", "faceweave-api"),
+        ("Deployment", "faceweave-live"),  # live sessions (WebRTC): deploy/k8s/base/live.yaml
         ("Deployment", "faceweave-worker"),
         ("Ingress", "faceweave"),
+        ("Ingress", "faceweave-live"),
         ("Namespace", "faceweave"),
         ("PersistentVolumeClaim", "faceweave-models"),
         ("PersistentVolumeClaim", "faceweave-storage"),
         ("PodDisruptionBudget", "faceweave-api"),
+        ("PodDisruptionBudget", "faceweave-live"),
         ("PodDisruptionBudget", "faceweave-worker"),
         ("ScaledObject", "faceweave-worker"),
+        ("Secret", "faceweave-live-secrets"),
         ("Secret", "faceweave-secrets"),
         ("Service", "faceweave-api"),
+        ("Service", "faceweave-live"),
     ]
     ingress = dm.by_kind(resources, "Ingress")["faceweave"]
     assert ingress["spec"]["tls"][0]["secretName"] == "faceweave-tls"
@@ -99,6 +105,9 @@ def test_probes_are_on_the_real_endpoints(rendered):
         ("faceweave-api", "startupProbe", "/healthz", 8000),
         ("faceweave-api", "readinessProbe", "/readyz", 8000),
         ("faceweave-api", "livenessProbe", "/healthz", 8000),
+        ("faceweave-live", "startupProbe", "/healthz", 8000),
+        ("faceweave-live", "readinessProbe", "/readyz", 8000),
+        ("faceweave-live", "livenessProbe", "/healthz", 8000),
         ("faceweave-worker", "startupProbe", "/readyz", DEFAULT_HEALTH_PORT),
         ("faceweave-worker", "readinessProbe", "/readyz", DEFAULT_HEALTH_PORT),
         ("faceweave-worker", "livenessProbe", "/healthz", DEFAULT_HEALTH_PORT),
@@ -121,7 +130,8 @@ def test_workers_ask_for_their_device_and_hand_back_jobs(rendered):
         assert any(t["key"] == device for t in worker["tolerations"])
         assert worker["nodeSelector"]
     assert worker["terminationGracePeriodSeconds"] >= 600
-    for spec in (worker, dm.by_kind(resources, "Deployment")["faceweave-api"]["spec"]["template"]["spec"]):
+    deployments = dm.by_kind(resources, "Deployment")
+    for spec in (worker, *(deployments[n]["spec"]["template"]["spec"] for n in ("faceweave-api", "faceweave-live"))):
         assert spec["securityContext"]["runAsNonRoot"] is True
         assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
 
@@ -143,6 +153,98 @@ def test_workers_scale_on_the_queue(rendered):
     assert not unknown_metrics(waited["metadata"]["query"])
 
 
+# ---------------------------------------------------------------- live sessions
+def _container_env(resources: list[dict], deployment: str) -> dict[str, str]:
+    """The variables one Deployment's container gets: its envFrom sources in order, then its env."""
+    (container,) = dm.by_kind(resources, "Deployment")[deployment]["spec"]["template"]["spec"]["containers"]
+    sources = {**dm.by_kind(resources, "ConfigMap"), **dm.by_kind(resources, "Secret")}
+    env: dict[str, str] = {}
+    for item in container.get("envFrom", []):
+        ref = item.get("configMapRef") or item["secretRef"]
+        found = sources[ref["name"]]
+        env.update(found.get("data") or found.get("stringData") or {})
+    for item in container.get("env", []):
+        env[item["name"]] = item.get("value", "live-pod-0" if "valueFrom" in item else "")
+    return env
+
+
+def test_live_pods_carry_the_sessions_and_their_ice_servers(rendered):
+    """The live pods: the session cap, the ICE/TURN servers from a ConfigMap and
+    the TURN secret from a Secret (the settings load), their pod name as
+    live.node; the API pods carry no live session."""
+    _, resources = rendered
+    live = load_settings(environ=_container_env(resources, "faceweave-live")).live
+    assert live.sessions >= 1 and live.node == "live-pod-0"
+    assert any(server.turn and server.username is None for server in live.ice_servers)  # time-limited credentials
+    assert live.turn_secret and live.turn_ttl_s >= live.max_seconds
+    settings_data = dm.by_kind(resources, "ConfigMap")["faceweave-live-settings"]["data"]
+    assert "FACEWEAVE_LIVE__ICE_SERVERS" in settings_data and "FACEWEAVE_LIVE__TURN_SECRET" not in settings_data
+    assert "FACEWEAVE_LIVE__TURN_SECRET" in dm.by_kind(resources, "Secret")["faceweave-live-secrets"]["stringData"]
+    (container,) = dm.by_kind(resources, "Deployment")["faceweave-live"]["spec"]["template"]["spec"]["containers"]
+    node = next(item for item in container["env"] if item["name"] == "FACEWEAVE_LIVE__NODE")
+    assert node["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert container["args"] == ["serve", "--workers", "0"]
+    assert load_settings(environ=_container_env(resources, "faceweave-api")).live.sessions == 0
+
+
+def test_live_routes_are_sticky_to_the_pod_that_holds_the_session(rendered):
+    _, resources = rendered
+    ingresses = dm.by_kind(resources, "Ingress")
+    live, main = ingresses["faceweave-live"], ingresses["faceweave"]
+    notes = live["metadata"]["annotations"]
+    assert notes["nginx.ingress.kubernetes.io/affinity"] == "cookie"
+    assert notes["nginx.ingress.kubernetes.io/affinity-mode"] == "persistent"
+    assert notes["nginx.ingress.kubernetes.io/session-cookie-name"]
+    assert "nginx.ingress.kubernetes.io/affinity" not in main["metadata"]["annotations"]
+    assert live["spec"]["tls"] == main["spec"]["tls"]
+    (rule,) = live["spec"]["rules"]
+    assert rule["host"] == main["spec"]["rules"][0]["host"]
+    routes = {(p["path"], p["pathType"]): p["backend"]["service"]["name"] for p in rule["http"]["paths"]}
+    assert routes == {("/v1/live", "Prefix"): "faceweave-live", ("/live", "Exact"): "faceweave-live"}
+    service = dm.by_kind(resources, "Service")["faceweave-live"]
+    assert service["spec"]["sessionAffinity"] == "ClientIP"
+    assert service["spec"]["selector"] == {"app.kubernetes.io/name": "faceweave-live"}
+    template = dm.by_kind(resources, "Deployment")["faceweave-live"]["spec"]["template"]
+    assert template["metadata"]["labels"]["app.kubernetes.io/name"] == "faceweave-live"
+    assert template["metadata"]["annotations"]["prometheus.io/scrape"] == "true"  # the faceweave-live scrape job
+    assert not template["spec"].get("hostNetwork")  # media through TURN by default
+
+
+def test_the_host_network_component_puts_the_live_pods_on_the_nodes(tmp_path):
+    """deploy/k8s/components/live-host-network, added to the cpu overlay: the
+    live pods on the nodes' network, one per node; the rest unchanged."""
+    import os
+
+    import kubernetes_validate
+
+    if dm.find_kubectl() is None:
+        pytest.skip("kubectl is not installed: the component cannot be rendered")
+    k8s = Path(os.path.relpath(dm.DEPLOY / "k8s", tmp_path))  # kustomize takes relative folders only
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": [str(k8s / "overlays" / "cpu")],
+                "components": [str(k8s / "components" / "live-host-network")],
+            }
+        )
+    )
+    out = subprocess.run(
+        [dm.find_kubectl(), "kustomize", str(tmp_path)], check=True, capture_output=True, text=True, timeout=60
+    )
+    resources = [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+    deployments = dm.by_kind(resources, "Deployment")
+    spec = deployments["faceweave-live"]["spec"]
+    pod = spec["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == {"app.kubernetes.io/name": "faceweave-live"}
+    assert spec["strategy"]["rollingUpdate"] == {"maxUnavailable": 1, "maxSurge": 0}
+    assert pod["containers"][0]["envFrom"]  # the patch keeps the rest of the pod
+    assert not deployments["faceweave-api"]["spec"]["template"]["spec"].get("hostNetwork")
+    kubernetes_validate.validate(deployments["faceweave-live"], K8S_VERSION, strict=True)
+
+
 # ---------------------------------------------------------------- Compose
 def _podman_compose() -> list[str]:
     found = shutil.which("podman-compose") or str(Path(sys.executable).with_name("podman-compose"))
@@ -162,7 +264,17 @@ def test_podman_compose_accepts_the_stack(files):
     assert out.returncode == 0, out.stderr
     stack = yaml.safe_load(out.stdout)
     services = stack["services"]
-    assert set(services) == {"api", "worker", "redis", "postgres", "minio", "minio-init", "prometheus", "grafana"}
+    assert set(services) == {
+        "api",
+        "worker",
+        "turn",
+        "redis",
+        "postgres",
+        "minio",
+        "minio-init",
+        "prometheus",
+        "grafana",
+    }
     assert all("healthcheck" in s for n, s in services.items() if n != "minio-init")  # minio-init: one shot
     assert services["minio-init"]["restart"] == "no" and "mc mb" in " ".join(services["minio-init"]["command"])
     assert {"api-data", "redis", "postgres", "minio", "prometheus", "grafana"} <= set(stack["volumes"])
@@ -179,6 +291,20 @@ def test_podman_compose_accepts_the_stack(files):
     shared = {str(v).split(":")[0] for v in services["api"].get("volumes", [])}
     shared &= {str(v).split(":")[0] for v in worker.get("volumes", [])}
     assert shared <= {"models"}, shared
+    # live sessions on the API node; their media through the TURN server, which publishes its ports
+    api_env = services["api"]["environment"]
+    live = load_settings(
+        environ={k: v for k, v in api_env.items() if k.startswith("FACEWEAVE_LIVE__")} | {"FACEWEAVE_STORAGE": "/data"}
+    ).live
+    assert live.sessions >= 1 and live.turn_secret
+    (browser,) = live.ice_servers
+    assert browser.use == "browser" and all(u.startswith("turn:") and ":3478" in u for u in browser.urls)
+    turn = services["turn"]
+    assert {"3478:3478/udp", "3478:3478/tcp"} <= set(turn["ports"])
+    low, high = (int(p.split("=")[1]) for p in turn["command"] if p.startswith(("--min-port=", "--max-port=")))
+    assert f"{low}-{high}:{low}-{high}/udp" in turn["ports"]
+    assert "--use-auth-secret" in turn["command"]
+    assert f"--static-auth-secret={live.turn_secret}" in turn["command"]  # the same secret on both sides
     if "compose.gpu.yaml" in files:
         assert worker["deploy"]["resources"]["reservations"]["devices"][0]["driver"] == "nvidia"
         assert worker["environment"]["FACEWEAVE_RUNTIME__EXECUTION_PROVIDER"] == "cuda"

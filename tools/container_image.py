@@ -41,6 +41,8 @@ BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libgl1", "libgli
 #: and pkg_resources), wheel, and redis's async-timeout (Debian's Python is 3.11.2; redis asks
 #: for it below 3.11.3, which the host's newer Python does not)
 WHEELHOUSE_EXTRA = ("setuptools>=68,<81", "wheel", "async-timeout>=4.0.3")
+#: the extras the image installs (deploy/image/install-deps.sh names the same)
+IMAGE_EXTRAS = ("distributed", "s3", "webrtc")
 PODMAN_GLOBAL = ("--runtime", "runc", "--cgroup-manager", "cgroupfs")
 ULIMITS = ("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024")
 
@@ -91,7 +93,7 @@ def ensure_base(name: str = BASE_IMAGE) -> None:
 
 def _pyproject_digest() -> str:
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes())
-    digest.update(json.dumps(WHEELHOUSE_EXTRA).encode())
+    digest.update(json.dumps([WHEELHOUSE_EXTRA, IMAGE_EXTRAS]).encode())
     return digest.hexdigest()
 
 
@@ -103,7 +105,9 @@ def ensure_wheelhouse(python: str = sys.executable) -> None:
         return
     for old in WHEELS.glob("*.whl"):
         old.unlink()
-    _run([python, "-m", "pip", "wheel", "-q", "-w", str(WHEELS), f"{ROOT}[distributed,s3]", *WHEELHOUSE_EXTRA])
+    _run(
+        [python, "-m", "pip", "wheel", "-q", "-w", str(WHEELS), f"{ROOT}[{','.join(IMAGE_EXTRAS)}]", *WHEELHOUSE_EXTRA]
+    )
     for own in WHEELS.glob("faceweave-*.whl"):
         own.unlink()  # the image builds faceweave from the source it is given
     stamp.write_text(digest)

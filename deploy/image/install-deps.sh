@@ -13,8 +13,9 @@ if ! "$python" -c 'import sys, venv; sys.exit(sys.version_info[:2] != (3, 11))' 
   exit 1
 fi
 "$python" -m venv /opt/faceweave
-# the requirements of faceweave[distributed,s3], from pyproject.toml alone
-"$python" - /src/pyproject.toml distributed s3 >/tmp/requirements.txt <<'PY'
+# the requirements of faceweave[distributed,s3,webrtc], from pyproject.toml alone (webrtc: aiortc,
+# for the live sessions of POST /v1/live)
+"$python" - /src/pyproject.toml distributed s3 webrtc >/tmp/requirements.txt <<'PY'
 import sys, tomllib
 with open(sys.argv[1], "rb") as handle:
     project = tomllib.load(handle)["project"]
