@@ -4,7 +4,8 @@
 swapped frames that come back show the source's identity, the page reports
 a frame rate and a latency, a faceless photo mid-stream keeps the source
 and says so, another photo changes the identity, and Stop ends the session;
-the page asks for the API key first, as the server requires one.
+the page asks for the API key first, as the server requires one.  With the
+microphone ticked, a fake microphone's tone comes back in the swapped stream.
 
 Needs Debian's ``chromium``, ``playwright`` and ``aiortc``; skipped without
 them (and without ../shared).  The screenshot lands in
@@ -182,3 +183,84 @@ def test_live_page_swaps_the_camera_and_changes_the_source(tmp_path, faces_dir):
     assert figures["swapped->biden"] < figures["camera->biden"], figures  # moved toward the source
     assert figures["changed->rudd"] < figures["swapped->rudd"], figures  # the new source's identity
     assert figures["changed->biden"] > figures["swapped->biden"], figures
+
+
+#: the energy of the swapped stream's sound on the page, through an AnalyserNode (0: silence)
+SOUND_LEVEL = """async () => {
+  const stream = document.getElementById('swapped').srcObject;
+  const context = new AudioContext();
+  const analyser = context.createAnalyser();
+  context.createMediaStreamSource(stream).connect(analyser);
+  const samples = new Float32Array(analyser.fftSize);
+  let peak = 0;
+  for (let i = 0; i < 20; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    analyser.getFloatTimeDomainData(samples);
+    for (const value of samples) peak = Math.max(peak, Math.abs(value));
+  }
+  await context.close();
+  return peak;
+}"""
+
+
+def _tone_wav(path: Path, seconds: float = 3.0, hz: int = 440, rate: int = 48_000) -> None:
+    import wave
+
+    n = np.arange(int(seconds * rate))
+    tone = (12000 * np.sin(2 * np.pi * hz * n / rate)).astype("<i2")
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(tone.tobytes())
+
+
+def test_live_page_sends_the_microphone_back_with_the_swapped_video(tmp_path, faces_dir):
+    """ "Send the microphone too": the page offers its fake microphone (a tone
+    from a WAV), and the swapped stream the page plays carries the sound
+    back beside the video; the server counts the audio frames it sent."""
+    from playwright.sync_api import sync_playwright
+    from tests.live_peer import serving
+
+    chromium = _chromium()
+    clip, tone = tmp_path / "clip.y4m", tmp_path / "tone.wav"
+    make_y4m(faces_dir / CLIP, clip)
+    _tone_wav(tone)
+    args = [
+        "--use-fake-device-for-media-stream",
+        "--use-fake-ui-for-media-stream",
+        "--autoplay-policy=no-user-gesture-required",
+        f"--use-file-for-fake-video-capture={clip}",
+        f"--use-file-for-fake-audio-capture={tone}",
+    ]
+    with serving(settings(tmp_path, live={"sessions": 1})) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=args)
+        try:
+            page = browser.new_context().new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(base + "/live")
+            page.set_input_files("#live-source", str(faces_dir / SOURCE))
+            page.check("#live-audio")
+            page.click("#live-start")
+            _frames_back(page, 5)
+            tracks = page.evaluate(
+                "() => { const s = document.getElementById('swapped').srcObject;"
+                " return [s.getVideoTracks().length, s.getAudioTracks().length]; }"
+            )
+            muted = page.evaluate("() => document.getElementById('swapped').muted")
+            level = page.evaluate(SOUND_LEVEL)
+            page.click("#live-stop")
+            page.wait_for_selector("#live-state >> text=stopped")
+            assert errors == [], "JavaScript errors on the page"
+        finally:
+            browser.close()
+        with urllib.request.urlopen(base + "/metrics") as response:
+            metrics = response.read().decode()
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "live_page_audio.json").write_text(json.dumps({"tracks": tracks, "sound_peak": level}) + "\n")
+    assert tracks == [1, 1]  # one stream: the swapped video and the microphone's sound, played together
+    assert muted is False
+    assert level > 0.05, f"the swapped stream's sound peaks at {level}"  # the tone, not silence
+    audio = next(line for line in metrics.splitlines() if line.startswith('faceweave_live_frames_total{kind="audio"}'))
+    assert float(audio.split()[-1]) > 0
