@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from faceweave.errors import InvalidOptionError
 
@@ -194,6 +194,12 @@ class MaskOptions(_Options):
         ),
         description="the face parser's regions the new face shows on (FaceFusion's names; default all)",
     )
+    face_mask_areas: tuple[str, ...] = Field(
+        (),
+        description="neural swappers: FaceFusion's face mask areas (upper-face, lower-face, mouth): the new face "
+        "shows only inside the hull of the target's 68 landmarks of these areas (needs a 68-point face "
+        "landmarker: 2dfan4 or fan_68_5); empty: off",
+    )
     face_mask_blur: float = Field(
         0.3, ge=0.0, le=1.0, description="neural swappers: feather of FaceFusion's box mask, fraction of the crop"
     )
@@ -234,6 +240,16 @@ class MaskOptions(_Options):
             return check_regions(value)
         except InvalidOptionError as exc:
             raise ValueError(str(exc)) from None
+
+    @field_validator("face_mask_areas")
+    @classmethod
+    def _known_areas(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from faceweave.compositing.facefusion import FACE_MASK_AREAS
+
+        unknown = [a for a in value if a not in FACE_MASK_AREAS]
+        if unknown:
+            raise ValueError(f"unknown face mask area {unknown[0]!r}; one of {', '.join(FACE_MASK_AREAS)}")
+        return tuple(dict.fromkeys(value))
 
     @field_validator("face_mask_padding")
     @classmethod
@@ -368,6 +384,36 @@ class SwapOptions(_Options):
                 "swapper keeps what is in front with its own occlusion masks"
             )
         return value
+
+    @model_validator(mode="after")
+    def _weight_for_embedding_swappers(self) -> SwapOptions:
+        """Refused here, before any model file is looked for (the factory refuses it too)."""
+        from faceweave.swappers.neural import NEURAL_SWAPPERS
+
+        entry = NEURAL_SWAPPERS.get(self.swapper)
+        if self.swapper_weight != 0.5 and entry is not None and entry.spec.source != "embedding":
+            raise ValueError(
+                f"{self.swapper} takes the source face as an image, not an identity embedding: the swapper weight "
+                "applies only to the embedding swappers (inswapper, hyperswap, simswap, ghost, hififace); leave it "
+                "at 0.5"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _areas_need_68_points(self) -> SwapOptions:
+        if not self.masks.face_mask_areas:
+            return self
+        if self.swapper == "mesh":
+            raise ValueError(
+                "face mask areas are for the neural swappers; the classical 'mesh' swapper fits its own mask "
+                "to the face"
+            )
+        if self.analysis.face_landmarker == "mediapipe":
+            raise ValueError(
+                "face mask areas are drawn from 68 landmarks: choose a 68-point face landmarker, "
+                "--face-landmarker (face_landmarker) 2dfan4 or fan_68_5"
+            )
+        return self
 
     def neural_compositing(self) -> Literal["facefusion", "faceweave"]:
         """The compositing a neural swapper uses: ``compositing``, with

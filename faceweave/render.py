@@ -26,7 +26,15 @@ from faceweave.analysis.occluders import Occluders
 from faceweave.compositing.blend import match_detail, paste_back, refine_photo_face, warp_frame
 from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.composite import composite
-from faceweave.compositing.facefusion import move_mask, occlusion_mask, paste_face, paste_mask, smooth_occlusion
+from faceweave.compositing.facefusion import (
+    area_mask,
+    crop_points,
+    move_mask,
+    occlusion_mask,
+    paste_face,
+    paste_mask,
+    smooth_occlusion,
+)
 from faceweave.compositing.values import Composite
 from faceweave.crops import cut_crop, template_crop, working_face_size
 from faceweave.expression import ExpressionChecker
@@ -141,38 +149,55 @@ class FaceRenderer:
         out = pixels.copy()
         for k, ((face, _), colour) in enumerate(zip(chosen, colours, strict=False)):
             if facefusion:
-                self.paste_facefusion(swaps[k], timings, into=out)
+                self.paste_facefusion(swaps[k], timings, into=out, face=face)
             else:
                 crop, result = template_crop(pixels, face, swaps[k], face_size=self.face_size(face))
-                keep = self.kept_face(swaps[k], crop, timings)
+                keep = self.kept_face(swaps[k], crop, timings, face=face)
                 self.finish(pixels, crop, result, timings, into=out, colour=colour, still=still, keep=keep)
         return out
 
-    def paste_facefusion(self, swap: TemplateSwap, timings: dict[str, float], *, into: np.ndarray) -> None:
+    def paste_facefusion(
+        self, swap: TemplateSwap, timings: dict[str, float], *, into: np.ndarray, face: Face | None = None
+    ) -> None:
         """FaceFusion's compositing of one face into ``into`` (the frame as
         swapped so far): the swapper's box mask, the occluder models' masks
-        when the mask options turn them on, one inverse warp."""
+        and the face mask areas of ``face`` when the mask options turn them
+        on, one inverse warp."""
         found = self.occluders.find(swap.target, timings)
         occluded = self.face_masks.occluded(swap.target, timings)
         region = self.face_masks.region(swap.face, timings)
+        area = self.area(swap, face, timings)
         with timed(timings, "paste"):
-            mask = paste_mask(swap.mask, [occlusion_mask(found.person, found.hands, occluded), region])
+            mask = paste_mask(swap.mask, [occlusion_mask(found.person, found.hands, occluded), region, area])
             paste_face(into, swap.face, mask, swap.matrix, out=into)
 
-    def kept_face(self, swap: TemplateSwap, crop: AlignedCrop, timings: dict[str, float]) -> np.ndarray | None:
+    def area(self, swap: TemplateSwap, face: Face | None, timings: dict[str, float]) -> np.ndarray | None:
+        """FaceFusion's area mask of ``face`` on the template crop of ``swap``
+        (``MaskOptions.face_mask_areas``, from the face's 68 landmarks);
+        ``None`` when no area is chosen or the face has no 68 landmarks."""
+        areas = self.options.masks.face_mask_areas
+        if not areas or face is None or face.landmarks68 is None:
+            return None
+        with timed(timings, "area"):
+            return area_mask(int(swap.face.shape[0]), crop_points(face.landmarks68, swap.matrix), areas)
+
+    def kept_face(
+        self, swap: TemplateSwap, crop: AlignedCrop, timings: dict[str, float], *, face: Face | None = None
+    ) -> np.ndarray | None:
         """For faceweave's compositing of a neural face: where FaceFusion's
-        occluder (on the target's template crop) and face parser (on the
-        swapped face) let the new face show, each smoothed as FaceFusion
-        does, their minimum moved onto the working ``crop``; ``None`` when
-        neither model is on.  It joins faceweave's occlusion mask as the
-        person mask does (what it calls not face stays in front)."""
-        if not self.face_masks.active:
+        occluder (on the target's template crop), face parser (on the
+        swapped face) and face mask areas (``face``'s 68 landmarks) let the
+        new face show, each smoothed as FaceFusion does, their minimum moved
+        onto the working ``crop``; ``None`` when none is on.  It joins
+        faceweave's occlusion mask as the person mask does (what it calls
+        not face stays in front)."""
+        area = self.area(swap, face, timings)
+        if not self.face_masks.active and area is None:
             return None
         occluded = self.face_masks.occluded(swap.target, timings)
         parts = [smooth_occlusion(occluded)] if occluded is not None else []
         region = self.face_masks.region(swap.face, timings)
-        if region is not None:
-            parts.append(region)
+        parts += [m for m in (region, area) if m is not None]
         keep = np.minimum.reduce(parts)
         return move_mask(keep, swap.matrix, crop.matrix, int(crop.pixels.shape[0]))
 

@@ -194,9 +194,15 @@ def test_the_swapper_weight_changes_the_output(models_dir, faces_dir):
 
 
 def test_the_swapper_weight_is_refused_for_swappers_that_take_a_source_image(tmp_path):
-    opts = SwapOptions(swapper="blendswap_256", swapper_weight=0.2, runtime={"models_dir": str(tmp_path)})
-    with pytest.raises(InvalidOptionError, match="blendswap_256 takes the source face as an image"):
-        FaceSwapper(opts, provenance=UNMARKED)
+    """Refused with the options, before any model file is looked for (none is there)."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="blendswap_256 takes the source face as an image"):
+        SwapOptions(swapper="blendswap_256", swapper_weight=0.2, runtime={"models_dir": str(tmp_path)})
+    from faceweave.service.jobspec import JobOptions
+
+    with pytest.raises(InvalidOptionError, match="uniface_256 takes the source face as an image"):
+        JobOptions(swapper="uniface_256", face_swapper_weight=0.2).check(kind="image")
 
 
 # -- CLI and service ------------------------------------------------------------

@@ -51,6 +51,7 @@ FLAG_FOR_FIELD = {
     "face_occluder": "--face-occluder",
     "face_parser": "--face-parser",
     "face_parser_regions": "--face-parser-regions",
+    "face_mask_areas": "--face-mask-areas",
     "face_mask_blur": "--face-mask-blur",
     "face_mask_padding": "--face-mask-padding",
     "swapper_weight": "--face-swapper-weight",

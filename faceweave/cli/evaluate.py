@@ -18,6 +18,7 @@ from faceweave.cli.analysis_flags import (
 )
 from faceweave.cli.common import swap_options
 from faceweave.cli.mask_flags import (
+    FaceMaskAreasOption,
     FaceMaskBlurOption,
     FaceMaskPaddingOption,
     FaceOccluderOption,
@@ -127,6 +128,7 @@ def evaluate_command(
     face_occluder: FaceOccluderOption = None,
     face_parser: FaceParserOption = None,
     face_parser_regions: FaceParserRegionsOption = None,
+    face_mask_areas: FaceMaskAreasOption = None,
     face_mask_blur: FaceMaskBlurOption = None,
     face_mask_padding: FaceMaskPaddingOption = None,
     face_swapper_weight: FaceSwapperWeightOption = None,
@@ -164,6 +166,7 @@ def evaluate_command(
                 face_occluder=face_occluder,
                 face_parser=face_parser,
                 face_parser_regions=face_parser_regions,
+                face_mask_areas=face_mask_areas,
                 face_mask_blur=face_mask_blur,
                 face_mask_padding=face_mask_padding,
             ),

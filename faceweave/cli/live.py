@@ -23,6 +23,7 @@ from faceweave.cli.analysis_flags import (
 )
 from faceweave.cli.common import options_from_flags, refuse_video
 from faceweave.cli.mask_flags import (
+    FaceMaskAreasOption,
     FaceMaskBlurOption,
     FaceMaskPaddingOption,
     FaceOccluderOption,
@@ -189,6 +190,7 @@ def live_command(
     face_occluder: FaceOccluderOption = None,
     face_parser: FaceParserOption = None,
     face_parser_regions: FaceParserRegionsOption = None,
+    face_mask_areas: FaceMaskAreasOption = None,
     face_mask_blur: FaceMaskBlurOption = None,
     face_mask_padding: FaceMaskPaddingOption = None,
     face_swapper_weight: FaceSwapperWeightOption = None,
@@ -258,6 +260,7 @@ class LiveArgs:
     face_occluder: str | None
     face_parser: str | None
     face_parser_regions: list[str] | None
+    face_mask_areas: list[str] | None
     face_mask_blur: float | None
     face_mask_padding: tuple[int, int, int, int] | None
     face_swapper_weight: float | None

@@ -1,7 +1,7 @@
 """FaceFusion's mask models and quality knobs as flags, shared by the
 commands that swap (``swap``, ``live``, ``evaluate``): ``--face-occluder``,
 ``--face-parser``, ``--face-parser-regions``, ``--face-mask-blur``,
-``--face-mask-padding`` and ``--face-swapper-weight``.  Use the
+``--face-mask-padding``, ``--face-mask-areas`` and ``--face-swapper-weight``.  Use the
 ``Annotated`` aliases as parameter types and :func:`mask_fields` /
 :func:`swapper_fields` to put the values into :class:`SwapOptions`."""
 
@@ -46,6 +46,17 @@ FaceParserRegionsOption = Annotated[
         rich_help_panel=PANEL,
     ),
 ]
+FaceMaskAreasOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--face-mask-areas",
+        metavar="AREA",
+        help="FaceFusion's face mask areas: the new face shows only inside the hull of the target's 68 "
+        "landmarks of these areas (repeat, or comma-separate): upper-face, lower-face, mouth; needs "
+        "--face-landmarker 2dfan4 or fan_68_5 (default: off).",
+        rich_help_panel=PANEL,
+    ),
+]
 FaceMaskBlurOption = Annotated[
     float | None,
     typer.Option(
@@ -77,7 +88,7 @@ FaceSwapperWeightOption = Annotated[
 
 
 def split_regions(given: list[str] | None) -> tuple[str, ...] | None:
-    """The regions of repeated ``--face-parser-regions`` values, each of which
+    """The names of repeated ``--face-parser-regions`` (or ``--face-mask-areas``) values, each of which
     may list several (``skin,nose`` or ``'skin nose'``); ``None`` when none was given."""
     if not given:
         return None
@@ -91,12 +102,14 @@ def mask_fields(
     face_parser_regions: list[str] | None,
     face_mask_blur: float | None,
     face_mask_padding: tuple[int, int, int, int] | None,
+    face_mask_areas: list[str] | None = None,
 ) -> dict[str, Any]:
     """The ``masks`` fields the flags set (those not given keep their defaults)."""
     fields: dict[str, Any] = {
         "face_occluder": face_occluder,
         "face_parser": face_parser,
         "face_parser_regions": split_regions(face_parser_regions),
+        "face_mask_areas": split_regions(face_mask_areas),
         "face_mask_blur": face_mask_blur,
         "face_mask_padding": face_mask_padding,
     }
@@ -111,6 +124,7 @@ def flag_fields(args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         face_parser_regions=args.face_parser_regions,
         face_mask_blur=args.face_mask_blur,
         face_mask_padding=args.face_mask_padding,
+        face_mask_areas=args.face_mask_areas,
     )
     top = {} if args.face_swapper_weight is None else {"swapper_weight": args.face_swapper_weight}
     return masks, top

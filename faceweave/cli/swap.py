@@ -33,6 +33,7 @@ from faceweave.cli.common import (
     wants_video_output,
 )
 from faceweave.cli.mask_flags import (
+    FaceMaskAreasOption,
     FaceMaskBlurOption,
     FaceMaskPaddingOption,
     FaceOccluderOption,
@@ -131,6 +132,7 @@ def swap_command(
     face_occluder: FaceOccluderOption = None,
     face_parser: FaceParserOption = None,
     face_parser_regions: FaceParserRegionsOption = None,
+    face_mask_areas: FaceMaskAreasOption = None,
     face_mask_blur: FaceMaskBlurOption = None,
     face_mask_padding: FaceMaskPaddingOption = None,
     face_swapper_weight: FaceSwapperWeightOption = None,
@@ -201,6 +203,7 @@ class SwapArgs:
     face_occluder: str | None
     face_parser: str | None
     face_parser_regions: list[str] | None
+    face_mask_areas: list[str] | None
     face_mask_blur: float | None
     face_mask_padding: tuple[int, int, int, int] | None
     face_swapper_weight: float | None

@@ -6,9 +6,10 @@ The new face stays where the model made it, on the model's template crop
 the frame under the minimum of the masks -- FaceFusion's static box mask
 (the swapper's blur and padding) and, when the mask options ask for them,
 the occluder models' masks (faceweave's segmentation and hands, FaceFusion's
-XSeg occluder) and the face parser's region mask, smoothed as FaceFusion
-smooths its occlusion and region masks -- through one inverse warp of the
-crop and the mask.  No
+XSeg occluder), the face parser's region mask and FaceFusion's face mask
+areas (convex hulls of the target's 68 landmarks), smoothed as FaceFusion
+smooths its occlusion, region and area masks -- through one inverse warp of
+the crop and the mask.  No
 colour transfer, no multi-band blend, no grain: the face is the model's.
 """
 
@@ -30,6 +31,37 @@ def smooth_occlusion(mask: np.ndarray) -> np.ndarray:
     half is kept, stretched back to ``[0, 1]``."""
     blurred = cv2.GaussianBlur(np.clip(np.asarray(mask, np.float32), 0.0, 1.0), (0, 0), OCCLUSION_SIGMA)
     return ((np.clip(blurred, 0.5, 1.0) - 0.5) * 2.0).astype(np.float32)
+
+
+def _points(*spans: tuple[int, int]) -> tuple[int, ...]:
+    return tuple(i for start, stop in spans for i in range(start, stop))
+
+
+#: FaceFusion's face mask areas: which of the 68 landmarks (iBUG layout: jaw
+#: 0-16, brows 17-26, nose 27-35, eyes 36-47, mouth 48-67) each one's hull spans
+FACE_MASK_AREAS: dict[str, tuple[int, ...]] = {
+    "upper-face": _points((0, 3), (14, 17), (17, 27), (31, 36)),
+    "lower-face": _points((3, 14), (31, 36)),
+    "mouth": _points((48, 68)),
+}
+
+
+def area_mask(side: int, points68: np.ndarray, areas: Sequence[str]) -> np.ndarray:
+    """FaceFusion's area mask ``(side, side)`` float32 in ``[0, 1]``: the
+    convex hull of the 68 landmarks ``points68`` (crop pixels) of every area
+    in ``areas`` (:data:`FACE_MASK_AREAS`), the points cut to whole pixels,
+    filled with 1 and smoothed as an occlusion mask (:func:`smooth_occlusion`)."""
+    chosen = sorted({i for area in areas for i in FACE_MASK_AREAS[area]})
+    hull = cv2.convexHull(np.asarray(points68, np.float64)[chosen].astype(np.int32))
+    mask = np.zeros((side, side), np.float32)
+    cv2.fillConvexPoly(mask, hull, (1.0,))
+    return smooth_occlusion(mask)
+
+
+def crop_points(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Frame points ``(N, 2)`` in the crop of ``matrix`` (frame -> crop)."""
+    m = np.asarray(matrix, np.float64)
+    return np.asarray(points, np.float64) @ m[:, :2].T + m[:, 2]
 
 
 def occlusion_mask(

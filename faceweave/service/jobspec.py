@@ -30,7 +30,7 @@ MEDIA_TYPES = {
     "mov": "video/quicktime",
     "mkv": "video/x-matroska",
 }
-_LIST_FIELDS = frozenset({"face_index", "face_parser_regions", "face_mask_padding"})
+_LIST_FIELDS = frozenset({"face_index", "face_parser_regions", "face_mask_areas", "face_mask_padding"})
 
 
 class JobOptions(BaseModel):
@@ -89,6 +89,12 @@ class JobOptions(BaseModel):
     )
     face_landmarker_score: float | None = Field(
         None, ge=0.0, le=1.0, description="2dfan4: the confidence its points replace at (0.5)"
+    )
+    face_mask_areas: tuple[str, ...] | None = Field(
+        None,
+        max_length=3,
+        description="FaceFusion's face mask areas (upper-face, lower-face, mouth), from the target's 68 landmarks "
+        "(needs face_landmarker 2dfan4 or fan_68_5)",
     )
     face_mask_blur: float = Field(0.3, ge=0.0, le=1.0, description="FaceFusion's box mask feather")
     face_mask_padding: tuple[int, int, int, int] = Field(
@@ -171,10 +177,12 @@ class JobOptions(BaseModel):
 
     def mask_models(self) -> dict[str, Any]:
         """The ``masks`` fields naming FaceFusion's occluder and parser (and
-        the parser's regions when given)."""
+        the parser's regions and the face mask areas when given)."""
         fields: dict[str, Any] = {"face_occluder": self.face_occluder, "face_parser": self.face_parser}
         if self.face_parser_regions is not None:
             fields["face_parser_regions"] = self.face_parser_regions
+        if self.face_mask_areas is not None:
+            fields["face_mask_areas"] = self.face_mask_areas
         return fields
 
     def analysis_fields(self) -> dict[str, Any]:
@@ -216,6 +224,7 @@ class JobOptions(BaseModel):
             SwapOptions.model_validate(
                 {
                     "swapper": self.swapper,
+                    "swapper_weight": self.face_swapper_weight,
                     "enhance": {"face": self.face_enhancer, "frame": self.frame_enhancer},
                     "masks": {**self.mask_models(), "face_mask_padding": self.face_mask_padding},
                     "analysis": self.analysis_fields(),

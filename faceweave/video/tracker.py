@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 
 from faceweave.analysis import FaceAnalyser, mesh_box
+from faceweave.analysis.follow import follow_points
 from faceweave.analysis.landmarker import MeshFollower
 from faceweave.analysis.pose import head_pose
 from faceweave.geometry.topology import kps5_from_mesh
@@ -53,11 +54,22 @@ class Track:
     #: the last detection: the tracked faces' ``landmarks5`` follow the mesh
     #: with it (``None``: the five points are the mesh's)
     offset5: np.ndarray | None = None
+    #: a 68-point landmarker's points and the mesh's ``(x, y)`` at the last
+    #: detection: the tracked faces' ``landmarks68`` follow the mesh by the
+    #: least-squares similarity from that mesh to the smoothed one
+    points68: tuple[np.ndarray, np.ndarray] | None = None
 
     def release(self) -> MeshFollower | None:
         """Take this track's mesh graph away from it (to reuse or close)."""
         follower, self.follower = self.follower, None
         return follower
+
+
+def _points68(face: Face) -> tuple[np.ndarray, np.ndarray] | None:
+    """``face``'s 68 landmarks and its mesh's points, or ``None`` without 68 landmarks."""
+    if face.landmarks68 is None:
+        return None
+    return np.asarray(face.landmarks68, np.float64), np.asarray(face.mesh[:, :2], np.float64)
 
 
 def _offset5(face: Face) -> np.ndarray | None:
@@ -157,14 +169,25 @@ class FaceTracker:
     def _new_track(self, face: Face, t: float) -> Track:
         flt = OneEuroFilter(min_cutoff=self.min_cutoff, beta=self.beta)
         flt(face.mesh, t)
-        track = Track(id=self._next_id, face=face, filter=flt, offset5=_offset5(face))
+        track = Track(id=self._next_id, face=face, filter=flt, offset5=_offset5(face), points68=_points68(face))
         self._next_id += 1
         return track
 
     def _smoothed(self, track: Track, mesh: np.ndarray, score: float, t: float) -> Face:
         smooth = track.filter(mesh, t)
         five = None if track.offset5 is None else kps5_from_mesh(smooth[:, :2]) + track.offset5
-        return Face(bbox=mesh_box(smooth), score=score, mesh=smooth, pose=head_pose(smooth), landmarks5=five)
+        points68 = None
+        if track.points68 is not None:
+            points, then = track.points68
+            points68 = follow_points(points, then, smooth[:, :2])
+        return Face(
+            bbox=mesh_box(smooth),
+            score=score,
+            mesh=smooth,
+            pose=head_pose(smooth),
+            landmarks5=five,
+            landmarks68=points68,
+        )
 
     def due(self, index: int) -> bool:
         """Whether frame ``index`` is on the detection schedule (every
@@ -187,6 +210,7 @@ class FaceTracker:
             if best is not None and best.face.bbox.iou(face.bbox) > 0.3:
                 free.remove(best)
                 best.offset5 = _offset5(face)
+                best.points68 = _points68(face)
                 best.face = self._smoothed(best, face.mesh, face.score, t)
                 best.age += 1
                 kept.append(best)
