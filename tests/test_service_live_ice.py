@@ -222,14 +222,14 @@ def test_another_nodes_session_answers_421(tmp_path):
 
 
 # ------------------------------------------------------------------ a session through TURN only
-async def _through_turn(base: str, photo: bytes, frames, turn_port: int) -> tuple[dict, int, list[str]]:
+async def _through_turn(base: str, photo: bytes, frames, *, policy: str) -> tuple[dict, int, list[str]]:
     import httpx
     from aiortc import RTCIceServer, RTCSessionDescription
     from tests.live_peer import Received, offer_sdp
 
     async with httpx.AsyncClient(base_url=base, timeout=60) as http:
         config = (await http.get("/v1/live/config")).json()
-        assert config["ice_transport_policy"] == "relay"
+        assert config["ice_transport_policy"] == policy
         servers = [RTCIceServer(**server) for server in config["ice_servers"]]
         pc, sdp = await offer_sdp(frames=frames, ice_servers=servers, relay=True)
         received = Received()
@@ -248,20 +248,27 @@ async def _through_turn(base: str, photo: bytes, frames, turn_port: int) -> tupl
 
 
 @pytest.mark.slow
-def test_a_session_through_turn_relays_only(tmp_path, faces_dir, astronaut):
+@pytest.mark.parametrize("server_side", ["relay", "host"])
+def test_a_session_through_turn(tmp_path, faces_dir, astronaut, server_side):
+    """The peer (the browser) sends through TURN relay candidates only; the
+    server either relays too (policy relay, as on Kubernetes) or offers its
+    host candidates alone and answers the relay's checks (a TURN entry for
+    the browser only, as in Compose)."""
     pytest.importorskip("aiortc", reason="the webrtc extra (aiortc) is not installed")
     import numpy as np
     from tests.live_peer import serving, turn_server
 
     photo = (faces_dir / "single" / "biden2.jpg").read_bytes()
     with turn_server(tmp_path, SECRET) as port:
-        live = {
-            "sessions": 1,
-            "turn_secret": SECRET,
-            "ice_transport_policy": "relay",
-            "ice_servers": [{"urls": [f"turn:127.0.0.1:{port}?transport=udp"]}],
-        }
+        url = f"turn:127.0.0.1:{port}?transport=udp"
+        live: dict = {"sessions": 1, "turn_secret": SECRET}
+        if server_side == "relay":
+            live.update(ice_transport_policy="relay", ice_servers=[{"urls": [url]}])
+        else:
+            live.update(ice_servers=[{"urls": [url], "use": "browser"}])
         with serving(settings(tmp_path, live=live)) as base:
-            stats, frames_back, types = asyncio.run(_through_turn(base, photo, [np.ascontiguousarray(astronaut)], port))
-    assert set(types) == {"relay"}, types  # the server offered relay candidates only
+            frames = [np.ascontiguousarray(astronaut)]
+            policy = "relay" if server_side == "relay" else "all"
+            stats, frames_back, types = asyncio.run(_through_turn(base, photo, frames, policy=policy))
+    assert set(types) == {server_side}, types  # the server's candidates: relay only, or host only
     assert frames_back >= 5 and stats["swapped"] >= 5, stats
