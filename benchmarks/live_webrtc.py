@@ -15,8 +15,18 @@ its own ``faceweave serve`` process, and its CPU time per swapped frame
 that starts) is reported too: two cores' worth of it is what an idle node
 could swap per second.
 
+With ``--audio`` each peer also sends a microphone track: silence with a
+20 ms burst of tone at every whole second m of the camera's clock (the frames
+whose counter is a multiple of 15 are captured at the same moments), its
+pitch 600 + 100 * (m mod 10) Hz, so that a burst the server dropped does not
+shift the others.  The
+server sends it back held for the swapped video; the A/V offset is, for each
+burst that comes back, its delay (sent to received) minus the delay of the
+swapped frame captured nearest to it: positive when the sound comes later
+than the picture.
+
     .venv/bin/python benchmarks/live_webrtc.py [--data ../shared/data/faces] [--seconds 8] [--counts 1,2,3]
-        [--out report/live_webrtc.json]
+        [--audio] [--out report/live_webrtc.json]
 """
 
 from __future__ import annotations
@@ -42,10 +52,86 @@ from live import DEFAULT_DATA, SIZES, SOURCE, TALK, WARM_UP_S, canvas_frames, dr
 
 FPS = 15
 COUNTS = (1, 2, 3)
+#: the microphone: 48 kHz mono, 20 ms frames, a burst of tone at every whole second (its pitch says which)
+RATE, SAMPLES = 48_000, 960
 
 
-def make_camera(frames: list[np.ndarray], sent: dict[int, float]):
-    """An aiortc video track of ``frames`` (looped, counter drawn) at :data:`FPS`."""
+def burst_hz(second: int) -> int:
+    return 600 + 100 * (second % 10)
+
+
+def _clock(shared: dict[str, float]) -> float:
+    """The moment the peer's tracks count from (set by the first one that asks)."""
+    return shared.setdefault("began", time.monotonic())
+
+
+def make_microphone(shared: dict[str, float]):
+    """An aiortc audio track, paced on ``shared``'s clock: silence, and a burst
+    of tone in the 20 ms frame that starts at every whole second."""
+    import av
+    from aiortc import MediaStreamTrack
+
+    per_second = RATE // SAMPLES
+    n = np.arange(SAMPLES)
+
+    class Microphone(MediaStreamTrack):
+        kind = "audio"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.number = -1
+
+        async def recv(self):
+            self.number += 1
+            began = _clock(shared)
+            await asyncio.sleep(max(0.0, began + self.number * SAMPLES / RATE - time.monotonic()))
+            second, rest = divmod(self.number, per_second)
+            tone = 12000 * np.sin(2 * np.pi * burst_hz(second) * n / RATE)
+            samples = tone.astype(np.int16) if rest == 0 else np.zeros(SAMPLES, np.int16)
+            frame = av.AudioFrame.from_ndarray(samples[None, :], format="s16", layout="mono")
+            frame.sample_rate, frame.pts, frame.time_base = RATE, self.number * SAMPLES, Fraction(1, RATE)
+            return frame
+
+    return Microphone()
+
+
+def av_offsets(video: list[tuple[int, float]], bursts: list[tuple[int, float]], began: float) -> list[float]:
+    """For each burst (second m, received at a time), its delay minus the delay
+    of the received swapped frame captured nearest to second m; ``video``:
+    (counter, received)."""
+    if not video or not bursts:
+        return []
+    numbers = np.array([n for n, _ in video])
+    delays = np.array([t - (began + n / FPS) for n, t in video])
+    offsets = []
+    for second, received in bursts:
+        nearest = int(np.argmin(np.abs(numbers / FPS - second)))
+        if abs(numbers[nearest] / FPS - second) <= 1 / FPS:
+            offsets.append((received - (began + second)) - float(delays[nearest]))
+    return offsets
+
+
+def _bursts(sound: list[tuple[float, np.ndarray]]) -> list[tuple[int, float]]:
+    """Each burst that came back, ``(second, received)``: a loud frame after a
+    quiet one, its second told by its pitch (mod 10) and the order they came in;
+    ``sound``: (received, mono samples)."""
+    found: list[tuple[int, float]] = []
+    quiet = True
+    for received, samples in sound:
+        loud = float(np.abs(samples).max()) > 0.1 * 32768
+        if loud and quiet:
+            spectrum = np.abs(np.fft.rfft(samples - samples.mean()))
+            pitch = float(np.fft.rfftfreq(len(samples), 1 / RATE)[int(np.argmax(spectrum))])
+            code = int(round((pitch - 600) / 100)) % 10
+            second = code if not found else found[-1][0] + 1 + (code - found[-1][0] - 1) % 10
+            found.append((second, received))
+        quiet = not loud
+    return found
+
+
+def make_camera(frames: list[np.ndarray], sent: dict[int, float], shared: dict[str, float] | None = None):
+    """An aiortc video track of ``frames`` (looped, counter drawn) at :data:`FPS`
+    (on ``shared``'s clock when given, so that it keeps time with a microphone)."""
     import av
     from aiortc import MediaStreamTrack
 
@@ -55,11 +141,12 @@ def make_camera(frames: list[np.ndarray], sent: dict[int, float]):
         def __init__(self) -> None:
             super().__init__()
             self.number = 0
-            self.began = time.monotonic()
+            self.began = time.monotonic() if shared is None else None
 
         async def recv(self):
             self.number += 1
-            await asyncio.sleep(max(0.0, self.began + self.number / FPS - time.monotonic()))
+            began = self.began if self.began is not None else _clock(shared or {})
+            await asyncio.sleep(max(0.0, began + self.number / FPS - time.monotonic()))
             pixels = draw_counter(frames[self.number % len(frames)], self.number)
             frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
             frame.pts, frame.time_base = self.number * (90_000 // FPS), Fraction(1, 90_000)
@@ -69,22 +156,32 @@ def make_camera(frames: list[np.ndarray], sent: dict[int, float]):
     return Camera()
 
 
-async def one_stream(http, photo: bytes, frames: list[np.ndarray], seconds: float) -> dict:
+async def one_stream(http, photo: bytes, frames: list[np.ndarray], seconds: float, audio: bool = False) -> dict:
     """One peer for ``WARM_UP_S + seconds``; its figures."""
     from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
     from aiortc.mediastreams import MediaStreamError
 
     sent: dict[int, float] = {}
     got: list[tuple[float, float]] = []  # (when, latency)
+    video: list[tuple[int, float]] = []  # (counter, when) of every swapped frame back
+    sound: list[tuple[float, np.ndarray]] = []  # (when, mono samples) of every audio frame back
+    shared: dict[str, float] = {}
     pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-    pc.addTrack(make_camera(frames, sent))
+    pc.addTrack(make_camera(frames, sent, shared if audio else None))
+    if audio:
+        pc.addTrack(make_microphone(shared))
 
     async def take(track) -> None:
         try:
             while True:
                 frame = await track.recv()
                 now = time.monotonic()
+                if track.kind == "audio":
+                    samples = frame.to_ndarray().astype(np.float32).reshape(-1, len(frame.layout.channels))
+                    sound.append((now, samples.mean(axis=1)))
+                    continue
                 number = read_counter(frame.to_ndarray(format="rgb24"))
+                video.append((number, now))
                 if number in sent:
                     got.append((now, now - sent.pop(number)))
         except MediaStreamError:
@@ -104,6 +201,16 @@ async def one_stream(http, photo: bytes, frames: list[np.ndarray], seconds: floa
     steady = [(t, lat) for t, lat in got if t >= began + WARM_UP_S]
     latencies = [lat * 1000 for _, lat in steady] or [float("nan")]
     p50, p95 = np.percentile(latencies, [50, 95])
+    figures: dict = {}
+    if audio:
+        offsets = av_offsets(video, _bursts(sound), shared["began"])[int(WARM_UP_S) :]  # after the warm-up
+        figures = {
+            "av_offset_ms": [round(o * 1000, 1) for o in offsets],
+            "av_offset_p50_ms": round(float(np.median(offsets)) * 1000, 1) if offsets else None,
+            "audio_hold_p50_ms": server.get("audio_hold_p50_ms"),
+            "audio_frames": server.get("audio_frames"),
+            "audio_dropped": server.get("audio_dropped"),
+        }
     return {
         "fps_back": round(len(steady) / seconds, 2),
         "glass_to_glass_p50_ms": round(float(p50), 1),
@@ -112,14 +219,17 @@ async def one_stream(http, photo: bytes, frames: list[np.ndarray], seconds: floa
         "server_p95_ms": server["latency_p95_ms"],
         "dropped_share": round(server["dropped"] / max(server["received"], 1), 3),
         "swapped": server["swapped"],
+        **figures,
     }
 
 
-async def run_count(base: str, count: int, photo: bytes, frames: list[np.ndarray], seconds: float) -> dict:
+async def run_count(
+    base: str, count: int, photo: bytes, frames: list[np.ndarray], seconds: float, audio: bool = False
+) -> dict:
     import httpx
 
     async with httpx.AsyncClient(base_url=base, timeout=120) as http:
-        streams = await asyncio.gather(*(one_stream(http, photo, frames, seconds) for _ in range(count)))
+        streams = await asyncio.gather(*(one_stream(http, photo, frames, seconds, audio) for _ in range(count)))
     return {
         "streams": count,
         "fps_per_stream": round(statistics.mean(s["fps_back"] for s in streams), 2),
@@ -178,6 +288,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--counts", default=",".join(map(str, COUNTS)))
+    parser.add_argument("--audio", action="store_true", help="each peer sends a microphone too: the A/V offset")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",") if c]
@@ -189,7 +300,7 @@ def main() -> None:
         try:
             for count in counts:
                 began = server.cpu_s()
-                run = asyncio.run(run_count(server.url, count, photo, frames[::2], args.seconds))
+                run = asyncio.run(run_count(server.url, count, photo, frames[::2], args.seconds, args.audio))
                 swapped = sum(s["swapped"] for s in run["per_stream"])
                 run["server_cpu_ms_per_frame"] = round((server.cpu_s() - began) * 1000 / max(swapped, 1), 1)
                 runs.append(run)

@@ -49,6 +49,20 @@ def test_only_the_frames_in_flight_are_kept():
     assert len(sync._frames) == 0 and sync.video_at == pytest.approx(999 / 30)
 
 
+def test_a_sender_that_falls_behind_drops_the_oldest_due_audio():
+    from faceweave.service.webrtc.sync import BACKLOG, AvSync
+
+    sync = AvSync()
+    sync.camera_frame(0.0, arrived=10.0)
+    sync.video_sent(0.0)
+    arrivals = [9.0 + 0.02 * i for i in range(BACKLOG + 30)]  # 9.00 ... 9.88: all before the video's 10.0
+    assert sync.stale_audio(arrivals, now=10.01) == 30  # keep the newest BACKLOG of the due ones
+    assert sync.stale_audio(arrivals[:BACKLOG], now=10.01) == 0
+    later = [10.0 + 0.02 * i for i in range(1, 40)]  # not due yet: held, never dropped
+    assert sync.stale_audio(later, now=10.3) == 0
+    assert sync.stale_audio(arrivals[:5] + later, now=10.3) == 0
+
+
 # ------------------------------------------------------------------ with an aiortc peer
 def _tone_share(sound: list[np.ndarray], hz: int, rate: int) -> float:
     """The share of the sound's energy within 20 Hz of ``hz``."""
@@ -109,6 +123,7 @@ def test_the_microphone_comes_back_beside_the_swapped_video(tmp_path, faces_dir,
     # the peer's own tone came back (the server sends the microphone, not a sound of its own)
     assert _tone_share(got.sound[10:], TONE_HZ, AUDIO_RATE) > 0.5
     assert with_audio["stats"]["audio_frames"] >= 50 and with_audio["stats"]["audio_hold_p50_ms"] is not None
+    assert "audio_dropped" in with_audio["stats"]  # frames dropped when the sender falls behind (none asked here)
     assert 'faceweave_live_frames_total{kind="audio"}' in with_audio["metrics"]
 
     # no audio in the offer: video alone, as before

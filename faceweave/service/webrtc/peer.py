@@ -148,20 +148,26 @@ class HeldAudioTrack(MediaStreamTrack):
                 raise MediaStreamError("the browser's audio ended")
             self._arrived.clear()
             await self._arrived.wait()
-        frame, arrived = self._held[0]
+        await self._until_due(self._held[0][1])
+        now = time.monotonic()
+        stale = self.sync.stale_audio([arrived for _, arrived in self._held], now)
+        for _ in range(stale):  # the sender fell behind: the oldest go, the sound stays with the picture
+            self._held.popleft()
+        frame, arrived = self._held.popleft()
+        self.stats.audio_frame(now - arrived, dropped=stale)
+        return frame
+
+    async def _until_due(self, arrived: float) -> None:
+        """Wait until a frame that arrived at ``arrived`` may go (the swapped video has caught up)."""
         while not self.sync.audio_due(arrived, time.monotonic()):
             self.progress.clear()
             if self.sync.audio_due(arrived, time.monotonic()):  # sent between the look and the clear
-                break
+                return
             wait = max(0.0, arrived + MAX_HOLD_S - time.monotonic())
             try:
                 await asyncio.wait_for(self.progress.wait(), timeout=wait)
             except TimeoutError:
-                break
-        if self._held and self._held[0][0] is frame:
-            self._held.popleft()
-        self.stats.audio_frame(time.monotonic() - arrived)
-        return frame
+                return
 
 
 class PeerSession:

@@ -45,6 +45,8 @@ class StatsView:
     audio_frames: int = 0
     #: how long they were held for the swapped video, median over the newest 256, ms (``None``: none yet)
     audio_hold_p50_ms: float | None = None
+    #: audio frames dropped because the sender fell behind (an overloaded node)
+    audio_dropped: int = 0
 
 
 class LiveStats:
@@ -61,7 +63,7 @@ class LiveStats:
         self._holds: deque[float] = deque(maxlen=_KEPT)
         self._writes: deque[float] = deque(maxlen=256)
         self._last_index = -1
-        self.received = self.swapped = self.dropped = self.audio = 0
+        self.received = self.swapped = self.dropped = self.audio = self.audio_dropped = 0
 
     def arrived(self) -> float:
         """Note a frame arriving now; returns its time (seconds since the first)."""
@@ -99,13 +101,17 @@ class LiveStats:
             if latency is not None:
                 self.metrics.live_latency.observe(latency)
 
-    def audio_frame(self, held_s: float) -> None:
-        """Note an audio frame sent back after being held ``held_s`` seconds."""
+    def audio_frame(self, held_s: float, dropped: int = 0) -> None:
+        """Note an audio frame sent back after being held ``held_s`` seconds,
+        and ``dropped`` older ones dropped before it (the sender fell behind)."""
         with self._lock:
             self.audio += 1
+            self.audio_dropped += dropped
             self._holds.append(held_s * 1000.0)
         if self.metrics is not None:
             self.metrics.live_frames.labels(kind="audio").inc()
+            if dropped:
+                self.metrics.live_frames.labels(kind="audio_dropped").inc(dropped)
 
     def fps(self, now: float | None = None) -> float:
         now = time.monotonic() if now is None else now
@@ -120,7 +126,7 @@ class LiveStats:
         with self._lock:
             latencies = list(self._latencies)
             counts = (self.received, self.swapped, self.dropped)
-            audio, holds = self.audio, list(self._holds)
+            audio, holds, audio_dropped = self.audio, list(self._holds), self.audio_dropped
         p50 = p95 = None
         if latencies:
             p50, p95 = (float(v) for v in np.percentile(np.asarray(latencies), [50, 95]))
@@ -132,4 +138,5 @@ class LiveStats:
             seconds=round(time.monotonic() - self._began, 2),
             audio_frames=audio,
             audio_hold_p50_ms=round(float(np.median(holds)), 1) if holds else None,
+            audio_dropped=audio_dropped,
         )

@@ -12,16 +12,27 @@ as its time stamp, so its pace is the camera's as it reached the server.)
 A frame is let go after :data:`MAX_HOLD_S` in any case (the swap is warming
 up or stalls: sound then leads), and at once when the video has ended.
 
+When the node is overloaded, aiortc's sender can fall behind the 50 audio
+frames a second (each one is a few hops between the event loop and its
+encoder thread, which the swap threads slow down); the sound would then lag
+more and more.  So, as with the video's stale frames, the oldest due frames
+past :data:`BACKLOG` are dropped (:meth:`AvSync.stale_audio`): the sound
+skips but stays with the picture.
+
 Pure bookkeeping, no aiortc: everything here runs on the server's event loop."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 
 #: the longest an audio frame waits for the swapped video, in seconds
 MAX_HOLD_S = 1.0
 #: camera frames whose arrival is kept for their swapped frame (frames in flight)
 _KEPT = 256
+#: the most audio frames let go and still waiting for the sender (15 x 20 ms: the sound a few
+#: dropped video frames release at once); older ones are dropped
+BACKLOG = 15
 
 
 class AvSync:
@@ -53,3 +64,13 @@ class AvSync:
         if self.video_ended or now - arrived >= MAX_HOLD_S:
             return True
         return self.video_at is not None and self.video_at >= arrived
+
+    def stale_audio(self, arrivals: Sequence[float], now: float) -> int:
+        """How many of the oldest held audio frames (their ``arrivals``, oldest
+        first) to drop: those past :data:`BACKLOG` among the ones due ``now``."""
+        due = 0
+        for arrived in arrivals:  # arrival order: the due ones come first
+            if not self.audio_due(arrived, now):
+                break
+            due += 1
+        return max(0, due - BACKLOG)
