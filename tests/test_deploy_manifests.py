@@ -195,6 +195,10 @@ def test_live_routes_are_sticky_to_the_pod_that_holds_the_session(rendered):
     assert notes["nginx.ingress.kubernetes.io/affinity"] == "cookie"
     assert notes["nginx.ingress.kubernetes.io/affinity-mode"] == "persistent"
     assert notes["nginx.ingress.kubernetes.io/session-cookie-name"]
+    # a full pod's 503 (nothing taken yet) goes on to the next pod, and the cookie follows; a timeout does not
+    retried = notes["nginx.ingress.kubernetes.io/proxy-next-upstream"].split()
+    assert "http_503" in retried and "non_idempotent" in retried and "timeout" not in retried
+    assert notes["nginx.ingress.kubernetes.io/session-cookie-change-on-failure"] == "true"
     assert "nginx.ingress.kubernetes.io/affinity" not in main["metadata"]["annotations"]
     assert live["spec"]["tls"] == main["spec"]["tls"]
     (rule,) = live["spec"]["rules"]
