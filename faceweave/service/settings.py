@@ -280,8 +280,14 @@ class LiveSettings(_Settings):
                 f"live.turn_ttl_s ({self.turn_ttl_s:g}) must be at least live.max_seconds ({self.max_seconds:g}):"
                 " TURN refuses a session's refresh once its credentials expire"
             )
-        if self.ice_transport_policy == "relay" and not any(s.turn for s in self.ice_servers):
-            raise ValueError("live.ice_transport_policy = 'relay' needs a TURN server in live.ice_servers")
+        for side in ("browser", "server"):
+            if self.ice_transport_policy == "relay" and not any(
+                s.turn and s.use in ("both", side) for s in self.ice_servers
+            ):
+                raise ValueError(
+                    f"live.ice_transport_policy = 'relay' needs a TURN server the {side} uses in live.ice_servers"
+                    f" (use = 'both' or '{side}')"
+                )
         return self
 
 
