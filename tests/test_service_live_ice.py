@@ -227,6 +227,31 @@ def test_another_nodes_session_answers_421(tmp_path):
             assert response.status_code == 404 and response.json()["error"]["code"] == "not_found", unknown
 
 
+@pytest.mark.slow
+def test_a_real_session_id_carries_its_node_and_another_node_says_so(tmp_path, faces_dir):
+    pytest.importorskip("aiortc", reason="the webrtc extra (aiortc) is not installed")
+    from tests.live_peer import offer_sdp
+
+    from faceweave.service.webrtc.hub import node_tag
+
+    async def offer() -> str:
+        pc, sdp = await offer_sdp()
+        await pc.close()
+        return sdp
+
+    photo = (faces_dir / "single" / "biden2.jpg").read_bytes()
+    with running_app(settings(tmp_path / "a", live={"node": "live-0", "sessions": 1})) as here:
+        opened = here.post("/v1/live", files={"source": ("s.jpg", photo)}, data={"sdp": asyncio.run(offer())})
+        assert opened.status_code == 201, opened.text
+        session = opened.json()["id"]
+        assert session.startswith(node_tag("live-0")) and len(session) == 40
+        assert here.get(f"/v1/live/{session}").json()["state"] == "running"
+        with running_app(settings(tmp_path / "b", live={"node": "live-1"})) as there:
+            elsewhere = there.get(f"/v1/live/{session}")
+        assert elsewhere.status_code == 421 and elsewhere.json()["error"]["code"] == "live_session_elsewhere"
+        assert here.delete(f"/v1/live/{session}").json()["state"] == "ended"
+
+
 # ------------------------------------------------------------------ a session through TURN only
 async def _through_turn(base: str, photo: bytes, frames, *, policy: str) -> tuple[dict, int, list[str]]:
     import httpx
