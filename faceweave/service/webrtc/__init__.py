@@ -3,7 +3,7 @@ peer connection (aiortc), each frame is swapped by a
 :class:`~faceweave.live.session.LiveSession` (the video pipeline's frame
 stream with a latest-frame-wins queue: stale frames are dropped and counted,
 faces tracked across the drops), and the swapped frames come back on the
-same connection.
+same connection, with the browser's microphone when it sends one.
 
 - :mod:`~faceweave.service.webrtc.stats`: what a session measures (frames
   received, swapped, dropped; fps; latency) and exports to ``/metrics``.
@@ -12,6 +12,10 @@ same connection.
 - :mod:`~faceweave.service.webrtc.hub`: the node's sessions, capped by
   ``live.sessions``, and the models they borrow
   (:class:`~faceweave.service.webrtc.hub.LiveHub`).
+- :mod:`~faceweave.service.webrtc.ice`: the ICE servers of each side, TURN
+  with time-limited credentials (coturn's ``use-auth-secret``).
+- :mod:`~faceweave.service.webrtc.sync`: the microphone's sound held to the
+  swapped video (:class:`~faceweave.service.webrtc.sync.AvSync`).
 - :mod:`~faceweave.service.webrtc.routes`: ``/v1/live`` and the page ``/live``.
 
 aiortc is imported only where a peer connection is made (the ``webrtc`` extra)."""
