@@ -307,7 +307,7 @@ def test_podman_compose_accepts_the_stack(files):
     assert {"3478:3478/udp", "3478:3478/tcp"} <= set(turn["ports"])
     low, high = (int(p.split("=")[1]) for p in turn["command"] if p.startswith(("--min-port=", "--max-port=")))
     assert f"{low}-{high}:{low}-{high}/udp" in turn["ports"]
-    assert "--use-auth-secret" in turn["command"]
+    assert "--use-auth-secret" in turn["command"] and "--no-tcp-relay" in turn["command"]
     assert f"--static-auth-secret={live.turn_secret}" in turn["command"]  # the same secret on both sides
     if "compose.gpu.yaml" in files:
         assert worker["deploy"]["resources"]["reservations"]["devices"][0]["driver"] == "nvidia"
