@@ -84,7 +84,18 @@ class AnalysisOptions(_Options):
     face_detector: str = Field(
         "mediapipe",
         description="face detector: mediapipe (offline, no model file) or FaceFusion's yolo_face, scrfd, "
-        "retinaface, yunet (ONNX files, see `faceweave models list`); min_confidence is its score threshold",
+        "retinaface, yunet, many (retinaface, scrfd and yolo_face together) (ONNX files, see `faceweave "
+        "models list`); min_confidence is its score threshold",
+    )
+    face_detector_angles: tuple[int, ...] = Field(
+        (0,),
+        description="ONNX detectors: the angles (0, 90, 180, 270) the frame is also turned by to look for "
+        "faces, as FaceFusion's face_detector_angles",
+    )
+    face_detector_margin: tuple[int, int, int, int] = Field(
+        (0, 0, 0, 0),
+        description="ONNX detectors: a zero border added to the frame before detection, percent (100: half the "
+        "frame): top, right, bottom, left, as FaceFusion's face_detector_margin",
     )
     face_detector_size: int = Field(
         640,
@@ -94,8 +105,8 @@ class AnalysisOptions(_Options):
     face_landmarker: str = Field(
         "mediapipe",
         description="where the five alignment points of the neural swappers come from: mediapipe (the detector's "
-        "points with an ONNX detector, else the mesh's), 2dfan4 (FaceFusion's 68 points, with fan_68_5) or "
-        "fan_68_5 (68 points from the detector's five)",
+        "points with an ONNX detector, else the mesh's), 2dfan4 or peppa_wutz (FaceFusion's 68 points, with "
+        "fan_68_5), many (both, FaceFusion's choice) or fan_68_5 (68 points from the detector's five)",
     )
     face_landmarker_score: float = Field(
         0.5, ge=0.0, le=1.0, description="2dfan4: the confidence above which its points replace the detector's"
@@ -126,19 +137,47 @@ class AnalysisOptions(_Options):
     def _detector_size(cls, value: int, info: ValidationInfo) -> int:
         from faceweave.analysis.face_detectors import ONNX_DETECTORS
 
-        spec = ONNX_DETECTORS.get(info.data.get("face_detector", ""))
-        sizes = spec.sizes if spec is not None else (160, 320, 480, 512, 640)
+        chosen = info.data.get("face_detector", "")
+        spec = ONNX_DETECTORS.get(chosen)
+        sizes = spec.sizes if spec is not None else (640,) if chosen == "many" else (160, 320, 480, 512, 640)
         if value not in sizes:
-            name = spec.name if spec is not None else "an ONNX face detector"
+            name = spec.name if spec is not None else chosen if chosen == "many" else "an ONNX face detector"
             raise ValueError(f"face detector size {value} for {name}; one of {', '.join(map(str, sizes))}")
         return value
 
+    @field_validator("face_detector_angles")
+    @classmethod
+    def _detector_angles(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        from faceweave.analysis.decoding import DETECTOR_ANGLES
+
+        bad = [a for a in value if a not in DETECTOR_ANGLES]
+        if bad or not value:
+            got = f"{bad[0]}" if bad else "none"
+            raise ValueError(f"face detector angles: {got}; one or more of {', '.join(map(str, DETECTOR_ANGLES))}")
+        return tuple(dict.fromkeys(value))
+
+    @field_validator("face_detector_margin")
+    @classmethod
+    def _detector_margin(cls, value: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        if any(not 0 <= m <= 100 for m in value):
+            raise ValueError(f"face detector margin is 4 percentages in [0, 100] (top right bottom left); got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _turning_needs_onnx(self) -> AnalysisOptions:
+        if self.face_detector == "mediapipe" and (self.face_detector_angles != (0,) or any(self.face_detector_margin)):
+            raise ValueError(
+                "face detector angles and margin are for FaceFusion's detectors (--face-detector yolo_face, scrfd, "
+                "retinaface, yunet or many)"
+            )
+        return self
+
     def onnx_models(self) -> tuple[str, ...]:
         """The catalog entries the chosen detector and landmarker load (none for mediapipe's)."""
+        from faceweave.analysis.face_detectors import detector_models
         from faceweave.analysis.face_landmarkers import LANDMARKER_MODELS
 
-        detector = () if self.face_detector == "mediapipe" else (self.face_detector,)
-        return detector + LANDMARKER_MODELS[self.face_landmarker]
+        return detector_models(self.face_detector) + LANDMARKER_MODELS[self.face_landmarker]
 
 
 class SelectionOptions(_Options):

@@ -97,7 +97,8 @@ def detector_stand_in(name: str) -> onnx.ModelProto:
 
 def landmarker_stand_in(name: str, *, peak: float = 0.95) -> onnx.ModelProto:
     """``2dfan4``: 68 points on a circle of the 64 px grid and heatmaps
-    peaking at ``peak``; ``fan_68_5``: :func:`fan_68_5_points`."""
+    peaking at ``peak``; ``peppa_wutz``: 68 points on an oval of the grid,
+    each with the confidence ``peak``; ``fan_68_5``: :func:`fan_68_5_points`."""
     if name == "2dfan4":
         angles = np.linspace(0.0, 2 * np.pi, 68, endpoint=False)
         marks = np.zeros((1, 68, 3), np.float32)
@@ -105,6 +106,11 @@ def landmarker_stand_in(name: str, *, peak: float = 0.95) -> onnx.ModelProto:
         heatmaps = np.zeros((1, 68, 64, 64), np.float32)
         heatmaps[0, :, 10, 10] = peak
         return constant_model([1, 3, 256, 256], [marks, heatmaps], name=name)
+    if name == "peppa_wutz":
+        angles = np.linspace(0.0, 2 * np.pi, 68, endpoint=False)
+        rows = np.zeros((1, 68, 3), np.float32)
+        rows[0, :, 0], rows[0, :, 1], rows[0, :, 2] = 32 + 18 * np.cos(angles), 32 + 22 * np.sin(angles), peak
+        return constant_model([1, 3, 256, 256], [rows], name=name)
     return constant_model([1, 5, 2], [fan_68_5_points()[None].astype(np.float32)], name=name)
 
 

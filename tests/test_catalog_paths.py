@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 from tests.neural_fixtures import FolderServer, catalog_stand_in, face_crop, facefusion_folder, source_face
 
-from faceweave.analysis.face_detectors import FACE_DETECTORS, create_face_detector
-from faceweave.analysis.face_landmarkers import FACE_LANDMARKERS, create_face_landmarker
+from faceweave.analysis.face_detectors import FACE_DETECTORS, create_face_detector, detector_models
+from faceweave.analysis.face_landmarkers import FACE_LANDMARKERS, LANDMARKER_MODELS, create_face_landmarker
 from faceweave.embedders import ArcFaceEmbedder, EmbeddingConverter
 from faceweave.embedders.arcface import EMBEDDERS
 from faceweave.enhancers import available_face_enhancers, available_frame_enhancers
@@ -170,8 +170,9 @@ def _accepted() -> list[tuple[str, str]]:
     names += [("face_parser", n) for n in available_face_parsers()]
     for entry in NEURAL_SWAPPERS.values():
         names += [("embedder", n) for n in (entry.spec.embedder, entry.spec.converter) if n]
-    names += [("face_detector", n) for n in FACE_DETECTORS if n != "mediapipe"]
-    names += [("face_landmarker", n) for n in FACE_LANDMARKERS if n != "mediapipe"]
+    # a name that runs several models (many) needs each of them
+    names += [("face_detector", m) for n in FACE_DETECTORS for m in detector_models(n)]
+    names += [("face_landmarker", m) for n in FACE_LANDMARKERS for m in LANDMARKER_MODELS[n]]
     return sorted(set(names))
 
 

@@ -25,7 +25,7 @@ def photo(tmp_path_factory, astronaut):
     "flags, fragments",
     [
         (["--face-detector", "mtcnn"], ["--face-detector", "one of mediapipe, yolo_face, scrfd, retinaface, yunet"]),
-        (["--face-landmarker", "peppa_wutz"], ["--face-landmarker", "one of mediapipe, 2dfan4, fan_68_5"]),
+        (["--face-landmarker", "hrnet"], ["--face-landmarker", "one of mediapipe, 2dfan4, peppa_wutz, many, fan_68_5"]),
         (["--face-detector", "yunet", "--face-detector-size", "320"], ["--face-detector-size", "one of 640"]),
         (["--face-detector-score", "0"], ["--face-detector-score"]),
         (["--face-landmarker-score", "1.5"], ["--face-landmarker-score"]),

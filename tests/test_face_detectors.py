@@ -322,8 +322,8 @@ def test_2dfan4_turns_the_crop_upright_by_the_face_angle(monkeypatch):
 
 
 def test_the_option_names_are_the_registered_ones():
-    assert FACE_DETECTORS == ("mediapipe", "yolo_face", "scrfd", "retinaface", "yunet")
-    assert FACE_LANDMARKERS == ("mediapipe", "2dfan4", "fan_68_5")
+    assert FACE_DETECTORS == ("mediapipe", "yolo_face", "scrfd", "retinaface", "yunet", "many")
+    assert FACE_LANDMARKERS == ("mediapipe", "2dfan4", "peppa_wutz", "many", "fan_68_5")
     options = SwapOptions(analysis=AnalysisOptions(face_detector="scrfd", face_landmarker="2dfan4"))
     assert options.analysis.onnx_models() == ("scrfd", "2dfan4", "fan_68_5")
     assert AnalysisOptions().onnx_models() == ()
@@ -334,9 +334,12 @@ def test_the_option_names_are_the_registered_ones():
     [
         (
             {"face_detector": "mtcnn"},
-            "unknown face detector 'mtcnn'; one of mediapipe, yolo_face, scrfd, retinaface, yunet",
+            "unknown face detector 'mtcnn'; one of mediapipe, yolo_face, scrfd, retinaface, yunet, many",
         ),
-        ({"face_landmarker": "peppa_wutz"}, "unknown face landmarker 'peppa_wutz'; one of mediapipe, 2dfan4, fan_68_5"),
+        (
+            {"face_landmarker": "hrnet"},
+            "unknown face landmarker 'hrnet'; one of mediapipe, 2dfan4, peppa_wutz, many, fan_68_5",
+        ),
         ({"face_detector": "yolo_face", "face_detector_size": 320}, "face detector size 320 for yolo_face; one of 640"),
         ({"face_detector": "scrfd", "face_detector_size": 300}, "one of 160, 320, 480, 512, 640"),
     ],

@@ -18,7 +18,7 @@ import numpy as np
 
 from faceweave.analysis.detector import MediapipeFaceDetector
 from faceweave.analysis.embedder import DlibEmbedder, embedding_distance
-from faceweave.analysis.face_detectors import FaceDetector, create_face_detector
+from faceweave.analysis.face_detectors import FaceDetector, create_face_detection
 from faceweave.analysis.face_landmarkers import FaceLandmarker, create_face_landmarker
 from faceweave.analysis.landmarker import MediapipeFaceMesh
 from faceweave.analysis.pose import head_pose
@@ -79,11 +79,13 @@ class FaceAnalyser:
         if options.face_detector == "mediapipe":
             detector = MediapipeFaceDetector(min_confidence=options.min_confidence, small_faces=options.small_faces)
         else:
-            detector = create_face_detector(
+            detector = create_face_detection(
                 options.face_detector,
-                pool.get(options.face_detector, provider),
+                lambda name: pool.get(name, provider),
                 size=options.face_detector_size,
                 score=options.min_confidence,
+                angles=options.face_detector_angles,
+                margin=options.face_detector_margin,
             )
         landmarker = create_face_landmarker(
             options.face_landmarker, lambda name: pool.get(name, provider), min_score=options.face_landmarker_score

@@ -226,6 +226,67 @@ def suppress(raw: RawDetections, *, score_threshold: float, iou_threshold: float
     return kept
 
 
+# -- several detectors, turned frames, margins ----------------------------------
+
+#: the angles (degrees, counter-clockwise) a frame may be turned by before detection
+DETECTOR_ANGLES = (0, 90, 180, 270)
+
+
+def merge_iou(several: bool, angles: int) -> float:
+    """FaceFusion's suppression overlap for the hits of one frame: 0.1 when
+    several detectors run (``many``), else 0.4, 0.3, 0.2, 0.1 for 1-4 angles."""
+    if several:
+        return 0.1
+    return {1: 0.4, 2: 0.3, 3: 0.2}.get(angles, 0.1)
+
+
+def margin_pads(shape: tuple[int, ...], margin: Sequence[int]) -> tuple[int, int, int, int]:
+    """The zero border ``(top, right, bottom, left)`` in pixels that a
+    detector margin of percentages ``(top, right, bottom, left)`` adds to a
+    frame of ``shape``: 100 % is half the frame's height (top, bottom) or
+    width (right, left), cut to whole pixels."""
+    height, width = shape[:2]
+    sides = (height, width, height, width)
+    top, right, bottom, left = (
+        int(side * float(np.interp(m, [0, 100], [0.0, 0.5]))) for side, m in zip(sides, margin, strict=True)
+    )
+    return top, right, bottom, left
+
+
+def turning(angle: int, width: int, height: int) -> tuple[np.ndarray, tuple[int, int]]:
+    """``(matrix, (width, height))``: the ``(2, 3)`` rotation by ``angle``
+    degrees about the frame's centre, shifted so the whole turned frame fits
+    the returned size (its bounding box, cut to whole pixels)."""
+    matrix = np.asarray(cv2.getRotationMatrix2D((width / 2, height / 2), angle, 1), np.float64)
+    size = np.abs(matrix[:, :2]) @ np.array([width, height], np.float64)
+    matrix[:, 2] = matrix[:, 2] + (size - np.array([width, height], np.float64)) * 0.5
+    return matrix, (int(size[0]), int(size[1]))
+
+
+def ordered(raw: RawDetections) -> RawDetections:
+    """``raw`` with every box's corners ordered (x1 <= x2, y1 <= y2)."""
+    boxes = np.asarray(raw.boxes, np.float64).reshape(-1, 4)
+    xs, ys = np.sort(boxes[:, 0::2], axis=1), np.sort(boxes[:, 1::2], axis=1)
+    return RawDetections(np.column_stack([xs[:, 0], ys[:, 0], xs[:, 1], ys[:, 1]]), raw.scores, raw.points)
+
+
+def shifted(raw: RawDetections, dx: float, dy: float) -> RawDetections:
+    """``raw`` moved by ``(dx, dy)`` pixels."""
+    offset = np.array([dx, dy], np.float64)
+    return RawDetections(raw.boxes + np.tile(offset, 2), raw.scores, raw.points + offset)
+
+
+def moved(raw: RawDetections, matrix: np.ndarray) -> RawDetections:
+    """``raw`` taken through the affine ``matrix``: each box becomes the
+    ordered bounding box of its four moved corners, the points move."""
+    m = np.asarray(matrix, np.float64)
+    boxes = np.asarray(raw.boxes, np.float64).reshape(-1, 4)
+    corners = boxes[:, [[0, 1], [2, 1], [2, 3], [0, 3]]] @ m[:, :2].T + m[:, 2]
+    lows, highs = corners.min(axis=1), corners.max(axis=1)
+    points = np.asarray(raw.points, np.float64) @ m[:, :2].T + m[:, 2]
+    return RawDetections(np.hstack([lows, highs]), raw.scores, points)
+
+
 def ordered_box(box: np.ndarray) -> np.ndarray:
     """The box with x1 <= x2 and y1 <= y2."""
     x1, x2 = sorted((float(box[0]), float(box[2])))

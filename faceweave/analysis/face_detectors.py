@@ -1,5 +1,7 @@
 """Face detectors as components: the protocol, FaceFusion's ONNX detectors
-(yolo_face, scrfd, retinaface, yunet) and the registry that makes one by name.
+(yolo_face, scrfd, retinaface, yunet), FaceFusion's way of running them on a
+frame (:class:`FaceDetection`: ``many``, turned frames, a margin) and the
+registry that makes one by name.
 
 ``mediapipe`` (BlazeFace, :mod:`faceweave.analysis.detector`) is the offline
 default and needs no model file.  The ONNX detectors take the model from a
@@ -12,7 +14,7 @@ threshold, and non-maximum suppression at FaceFusion's 0.4 overlap.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
@@ -55,7 +57,7 @@ class DetectorSpec:
     name: str
     normalisation: str
     sizes: tuple[int, ...]
-    make: Callable[..., FaceDetector]
+    make: Callable[..., OnnxFaceDetector]
     outputs: int
 
 
@@ -149,8 +151,86 @@ ONNX_DETECTORS: Mapping[str, DetectorSpec] = MappingProxyType(
     }
 )
 
+#: the detectors FaceFusion's ``many`` runs on every frame, in its order
+MANY_DETECTORS: tuple[str, ...] = ("retinaface", "scrfd", "yolo_face")
+
 #: every name ``--face-detector`` takes, the default first
-FACE_DETECTORS: tuple[str, ...] = ("mediapipe", *ONNX_DETECTORS)
+FACE_DETECTORS: tuple[str, ...] = ("mediapipe", *ONNX_DETECTORS, "many")
+
+
+def detector_models(name: str) -> tuple[str, ...]:
+    """The ONNX detectors (catalog entries) the choice ``name`` runs: none
+    for mediapipe, the three of :data:`MANY_DETECTORS` for ``many``."""
+    if name == "many":
+        return MANY_DETECTORS
+    return (name,) if name in ONNX_DETECTORS else ()
+
+
+class FaceDetection:
+    """FaceFusion's detection of a frame with its ONNX detectors: every
+    detector (several for ``many``) at every angle (the frame turned, the
+    hits turned back), each on the frame with the margin's zero border, all
+    hits merged by one suppression at FaceFusion's overlap for that many
+    detectors and angles (:func:`~faceweave.analysis.decoding.merge_iou`).
+    One detector, angle 0 and no margin is that detector's own
+    :meth:`OnnxFaceDetector.detect`."""
+
+    def __init__(
+        self,
+        detectors: Sequence[OnnxFaceDetector],
+        *,
+        name: str,
+        score: float = 0.5,
+        angles: Sequence[int] = (0,),
+        margin: Sequence[int] = (0, 0, 0, 0),
+    ) -> None:
+        if not detectors or not angles:
+            raise InvalidOptionError("a face detection needs at least one detector and one angle")
+        bad = [a for a in angles if a not in decoding.DETECTOR_ANGLES]
+        if bad:
+            raise InvalidOptionError(
+                f"face detector angle {bad[0]}; one of {', '.join(map(str, decoding.DETECTOR_ANGLES))}"
+            )
+        self.detectors = tuple(detectors)
+        self.name = name
+        self.score = score
+        self.angles = tuple(angles)
+        self.margin = tuple(margin)
+        self.iou = decoding.merge_iou(len(self.detectors) > 1, len(self.angles))
+
+    def prepare(self) -> None:
+        for detector in self.detectors:
+            detector.prepare()
+
+    def raw(self, rgb: np.ndarray) -> RawDetections:
+        """Every hit of every detector and angle, in frame pixels, before suppression."""
+        return RawDetections.join([self._turned(rgb, angle) for angle in self.angles])
+
+    def _turned(self, rgb: np.ndarray, angle: int) -> RawDetections:
+        if angle == 0:
+            return self._bordered(rgb)
+        height, width = rgb.shape[:2]
+        matrix, size = decoding.turning(angle, width, height)
+        turned = cv2.warpAffine(np.ascontiguousarray(rgb), matrix, size)
+        return decoding.moved(self._bordered(turned), cv2.invertAffineTransform(matrix))
+
+    def _bordered(self, rgb: np.ndarray) -> RawDetections:
+        top, right, bottom, left = decoding.margin_pads(rgb.shape, self.margin)
+        framed = rgb
+        if top or right or bottom or left:
+            framed = np.pad(rgb, ((top, bottom), (left, right), (0, 0)))
+        found = RawDetections.join([detector.raw(framed) for detector in self.detectors])
+        return decoding.shifted(decoding.ordered(found), -left, -top)
+
+    def detect(self, rgb: np.ndarray, *, small_faces: bool | None = None) -> list[Detection]:
+        """Faces in ``rgb``, best first; ``small_faces`` is ignored."""
+        raw = self.raw(rgb)
+        kept = decoding.suppress(raw, score_threshold=self.score, iou_threshold=self.iou)
+        return [_detection(raw, index) for index in kept]
+
+    def close(self) -> None:
+        for detector in self.detectors:
+            detector.close()
 
 
 def check_face_detector(name: str) -> str:
@@ -163,12 +243,35 @@ def check_face_detector(name: str) -> str:
 
 def create_face_detector(name: str, model: RunnableModel, *, size: int = 640, score: float = 0.5) -> FaceDetector:
     """The ONNX detector ``name`` on its loaded ``model`` (mediapipe's is made
-    by :class:`~faceweave.analysis.FaceAnalyser`, which owns its graphs)."""
+    by :class:`~faceweave.analysis.FaceAnalyser`, which owns its graphs;
+    ``many``, angles and margins by :func:`create_face_detection`)."""
     check_face_detector(name)
     if name not in ONNX_DETECTORS:
-        raise InvalidOptionError(f"face detector {name!r} needs no model file; the analyser makes it")
+        raise InvalidOptionError(f"face detector {name!r} is not one ONNX model; see create_face_detection")
     spec = ONNX_DETECTORS[name]
     return spec.make(spec, model, size=size, score=score)
+
+
+def create_face_detection(
+    name: str,
+    models: Callable[[str], RunnableModel],
+    *,
+    size: int = 640,
+    score: float = 0.5,
+    angles: Sequence[int] = (0,),
+    margin: Sequence[int] = (0, 0, 0, 0),
+) -> FaceDetection:
+    """The ONNX detection ``name`` (one of :data:`ONNX_DETECTORS` or
+    ``many``), each detector's model taken from ``models(catalog name)``."""
+    check_face_detector(name)
+    chosen = detector_models(name)
+    if not chosen:
+        raise InvalidOptionError(f"face detector {name!r} needs no model file; the analyser makes it")
+    detectors = []
+    for member in chosen:
+        spec = ONNX_DETECTORS[member]
+        detectors.append(spec.make(spec, models(member), size=size, score=score))
+    return FaceDetection(detectors, name=name, score=score, angles=angles, margin=margin)
 
 
 def bgr(rgb: np.ndarray) -> np.ndarray:

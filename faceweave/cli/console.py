@@ -58,6 +58,8 @@ FLAG_FOR_FIELD = {
     "face_detector": "--face-detector",
     "face_detector_size": "--face-detector-size",
     "min_confidence": "--face-detector-score",
+    "face_detector_angles": "--face-detector-angles",
+    "face_detector_margin": "--face-detector-margin",
     "face_landmarker": "--face-landmarker",
     "face_landmarker_score": "--face-landmarker-score",
     "execution_provider": "--execution-provider",

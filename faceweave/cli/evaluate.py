@@ -9,6 +9,8 @@ import typer
 
 from faceweave.cli import console
 from faceweave.cli.analysis_flags import (
+    FaceDetectorAnglesOption,
+    FaceDetectorMarginOption,
     FaceDetectorOption,
     FaceDetectorScoreOption,
     FaceDetectorSizeOption,
@@ -135,6 +137,8 @@ def evaluate_command(
     face_detector: FaceDetectorOption = None,
     face_detector_size: FaceDetectorSizeOption = None,
     face_detector_score: FaceDetectorScoreOption = None,
+    face_detector_angles: FaceDetectorAnglesOption = None,
+    face_detector_margin: FaceDetectorMarginOption = None,
     face_landmarker: FaceLandmarkerOption = None,
     face_landmarker_score: FaceLandmarkerScoreOption = None,
     execution_provider: ExecutionProviderOption = "cpu",
@@ -177,6 +181,8 @@ def evaluate_command(
                 face_detector_score=face_detector_score,
                 face_landmarker=face_landmarker,
                 face_landmarker_score=face_landmarker_score,
+                face_detector_angles=face_detector_angles,
+                face_detector_margin=face_detector_margin,
             ),
             runtime=runtime_fields(
                 execution_provider, device_id, provider_fallback, tensorrt_cache, tensorrt_fp16, models_dir

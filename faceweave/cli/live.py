@@ -15,6 +15,8 @@ import typer
 
 from faceweave.cli import console
 from faceweave.cli.analysis_flags import (
+    FaceDetectorAnglesOption,
+    FaceDetectorMarginOption,
     FaceDetectorOption,
     FaceDetectorScoreOption,
     FaceDetectorSizeOption,
@@ -197,6 +199,8 @@ def live_command(
     face_detector: FaceDetectorOption = None,
     face_detector_size: FaceDetectorSizeOption = None,
     face_detector_score: FaceDetectorScoreOption = None,
+    face_detector_angles: FaceDetectorAnglesOption = None,
+    face_detector_margin: FaceDetectorMarginOption = None,
     face_landmarker: FaceLandmarkerOption = None,
     face_landmarker_score: FaceLandmarkerScoreOption = None,
     face_enhancer: FaceEnhancerOption = None,
@@ -267,6 +271,8 @@ class LiveArgs:
     face_detector: str | None
     face_detector_size: int | None
     face_detector_score: float | None
+    face_detector_angles: list[str] | None
+    face_detector_margin: tuple[int, int, int, int] | None
     face_landmarker: str | None
     face_landmarker_score: float | None
     face_enhancer: str | None

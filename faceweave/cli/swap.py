@@ -17,6 +17,8 @@ import typer
 
 from faceweave.cli import console
 from faceweave.cli.analysis_flags import (
+    FaceDetectorAnglesOption,
+    FaceDetectorMarginOption,
     FaceDetectorOption,
     FaceDetectorScoreOption,
     FaceDetectorSizeOption,
@@ -139,6 +141,8 @@ def swap_command(
     face_detector: FaceDetectorOption = None,
     face_detector_size: FaceDetectorSizeOption = None,
     face_detector_score: FaceDetectorScoreOption = None,
+    face_detector_angles: FaceDetectorAnglesOption = None,
+    face_detector_margin: FaceDetectorMarginOption = None,
     face_landmarker: FaceLandmarkerOption = None,
     face_landmarker_score: FaceLandmarkerScoreOption = None,
     face_enhancer: FaceEnhancerOption = None,
@@ -210,6 +214,8 @@ class SwapArgs:
     face_detector: str | None
     face_detector_size: int | None
     face_detector_score: float | None
+    face_detector_angles: list[str] | None
+    face_detector_margin: tuple[int, int, int, int] | None
     face_landmarker: str | None
     face_landmarker_score: float | None
     face_enhancer: str | None

@@ -520,6 +520,20 @@ def _face_analysers() -> list[ModelSpec]:
             "points on the 64 px heatmap grid (x, y, score) and the 68 heatmaps; fan_68_5 gives the face's angle",
         ),
         ModelSpec(
+            name="peppa_wutz",
+            kind="face_landmarker",
+            file_name="peppa_wutz.onnx",
+            licence="Apache-2.0",
+            vendor="Unknown (FaceFusion's label)",
+            inputs=(_image("input", 256),),
+            outputs=(TensorSpec(None, None, "float32"),),
+            urls=facefusion_urls("models-3.0.0", "peppa_wutz.onnx"),
+            crop_size=256,
+            requires=("fan_68_5",),
+            notes="input: the crop 2dfan4 sees (BGR in [0, 1], 256 px); output: 68 x (x, y on the 64 px grid, "
+            "score), read as FaceFusion reads it (its layout is not pinned: FaceFusion reshapes it to 68 x 3)",
+        ),
+        ModelSpec(
             name="fan_68_5",
             kind="face_landmarker",
             file_name="fan_68_5.onnx",

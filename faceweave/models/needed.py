@@ -56,16 +56,12 @@ def needed_models(options: SwapOptions) -> tuple[NeededModel, ...]:
 
 
 def analysis_models(analysis: AnalysisOptions) -> tuple[NeededModel, ...]:
-    """The chosen ONNX face detector's and landmarker's models (none for mediapipe's)."""
-    return tuple(
-        NeededModel(
-            name,
-            f"face detector {name}"
-            if name == analysis.face_detector
-            else f"face landmarker {analysis.face_landmarker}",
-        )
-        for name in analysis.onnx_models()
-    )
+    """The chosen ONNX face detector's (``many``: three) and landmarker's models (none for mediapipe's)."""
+    from faceweave.analysis.face_detectors import detector_models
+
+    detectors = detector_models(analysis.face_detector)
+    detector, landmarker = f"face detector {analysis.face_detector}", f"face landmarker {analysis.face_landmarker}"
+    return tuple(NeededModel(name, detector if name in detectors else landmarker) for name in analysis.onnx_models())
 
 
 def check_present(store: ModelStore, needed: Iterable[NeededModel]) -> None:

@@ -30,7 +30,16 @@ MEDIA_TYPES = {
     "mov": "video/quicktime",
     "mkv": "video/x-matroska",
 }
-_LIST_FIELDS = frozenset({"face_index", "face_parser_regions", "face_mask_areas", "face_mask_padding"})
+_LIST_FIELDS = frozenset(
+    {
+        "face_index",
+        "face_parser_regions",
+        "face_mask_areas",
+        "face_mask_padding",
+        "face_detector_angles",
+        "face_detector_margin",
+    }
+)
 
 
 class JobOptions(BaseModel):
@@ -83,6 +92,12 @@ class JobOptions(BaseModel):
     )
     face_detector_score: float | None = Field(
         None, ge=0.05, le=1.0, description="lowest detector score that counts, 0.05-1 (0.5)"
+    )
+    face_detector_angles: tuple[int, ...] | None = Field(
+        None, max_length=4, description="ONNX detectors: also detect in the frame turned by 90, 180, 270 (0: as is)"
+    )
+    face_detector_margin: tuple[int, int, int, int] | None = Field(
+        None, description="ONNX detectors: zero border around the frame, percent: top, right, bottom, left"
     )
     face_landmarker: str = Field(
         "mediapipe", max_length=64, description="five alignment points: mediapipe, 2dfan4 (with fan_68_5), fan_68_5"
@@ -196,6 +211,8 @@ class JobOptions(BaseModel):
             face_detector_score=self.face_detector_score,
             face_landmarker=self.face_landmarker,
             face_landmarker_score=self.face_landmarker_score,
+            face_detector_angles=self.face_detector_angles,
+            face_detector_margin=self.face_detector_margin,
         )
 
     def video_options(self):
