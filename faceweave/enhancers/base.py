@@ -136,6 +136,23 @@ FACE_ENHANCERS: Mapping[str, FaceEnhancerSpec] = MappingProxyType(
     }
 )
 
+#: FaceFusion 3.x's frame enhancers beyond Real-ESRGAN: (name, scale, FaceFusion's tile side)
+FACEFUSION_FRAME_ENHANCERS: tuple[tuple[str, int, int], ...] = (
+    ("clear_reality_x4", 4, 128),
+    ("face_dat_x4", 4, 128),
+    ("nomos8k_sc_x4", 4, 128),
+    ("real_hatgan_x4", 4, 256),
+    ("real_web_photo_x4", 4, 64),
+    ("realistic_rescaler_x4", 4, 128),
+    ("remacri_x4", 4, 128),
+    ("siax_x4", 4, 128),
+    ("span_kendata_x4", 4, 128),
+    ("swin2_sr_x4", 4, 128),
+    ("tghq_face_x8", 8, 128),
+    ("ultra_sharp_x4", 4, 128),
+    ("ultra_sharp_2_x4", 4, 1024),
+)
+
 FRAME_ENHANCERS: Mapping[str, FrameEnhancerSpec] = MappingProxyType(
     {
         s.name: s
@@ -146,6 +163,12 @@ FRAME_ENHANCERS: Mapping[str, FrameEnhancerSpec] = MappingProxyType(
             FrameEnhancerSpec("real_esrgan_x4_fp16", scale=4),
             FrameEnhancerSpec("real_esrgan_x8", scale=8),
             FrameEnhancerSpec("real_esrgan_x8_fp16", scale=8),
+            # FaceFusion's other frame enhancers, tiled at FaceFusion's tile side (and its pad),
+            # with faceweave's overlap of an eighth of the tile
+            *(
+                FrameEnhancerSpec(name, scale=scale, tile_size=tile, tile_overlap=tile // 8, tile_pad=tile // 16)
+                for name, scale, tile in FACEFUSION_FRAME_ENHANCERS
+            ),
         )
     }
 )

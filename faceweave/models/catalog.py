@@ -330,23 +330,50 @@ def _enhancers() -> list[ModelSpec]:
             notes="fidelity weight input (float64, [1])" if weight else "",
         )
 
-    def frame(name: str, scale: int) -> ModelSpec:
+    def frame(
+        name: str,
+        scale: int,
+        licence: str = "BSD-3-Clause",
+        vendor: str = "xinntao",
+        tag: str = "models-3.0.0",
+        tile: int = 256,
+    ) -> ModelSpec:
         precision = "; float16 weights, float32 inputs/outputs (FaceFusion feeds float32)" if "fp16" in name else ""
         return ModelSpec(
             name=name,
             kind="frame_enhancer",
             file_name=f"{name}.onnx",
-            licence="BSD-3-Clause",
-            vendor="xinntao",
+            licence=licence,
+            vendor=vendor,
             inputs=(_image("input", None),),
             outputs=(TensorSpec(None, (None, 3, None, None), "float32"),),
-            urls=facefusion_urls("models-3.0.0", f"{name}.onnx"),
+            urls=facefusion_urls(tag, f"{name}.onnx"),
             mean=_ZERO,
             std=_ONE,
-            warmup_dims=(("height", 256), ("width", 256)),
-            notes=f"x{scale} upscale of RGB tiles in [0, 1]; FaceFusion tiles at 256 px with 16 px padding, 8 "
-            f"px overlap{precision}",
+            warmup_dims=(("height", tile), ("width", tile)),
+            notes=f"x{scale} upscale of RGB tiles in [0, 1]; FaceFusion tiles at {tile} px with {tile // 16} px "
+            f"padding, {tile // 32} px overlap{precision}",
         )
+
+    #: FaceFusion 3.x's other frame enhancers: name -> (licence, vendor, release tag) as FaceFusion declares them
+    others = {
+        "clear_reality_x4": (NON_COMMERCIAL, "Kim2091", "models-3.0.0"),
+        "face_dat_x4": ("CC-BY-4.0", "Helaman", "models-3.5.0"),
+        "nomos8k_sc_x4": ("CC-BY-4.0", "Phhofm", "models-3.0.0"),
+        "real_hatgan_x4": ("Apache-2.0", "XPixelGroup", "models-3.0.0"),
+        "real_web_photo_x4": ("CC-BY-4.0", "Helaman", "models-3.1.0"),
+        "realistic_rescaler_x4": ("WTFPL", "Mutin Choler", "models-3.1.0"),
+        "remacri_x4": (NON_COMMERCIAL, "FoolhardyVEVO", "models-3.1.0"),
+        "siax_x4": ("WTFPL", "NMKD", "models-3.1.0"),
+        "span_kendata_x4": (NON_COMMERCIAL, "terrainer", "models-3.0.0"),
+        "swin2_sr_x4": ("Apache-2.0", "mv-lab", "models-3.1.0"),
+        "tghq_face_x8": ("GPL-3.0", "TorrentGuy", "models-3.5.0"),
+        "ultra_sharp_x4": (NON_COMMERCIAL, "Kim2091", "models-3.0.0"),
+        "ultra_sharp_2_x4": (NON_COMMERCIAL, "Kim2091", "models-3.3.0"),
+    }
+    from faceweave.enhancers.base import FACEFUSION_FRAME_ENHANCERS
+
+    tiles = {name: (scale, tile) for name, scale, tile in FACEFUSION_FRAME_ENHANCERS}
 
     return [
         face("gfpgan_1.2", "Apache-2.0", "TencentARC"),
@@ -359,6 +386,7 @@ def _enhancers() -> list[ModelSpec]:
         face("gpen_bfr_2048", NON_COMMERCIAL, "yangxy", size=2048),
         face("restoreformer_plus_plus", "Apache-2.0", "wzhouxiff"),
         *(frame(f"real_esrgan_x{scale}{suffix}", scale) for scale in (2, 4, 8) for suffix in ("", "_fp16")),
+        *(frame(name, tiles[name][0], *facts, tile=tiles[name][1]) for name, facts in others.items()),
     ]
 
 
