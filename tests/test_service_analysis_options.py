@@ -156,3 +156,26 @@ def test_the_analysers_are_kept_per_configuration_and_bounded(tmp_path, monkeypa
     assert b.closed and not a.closed and len(cache) == 2  # b was used longest ago
     cache.close()
     assert a.closed and other.closed and len(cache) == 0
+
+
+def test_the_face_list_uses_the_same_analyser_as_a_job_with_those_options(client, faces_dir):
+    """POST /v1/faces takes the analysis options too, so the faces it lists
+    (and their face_index order) are those a job with the same options finds."""
+    photo = (faces_dir / PHOTO).read_bytes()
+
+    def faces(**fields):
+        data = {name: str(value) for name, value in fields.items()}
+        return client.post("/v1/faces", files={"target": ("t.png", photo, "image/png")}, data=data)
+
+    plain = faces()
+    assert plain.status_code == 200, plain.text
+    assert len(plain.json()["faces"]) == 1
+    assert faces(face_detector="retinaface").json()["faces"] == []  # the job's detector finds nothing either
+    found = faces(face_detector="yolo_face", face_detector_angles="0")
+    assert found.status_code == 200 and len(found.json()["faces"]) == 1
+    bad = faces(face_detector="yolo")
+    assert bad.status_code == 422 and "unknown face detector 'yolo'" in bad.json()["error"]["message"]
+    angle = faces(face_detector="yolo_face", face_detector_angles="0,45")
+    assert angle.status_code == 422 and "0, 90, 180, 270" in angle.json()["error"]["message"]
+    missing = faces(face_detector="scrfd")
+    assert missing.status_code == 422 and missing.json()["error"]["code"] == "model_not_found"

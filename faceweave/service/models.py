@@ -161,11 +161,15 @@ class JobModels:
         return self._swapper
 
     def analyser_for(self, options: SwapOptions) -> FaceAnalyser:
-        """The analyser of ``options.analysis``: the default one, prepared at
-        start, or one kept in :attr:`analysers` (models from ``options.runtime``)."""
-        if options.analysis == self.analyser.options:
+        """The analyser of ``options.analysis`` (models from ``options.runtime``)."""
+        return self.analyser_of(options.analysis, options.runtime)
+
+    def analyser_of(self, analysis: AnalysisOptions, runtime: RuntimeOptions) -> FaceAnalyser:
+        """The analyser of ``analysis``: the default one, prepared at start,
+        or one kept in :attr:`analysers` (models from ``runtime``)."""
+        if analysis == self.analyser.options:
             return self.analyser
-        return self.analysers.get(options.analysis, options.runtime)
+        return self.analysers.get(analysis, runtime)
 
     def close(self) -> None:
         if self._swapper is not None:

@@ -62,7 +62,20 @@ CONTENT_SECURITY_POLICY = (
 VIDEO_SCAN_S = 10.0
 VIDEO_SCAN_FPS = 2.0
 FRAME_MAX_SIDE = 1280
-_FIELDS = frozenset({"order", "min_face_size", "trim"})
+#: the face detector and landmarker options of the job spec, which /v1/faces takes too
+#: (so the faces it lists are those a job with the same options finds, in the same order)
+_ANALYSIS_FIELDS = frozenset(
+    {
+        "face_detector",
+        "face_detector_size",
+        "face_detector_score",
+        "face_detector_angles",
+        "face_detector_margin",
+        "face_landmarker",
+        "face_landmarker_score",
+    }
+)
+_FIELDS = frozenset({"order", "min_face_size", "trim"}) | _ANALYSIS_FIELDS
 
 web_router = APIRouter()
 
@@ -140,7 +153,23 @@ def _form_options(fields: dict[str, list[str]]) -> dict[str, Any]:
     if not (text.isascii() and text.isdigit() and len(text) <= 9):  # int() refuses "²" and 5000 digits
         raise InvalidOptionError(f"min_face_size must be a whole number of pixels, not '{text[:40]}'")
     start = parse_trim(values["trim"])[0] if "trim" in values else 0.0
-    return {"order": order, "min_face_size": int(text), "start": start}
+    return {"order": order, "min_face_size": int(text), "start": start, "analysis": _analysis_options(fields)}
+
+
+def _analysis_options(fields: dict[str, list[str]]):
+    """The :class:`~faceweave.options.AnalysisOptions` of the analysis fields,
+    read and checked as the job options read them."""
+    from pydantic import ValidationError
+
+    from faceweave.options import AnalysisOptions
+    from faceweave.service.jobspec import options_from_form
+
+    given = {name: values for name, values in fields.items() if name in _ANALYSIS_FIELDS}
+    job = options_from_form(given)
+    try:
+        return AnalysisOptions.model_validate(job.analysis_fields())
+    except ValidationError as exc:
+        raise InvalidOptionError("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())) from None
 
 
 @web_router.post(
@@ -153,6 +182,13 @@ def _form_options(fields: dict[str, list[str]]) -> dict[str, Any]:
             "order": {"type": "string"},
             "min_face_size": {"type": "integer"},
             "trim": {"type": "string"},
+            "face_detector": {"type": "string"},
+            "face_detector_size": {"type": "integer"},
+            "face_detector_score": {"type": "number"},
+            "face_detector_angles": {"type": "string", "description": "e.g. 0,90"},
+            "face_detector_margin": {"type": "string", "description": "top,right,bottom,left percent"},
+            "face_landmarker": {"type": "string"},
+            "face_landmarker_score": {"type": "number"},
         },
     ),
     responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 503),
@@ -186,11 +222,12 @@ def _analyse(service, target: UploadedFile, options: dict[str, Any]) -> dict[str
             "face detection is not available on this node: it keeps no models for requests (sync_slots = 0)"
         )
     with service.slots.borrow(service.settings.sync_wait_s) as models:
+        analyser = models.analyser_of(options["analysis"], service.config.runtime)
         if target.kind == "image":
             from faceweave.io import read_image
 
             picture = read_image(target.path, max_pixels=service.config.max_pixels, role="target image")
-            faces = models.analyser.analyse(picture.pixels)
+            faces = analyser.analyse(picture.pixels)
             return {
                 "kind": "image",
                 "width": picture.width,
@@ -202,7 +239,7 @@ def _analyse(service, target: UploadedFile, options: dict[str, Any]) -> dict[str
             }
         if target.kind != "video":
             raise UnsupportedFormatError(f"file 'target' must be a photo or a video, not a {target.kind}")
-        return _first_video_faces(models.analyser, target, options, rows_of, service.config.max_pixels)
+        return _first_video_faces(analyser, target, options, rows_of, service.config.max_pixels)
 
 
 def _first_video_faces(
