@@ -291,7 +291,9 @@ def test_live_and_evaluate_take_the_flags(tmp_path):
 
     for command in ("live", "evaluate"):
         shown = CliRunner().invoke(build_app(), [command, "--help"], env={"COLUMNS": "200"}).output
-        for flag in ("--face-occluder", "--face-parser-regions", "--face-mask-padding", "--face-swapper-weight"):
+        flags = ("--face-occluder", "--face-parser-regions", "--face-mask-padding", "--face-swapper-weight")
+        flags += ("--face-mask-areas", "--face-detector-angles", "--face-detector-margin")
+        for flag in flags:
             assert flag in shown, (command, flag)
     proc = faceweave(
         "evaluate", tmp_path, "--out", tmp_path / "out", "--swapper", "inswapper_128", "--face-parser", "bisenet"
