@@ -304,3 +304,29 @@ def test_peppa_wutz_with_another_output_size_is_refused():
 
     with pytest.raises(ModelSignatureError, match="peppa_wutz: expected 68 x .* 204 values, got shape \\[1, 98, 3\\]"):
         create_face_landmarker("peppa_wutz", load).points(_FRAME, _BOX, _five())
+
+
+def test_faces_lists_what_swap_finds_with_the_same_detector_flags(tmp_path, faces_dir):
+    import json
+
+    from tests.test_cli import assert_clean_error, faceweave
+
+    from faceweave.io.images import read_image
+
+    photo = faces_dir / "single/astronaut_eileen_collins.png"
+    with FaceAnalyser(AnalysisOptions(small_faces=False)) as plain:
+        (face,) = plain.analyse(np.ascontiguousarray(read_image(photo).pixels))
+    b = face.bbox
+    model = constant_model([1, 3, 640, 640], [yolo_head(8400, [(1234, _yolo_row((b.x1, b.y1, b.x2, b.y2), 0.77))])])
+    (tmp_path / CATALOG["yolo_face"].file_name).write_bytes(model.SerializeToString())
+    blind = constant_model([1, 3, "height", "width"], anchor_heads(640, 2, []), name="retinaface")
+    (tmp_path / CATALOG["retinaface"].file_name).write_bytes(blind.SerializeToString())
+    base = ["faces", photo, "--models-dir", tmp_path, "--json"]
+    found = faceweave(*base, "--face-detector", "yolo_face", "--face-detector-angles", "0")
+    assert found.returncode == 0, found.stderr
+    (row,) = json.loads(found.stdout)["faces"]
+    assert row["score"] == pytest.approx(0.77, abs=1e-3)  # the stand-in's, not mediapipe's
+    none = faceweave(*base, "--face-detector", "retinaface")
+    assert none.returncode == 0 and json.loads(none.stdout)["faces"] == []
+    missing = faceweave(*base, "--face-detector", "scrfd")
+    assert_clean_error(missing, 2, "face detector scrfd: model scrfd is not present")

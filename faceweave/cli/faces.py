@@ -8,9 +8,20 @@ from typing import Annotated
 import typer
 
 from faceweave.cli import console
+from faceweave.cli.analysis_flags import (
+    FaceDetectorAnglesOption,
+    FaceDetectorMarginOption,
+    FaceDetectorOption,
+    FaceDetectorScoreOption,
+    FaceDetectorSizeOption,
+    FaceLandmarkerOption,
+    FaceLandmarkerScoreOption,
+    analysis_fields,
+)
 from faceweave.cli.common import check_output_path, refuse_video, swap_options
 from faceweave.cli.quality_options import MaxPixelsOption
-from faceweave.options import FACE_ORDERS, SelectionOptions
+from faceweave.cli.runtime_options import ModelsDirOption
+from faceweave.options import FACE_ORDERS, SelectionOptions, SwapOptions
 from faceweave.types import Face
 
 
@@ -34,20 +45,37 @@ def faces_command(
         bool, typer.Option("--embeddings", help="Also compute each face's 128-D identity embedding (in the JSON).")
     ] = False,
     max_pixels: MaxPixelsOption = None,
+    face_detector: FaceDetectorOption = None,
+    face_detector_size: FaceDetectorSizeOption = None,
+    face_detector_score: FaceDetectorScoreOption = None,
+    face_detector_angles: FaceDetectorAnglesOption = None,
+    face_detector_margin: FaceDetectorMarginOption = None,
+    face_landmarker: FaceLandmarkerOption = None,
+    face_landmarker_score: FaceLandmarkerScoreOption = None,
+    models_dir: ModelsDirOption = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the faces as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
 ) -> None:
-    """List the faces in IMAGE: index (in --order), box, size, score and head pose."""
+    """List the faces in IMAGE: index (in --order), box, size, score and head pose (with swap's face
+    detector and landmarker flags, the faces and indices swap finds with them)."""
 
     def body(term: console.Terminal) -> int:
         if debug_image is not None:
             check_output_path(debug_image, flag="--debug-image")
         SelectionOptions(order=order)  # validates --order
-        limit = swap_options(max_pixels=max_pixels).max_pixels  # validates --max-pixels
-        refuse_video(image, role="image")
-        return _faces(
-            term, image, debug_image, order=order, embeddings=embeddings, max_pixels=limit, json_output=json_output
+        analysis = analysis_fields(
+            face_detector=face_detector,
+            face_detector_size=face_detector_size,
+            face_detector_score=face_detector_score,
+            face_landmarker=face_landmarker,
+            face_landmarker_score=face_landmarker_score,
+            face_detector_angles=face_detector_angles,
+            face_detector_margin=face_detector_margin,
         )
+        runtime = {"models_dir": str(models_dir)} if models_dir is not None else {}
+        options = swap_options(max_pixels=max_pixels, analysis=analysis, runtime=runtime)  # validates the flags
+        refuse_video(image, role="image")
+        return _faces(term, image, debug_image, order=order, embeddings=embeddings, options=options, json=json_output)
 
     raise typer.Exit(console.run(verbose, body))
 
@@ -59,16 +87,21 @@ def _faces(
     *,
     order: str,
     embeddings: bool,
-    max_pixels: int,
-    json_output: bool,
+    options: SwapOptions,
+    json: bool,
 ) -> int:
     from faceweave.analysis import FaceAnalyser
     from faceweave.io import read_image, write_image
     from faceweave.selection import order_faces
+    from faceweave.sessions import ModelSessions
 
-    picture = read_image(image, max_pixels=max_pixels, role="image")
-    with FaceAnalyser() as analyser:
-        faces = analyser.analyse(picture.pixels, embeddings=embeddings)
+    picture = read_image(image, max_pixels=options.max_pixels, role="image")
+    sessions = ModelSessions(options.runtime)  # the chosen detector's and landmarker's files, checked first
+    try:
+        with FaceAnalyser(options.analysis, sessions=sessions) as analyser:
+            faces = analyser.analyse(picture.pixels, embeddings=embeddings)
+    finally:
+        sessions.close()
     ranked = order_faces(faces, order)
     written = None
     if debug_image is not None:
@@ -76,7 +109,7 @@ def _faces(
 
         written = write_image(debug_image, draw_faces(picture.pixels, faces, order=ranked))
     rows = [_row(rank, faces[i], embeddings=embeddings) for rank, i in enumerate(ranked)]
-    if json_output:
+    if json:
         term.json(
             {
                 "image": str(image),
