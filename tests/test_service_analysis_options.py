@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.analysis_fixtures import anchor_heads, constant_model, yolo_head
+from tests.analysis_fixtures import anchor_heads, constant_model
+from tests.test_face_analysis_models import _yolo_for
 
 from faceweave.models import builtin_specs
 from faceweave.options import AnalysisOptions, RuntimeOptions
@@ -24,16 +25,6 @@ pytestmark = pytest.mark.slow
 
 CATALOG = builtin_specs()
 PHOTO = "single/astronaut_eileen_collins.png"
-
-
-def _yolo_at(box, five):
-    """yolo_face finding one face at ``box`` with points ``five`` (a frame of
-    at most 640 px is not scaled)."""
-    x1, y1, x2, y2 = box
-    row = [(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1, 0.9]
-    for x, y in five:
-        row += [x, y, 1.0]
-    return constant_model([1, 3, 640, 640], [yolo_head(8400, [(1234, row)])], name="yolo_face")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +42,7 @@ def client(tmp_path_factory, faces_dir):
     models.mkdir()
     b = face.bbox
     made = {
-        "yolo_face": _yolo_at((b.x1, b.y1, b.x2, b.y2), face.kps5),
+        "yolo_face": _yolo_for((b.x1, b.y1, b.x2, b.y2), face.kps5),
         "retinaface": constant_model([1, 3, "height", "width"], anchor_heads(640, 2, []), name="retinaface"),
     }
     for name, model in made.items():

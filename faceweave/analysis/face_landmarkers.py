@@ -90,20 +90,39 @@ class Fan68From5:
         return FacePoints(five=np.asarray(five, np.float64), points68=self.points68(five), score=0.0)
 
 
-class Fan2dLandmarker:
-    """``2dfan4``: the box's longer side scaled to 195 px in a 256 px square,
-    turned upright by the face's angle, the Lab round trip, BGR in [0, 1];
-    the graph gives 68 points on its 64 px heatmap grid and the heatmaps,
-    whose mean peak is the score.  ``min_score``: the score above which its
-    five points replace the detector's."""
+class _CropLandmarker:
+    """A landmarker on :class:`UprightCrop` (2dfan4, peppa_wutz): the face's
+    angle from ``angle_model``, the 68 points and a score from :meth:`run`;
+    ``min_score``: the score above which its five points replace the
+    detector's."""
 
-    name = "2dfan4"
+    name: str
+    #: how many outputs the graph has
+    outputs: int
 
     def __init__(self, model: RunnableModel, angle_model: Fan68From5, *, min_score: float = 0.5) -> None:
-        _check(model, self.name, 2)
+        _check(model, self.name, self.outputs)
         self.model = model
         self.angle_model = angle_model
         self.min_score = min_score
+
+    def run(self, rgb: np.ndarray, box: np.ndarray, angle: int) -> tuple[np.ndarray, float]:
+        raise NotImplementedError
+
+    def points(self, rgb: np.ndarray, box: np.ndarray, five: np.ndarray) -> FacePoints:
+        angle = decoding.face_angle(self.angle_model.points68(five))
+        points, score = self.run(rgb, box, angle)
+        return _settled(points, score, five, self.min_score)
+
+
+class Fan2dLandmarker(_CropLandmarker):
+    """``2dfan4``: the box's longer side scaled to 195 px in a 256 px square,
+    turned upright by the face's angle, the Lab round trip, BGR in [0, 1];
+    the graph gives 68 points on its 64 px heatmap grid and the heatmaps,
+    whose mean peak is the score."""
+
+    name = "2dfan4"
+    outputs = 2
 
     def run(self, rgb: np.ndarray, box: np.ndarray, angle: int) -> tuple[np.ndarray, float]:
         """``(68, 2)`` image points and the score, the crop turned by ``angle``."""
@@ -112,11 +131,6 @@ class Fan2dLandmarker:
         marks, heatmaps = (np.asarray(result[t.name]) for t in self.model.outputs)
         grid = np.asarray(marks, np.float64).reshape(-1, 68, marks.shape[-1])[0, :, :2]
         return crop.back(grid), decoding.heatmap_score(np.asarray(heatmaps)[0])
-
-    def points(self, rgb: np.ndarray, box: np.ndarray, five: np.ndarray) -> FacePoints:
-        angle = decoding.face_angle(self.angle_model.points68(five))
-        points, score = self.run(rgb, box, angle)
-        return _settled(points, score, five, self.min_score)
 
 
 def _settled(points: np.ndarray, score: float, five: np.ndarray, min_score: float) -> FacePoints:
@@ -152,18 +166,13 @@ class UprightCrop:
         return decoding.transform(points, cv2.invertAffineTransform(self.to_crop))
 
 
-class PeppaWutzLandmarker:
+class PeppaWutzLandmarker(_CropLandmarker):
     """``peppa_wutz``: the crop 2dfan4 sees; its one output holds, per point,
     x and y on the 64 px grid and a confidence, whose mean stretched so that
-    0.95 is 1 is the score (FaceFusion's).  ``min_score`` as 2dfan4's."""
+    0.95 is 1 is the score (FaceFusion's)."""
 
     name = "peppa_wutz"
-
-    def __init__(self, model: RunnableModel, angle_model: Fan68From5, *, min_score: float = 0.5) -> None:
-        _check(model, self.name, 1)
-        self.model = model
-        self.angle_model = angle_model
-        self.min_score = min_score
+    outputs = 1
 
     def run(self, rgb: np.ndarray, box: np.ndarray, angle: int) -> tuple[np.ndarray, float]:
         crop = UprightCrop.of(rgb, box, angle)
@@ -175,11 +184,6 @@ class PeppaWutzLandmarker:
         rows = out.reshape(-1, 3)
         score = float(np.interp(rows[:, 2].mean(), [0.0, 0.95], [0.0, 1.0]))
         return crop.back(rows[:, :2]), score
-
-    def points(self, rgb: np.ndarray, box: np.ndarray, five: np.ndarray) -> FacePoints:
-        angle = decoding.face_angle(self.angle_model.points68(five))
-        points, score = self.run(rgb, box, angle)
-        return _settled(points, score, five, self.min_score)
 
 
 class ManyLandmarkers:
