@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from faceweave.compositing import colour, masks, regions, skin
-from faceweave.compositing.blend import laplacian_blend, match_detail, paste_back, warp_frame
+from faceweave.compositing.blend import laplacian_blend, match_detail, paste_back, per_channel, warp_frame
 from faceweave.geometry import topology as topo
 from faceweave.geometry.align import crop_matrix
 from faceweave.types import BBox
@@ -369,6 +369,47 @@ def test_laplacian_blend_switches_sides_across_a_step_mask():
     assert np.abs(out[:, :16] - 200.0).max() < 1.0
     assert np.abs(out[:, -16:] - 20.0).max() < 1.0
     assert np.all(np.diff(out[32, :, 0]) <= 1e-3)  # a smooth, monotone transition
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_per_channel_gives_what_broadcasting_the_mask_gives(channels, dtype):
+    rng = np.random.default_rng(3)
+    image = rng.uniform(-50, 255, (37, 29, channels)).astype(dtype)
+    mask = rng.uniform(0, 1, (41, 29)).astype(dtype)[2:39]  # a view, not contiguous in memory order
+
+    spread = per_channel(mask, channels)
+
+    assert spread.shape == (37, 29, channels) and spread.dtype == dtype
+    assert np.array_equal(image * spread, image * mask[..., None])
+    assert np.array_equal(image + spread, image + mask[..., None])
+
+
+def _laplacian_blend_broadcast(front, back, mask, levels):
+    """The multi-band blend as it was written before :func:`per_channel`."""
+    back = back.astype(np.float32)
+    gm, gd = [mask.astype(np.float32)], [front.astype(np.float32) - back]
+    for _ in range(levels - 1):
+        gm.append(cv2.pyrDown(gm[-1]))
+        gd.append(cv2.pyrDown(gd[-1]))
+    out = gd[-1] * gm[-1][..., None]
+    for i in range(levels - 2, -1, -1):
+        size = (gd[i].shape[1], gd[i].shape[0])
+        band = gd[i] - cv2.pyrUp(gd[i + 1], dstsize=size)
+        out = cv2.pyrUp(out, dstsize=size) + band * gm[i][..., None]
+    return out + back
+
+
+@pytest.mark.parametrize("levels", [1, 3, 5])
+def test_laplacian_blend_equals_the_blend_with_broadcast_masks(levels):
+    rng = np.random.default_rng(11)
+    front = rng.uniform(0, 255, (150, 131, 3)).astype(np.float32)
+    back = rng.uniform(0, 255, (150, 131, 3)).astype(np.float32)
+    mask = cv2.GaussianBlur((rng.uniform(0, 1, (150, 131)) > 0.5).astype(np.float32), (0, 0), 6.0)
+
+    assert np.array_equal(
+        laplacian_blend(front, back, mask, levels=levels), _laplacian_blend_broadcast(front, back, mask, levels)
+    )
 
 
 @pytest.mark.parametrize("angle", [0.0, 25.0])

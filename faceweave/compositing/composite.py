@@ -599,7 +599,10 @@ def blend_face(
     offset = plan.regional + plan.amount * plan.shading
     shaded = matched + upsampled_window(offset, (mask.shape[1], mask.shape[0]), box)
     background = behind[roi].astype(np.float32)
-    front = np.where(out.coverage[roi][..., None] > 0.5, to_rgb(shaded), background).astype(np.float32)
+    # the new face where it covers the crop, the crop elsewhere (cv2.copyTo: a
+    # one-plane mask over three channels, without NumPy's slow broadcast)
+    covered = (out.coverage[roi] > 0.5).view(np.uint8)
+    front = np.asarray(cv2.copyTo(to_rgb(shaded).astype(np.float32), covered, background.copy()), np.float32)
     blended = laplacian_blend(front, background, mask[roi], levels=BLEND_LEVELS)
     if face_size is not None:
         reference = background if target is None else target.pixels[roi].astype(np.float32)
