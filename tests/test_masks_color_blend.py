@@ -385,6 +385,15 @@ def test_per_channel_gives_what_broadcasting_the_mask_gives(channels, dtype):
     assert np.array_equal(image + spread, image + mask[..., None])
 
 
+def test_per_channel_spreads_a_boolean_mask():
+    mask = np.array([[True, False], [False, True]])
+
+    spread = per_channel(mask, 3)
+
+    assert spread.shape == (2, 2, 3) and spread.dtype == np.bool_
+    assert np.array_equal(spread, np.broadcast_to(mask[..., None], (2, 2, 3)))
+
+
 def _laplacian_blend_broadcast(front, back, mask, levels):
     """The multi-band blend as it was written before :func:`per_channel`."""
     back = back.astype(np.float32)

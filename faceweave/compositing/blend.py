@@ -15,6 +15,8 @@ def per_channel(mask: np.ndarray, channels: int) -> np.ndarray:
     such a broadcast as an inner loop over the short last axis."""
     if channels == 1:
         return mask[..., None]
+    if mask.dtype == np.bool_:  # not an OpenCV type
+        return np.repeat(mask[..., None], channels, axis=2)
     return np.asarray(cv2.merge([np.ascontiguousarray(mask)] * channels))
 
 

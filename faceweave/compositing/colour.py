@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from faceweave.compositing.blend import per_channel
 from faceweave.compositing.regions import skin_region
 from faceweave.compositing.skin import CENTRE_TOLERANCE, skin_likelihood, skin_statistics
 from faceweave.geometry import topology as topo
@@ -148,12 +149,14 @@ def masked_blur(image: np.ndarray, mask: np.ndarray, sigma: float) -> np.ndarray
     # shrunk by exactly ``factor`` (OpenCV's fast path): the last rows and
     # columns that do not fill a block take the nearest result
     even = (slice(0, small[1] * factor), slice(0, small[0] * factor))
-    m = cv2.resize(mask[even].astype(np.float32), small, interpolation=cv2.INTER_AREA)
-    x = cv2.resize((image[even] * mask[even][..., None]).astype(np.float32), small, interpolation=cv2.INTER_AREA)
+    channels = image.shape[2]
+    m = cv2.resize(mask[even].astype(np.float32, copy=False), small, interpolation=cv2.INTER_AREA)
+    weighted = (image[even] * per_channel(mask[even], channels)).astype(np.float32, copy=False)
+    x = cv2.resize(weighted, small, interpolation=cv2.INTER_AREA)
     s = sigma / factor
     num = cv2.GaussianBlur(x, (0, 0), s)
-    den = cv2.GaussianBlur(m, (0, 0), s)[..., None]
-    blurred = np.asarray(num / np.maximum(den, 1e-4), np.float32)
+    den = cv2.GaussianBlur(m, (0, 0), s)
+    blurred = np.asarray(num / per_channel(np.maximum(den, 1e-4), channels), np.float32)
     out = np.asarray(
         cv2.resize(blurred, (small[0] * factor, small[1] * factor), interpolation=cv2.INTER_LINEAR), np.float32
     )

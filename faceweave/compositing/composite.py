@@ -12,7 +12,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from faceweave.compositing.blend import laplacian_blend
+from faceweave.compositing.blend import laplacian_blend, per_channel
 from faceweave.compositing.colour import (
     ColourMatch,
     SkinColour,
@@ -526,7 +526,7 @@ def settle_cheeks(
     bare = 1.0 - eye_mask(small, points * scale)
     fix = cheek_spread(small, points * scale, face_size / 4.0)[..., None] * shift
     change = _lab_to_rgb(lab + fix * bare[..., None]) - _lab_to_rgb(lab)
-    return np.asarray(cv2.resize(change, (w, h), interpolation=cv2.INTER_LINEAR), np.float32) * mask[..., None]
+    return np.asarray(cv2.resize(change, (w, h), interpolation=cv2.INTER_LINEAR), np.float32) * per_channel(mask, 3)
 
 
 def _full_cheek_shift(

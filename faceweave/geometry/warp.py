@@ -201,16 +201,17 @@ def piecewise_remap(images: Sequence[np.ndarray], ids: np.ndarray, affines: np.n
     wherever no triangle is, a pixel gets the image's first pixel (what a
     map to ``-1`` samples under replicated borders)."""
     h, w = ids.shape
-    outs = [np.empty((h, w, *image.shape[2:]), image.dtype) for image in images]
-    for image, out in zip(images, outs, strict=True):
-        out[...] = image[0, 0]
     x, y, bw, bh = cv2.boundingRect((ids >= 0).astype(np.uint8))
     if bw == 0 or bh == 0:
-        return outs
+        return [np.broadcast_to(image[0, 0], (h, w, *image.shape[2:])).copy() for image in images]
     map_x, map_y = piecewise_affine_maps(ids[y : y + bh, x : x + bw], affines, origin=(x, y))
     fixed, fraction = cv2.convertMaps(map_x, map_y, cv2.CV_16SC2)
-    for image, out in zip(images, outs, strict=True):
-        out[y : y + bh, x : x + bw] = cv2.remap(
-            image, fixed, fraction, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
-        ).reshape(bh, bw, *image.shape[2:])
+    outs = []
+    for image in images:
+        inside = cv2.remap(image, fixed, fraction, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        # the box framed by the first pixel (one pass, not a fill of the whole
+        # image over a last axis of 3 channels and then the box written over it)
+        first = tuple(float(v) for v in np.atleast_1d(image[0, 0]))
+        framed = cv2.copyMakeBorder(inside, y, h - y - bh, x, w - x - bw, cv2.BORDER_CONSTANT, value=first)
+        outs.append(np.asarray(framed).reshape(h, w, *image.shape[2:]))
     return outs
