@@ -76,6 +76,19 @@ def test_polygon_mask_fills_the_polygon():
     assert abs(m.sum() - 20 * 10) <= 2 * (20 + 10) + 4  # area, up to a pixel along the edge
 
 
+@pytest.mark.parametrize("stats_dtype", [np.float32, np.float64])
+def test_skin_distance_equals_the_whole_array_formula(stats_dtype):
+    rng = np.random.default_rng(5)
+    lab = np.dstack([rng.uniform(0, 100, (23, 31)), rng.uniform(-40, 40, (23, 31)), rng.uniform(-40, 40, (23, 31))])
+    lab = lab.astype(np.float32)
+    centre, spread = np.array([61.0, 12.5, 14.0], stats_dtype), np.array([9.0, 3.5, 4.25], stats_dtype)
+
+    d = np.abs(lab - centre) / spread
+    expected = np.maximum(d[..., 0] / 1.6, np.hypot(d[..., 1], d[..., 2])).astype(np.float32)
+
+    assert np.array_equal(skin.skin_distance(lab, centre, spread), expected)
+
+
 def test_skin_likelihood_is_one_at_the_skin_colour_and_zero_far_away():
     centre = np.array([60.0, 15.0, 20.0], np.float32)
     spread = np.array([8.0, 3.0, 3.0], np.float32)

@@ -30,8 +30,12 @@ def skin_distance(lab: np.ndarray, centre: np.ndarray, spread: np.ndarray) -> np
     """``(H, W)`` float32: how many spreads each LAB pixel lies from the skin
     colour (:func:`skin_statistics`); lightness counts for less (shading
     changes it) than the chroma."""
-    d = np.abs(lab - centre) / spread
-    return np.maximum(d[..., 0] / 1.6, np.hypot(d[..., 1], d[..., 2])).astype(np.float32)
+    # channel by channel, in the dtype the whole-array expression would have
+    # (NumPy broadcasts a (3,) vector over a last axis of 3 slowly)
+    dtype = np.result_type(lab.dtype, np.asarray(centre).dtype, np.asarray(spread).dtype)
+    centre, spread = np.asarray(centre, dtype), np.asarray(spread, dtype)
+    d = [np.abs(lab[..., k].astype(dtype) - centre[k]) / spread[k] for k in range(3)]
+    return np.maximum(d[0] / 1.6, np.hypot(d[1], d[2])).astype(np.float32)
 
 
 def likelihood_from_distance(dist: np.ndarray, tolerance: float) -> np.ndarray:
