@@ -119,6 +119,13 @@ class ProviderError(ModelError):
     code = "provider_unavailable"
 
 
+class UnknownProviderError(ProviderError, InvalidOptionError):
+    """An execution provider name that faceweave does not know: an invalid
+    option (exit code 2, HTTP 422), unlike a known one that is missing here."""
+
+    code = "unknown_provider"
+
+
 class ExportError(ModelError):
     """A model cannot be exported as asked (shape, precision, target)."""
 

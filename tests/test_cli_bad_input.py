@@ -161,7 +161,7 @@ CASES = [
     ),
     ("models-dir-is-a-file", ["models", "list", "--models-dir", "{B}/text.jpg"], 2, ["--models-dir", "is a file"]),
     # export, benchmark-model
-    ("export-text-named-onnx", ["export", "{B}/text.onnx", "-o", "{O}/x.onnx"], 1, ["not an ONNX model"]),
+    ("export-text-named-onnx", ["export", "{B}/text.onnx", "-o", "{O}/x.onnx"], 2, ["not an ONNX model"]),
     ("export-folder-as-model", ["export", "{F}", "-o", "{O}/x.onnx"], 2, ["is a folder", ".onnx"]),
     (
         "export-shape-nonsense",
@@ -188,7 +188,7 @@ CASES = [
     (
         "bench-unknown-provider",
         ["benchmark-model", "{ONNX}", "--execution-provider", "warp9"],
-        1,
+        2,
         ["'warp9'", "cpu, cuda"],
     ),
     # serve, worker (they must fail before serving / consuming)

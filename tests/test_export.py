@@ -18,7 +18,7 @@ import onnxruntime as ort
 import pytest
 
 from export_fixtures import conv_model, foldable_expected, foldable_model, nudenet_model
-from faceweave.errors import ExportError, InvalidOptionError, ModelFormatError
+from faceweave.errors import ExportError, InputError, InvalidOptionError, ModelFormatError
 from faceweave.export import ExportOptions, benchmark_model, export_model, parse_batches
 from faceweave.export.accuracy import PSNR_CAP_DB, cosine, psnr
 from faceweave.export.ascend import atc_command, check_model, command_line
@@ -362,8 +362,10 @@ def bad_models(models, tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("name", ["text", "truncated"])
 def test_bad_model_files_raise_model_format_error(bad_models, name):
-    with pytest.raises(ModelFormatError, match="is not"):
+    with pytest.raises(ModelFormatError, match="is not") as raised:
         load_model(bad_models[name])
+    # a file the user names: bad input, as a missing one is
+    assert isinstance(raised.value, InputError) and raised.value.code == "model_format"
 
 
 APP = """
@@ -386,7 +388,7 @@ def cli(*args) -> subprocess.CompletedProcess:
 def test_cli_reports_bad_model_files_in_one_line(bad_models, tmp_path, name):
     out = tmp_path / "out.onnx"
     proc = cli("export", bad_models[name], "-o", out)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr  # bad input, as `models import` answers the same file
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "is not" in lines[0], proc.stderr
     assert not any(noise in proc.stderr for noise in NOISE)
@@ -408,7 +410,7 @@ def test_cli_export_and_benchmark(models, tmp_path):
     assert "fixed to 2" in table["notes"][0]
 
     proc = cli("benchmark-model", out, "--execution-provider", "nosuch")
-    assert proc.returncode == 1 and "unknown execution provider 'nosuch'" in proc.stderr and "cuda" in proc.stderr
+    assert proc.returncode == 2 and "unknown execution provider 'nosuch'" in proc.stderr and "cuda" in proc.stderr
 
 
 def test_int8_of_a_model_without_image_input_calibrates_on_random_inputs(models, tmp_path):

@@ -16,6 +16,7 @@ import numpy as np
 
 from faceweave.errors import (
     ExportError,
+    ModelFileFormatError,
     ModelFormatError,
     OutputError,
     UnreadableFileError,
@@ -69,11 +70,13 @@ class TensorSpec:
 
 
 def load_model(path: str | Path, *, role: str = "model"):
-    """The ``onnx.ModelProto`` in ``path``, checked by ``onnx.checker``.
+    """The ``onnx.ModelProto`` in ``path`` (a file the user names), checked by ``onnx.checker``.
 
     Raises:
         UnreadableFileError: the file is missing or unreadable.
-        ModelFormatError: the file is not a (complete) ONNX model.
+        ModelFileFormatError: the file is not a (complete) ONNX model: bad
+            input like a missing file (exit code 2, as ``models import``
+            answers the same file), and still a ``ModelFormatError``.
     """
 
     source = Path(path)
@@ -85,7 +88,10 @@ def load_model(path: str | Path, *, role: str = "model"):
         data = source.read_bytes()
     except OSError as exc:
         raise UnreadableFileError(f"{role} {source}: cannot read ({exc.strerror or exc})") from exc
-    return model_from_bytes(data, what=f"{role} {source}")
+    try:
+        return model_from_bytes(data, what=f"{role} {source}")
+    except ModelFormatError as exc:
+        raise ModelFileFormatError(str(exc)) from exc.__cause__
 
 
 def model_from_bytes(data: bytes, *, what: str = "model"):

@@ -18,8 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from faceweave.errors import ProviderError
-
 #: faceweave's provider names -> ONNX Runtime's
 ORT_PROVIDER_NAMES: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
@@ -74,10 +72,10 @@ class ProviderConfig:
     openvino_device: str | None = None
 
     def __post_init__(self) -> None:
-        from faceweave.errors import InvalidOptionError
+        from faceweave.errors import InvalidOptionError, UnknownProviderError
 
         if self.name not in ORT_PROVIDER_NAMES:
-            raise ProviderError(f"unknown execution provider {self.name!r}; one of {', '.join(PROVIDERS)}")
+            raise UnknownProviderError(f"unknown execution provider {self.name!r}; one of {', '.join(PROVIDERS)}")
         if isinstance(self.device_id, bool) or not isinstance(self.device_id, int) or self.device_id < 0:
             raise InvalidOptionError(f"--device-id must be a whole number >= 0, got {self.device_id!r}")
         if self.cann_precision_mode is not None and self.cann_precision_mode not in CANN_PRECISION_MODES:
