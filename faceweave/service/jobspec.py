@@ -203,17 +203,9 @@ class JobOptions(BaseModel):
     def analysis_fields(self) -> dict[str, Any]:
         """The ``analysis`` fields: the face detector and landmarker and their
         options, as the CLI's flags of the same names set them."""
-        from faceweave.cli.analysis_flags import analysis_fields
+        from faceweave.cli.analysis_flags import analysis_flag_fields
 
-        return analysis_fields(
-            face_detector=self.face_detector,
-            face_detector_size=self.face_detector_size,
-            face_detector_score=self.face_detector_score,
-            face_landmarker=self.face_landmarker,
-            face_landmarker_score=self.face_landmarker_score,
-            face_detector_angles=self.face_detector_angles,
-            face_detector_margin=self.face_detector_margin,
-        )
+        return analysis_flag_fields(self)
 
     def video_options(self):
         """The :class:`~faceweave.video.pipeline.VideoOptions` for a video job."""
