@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from faceweave.analysis.solution import run_image
+
 #: side of the blank picture a graph is first run on, inside the window
 WARM_UP_SIDE = 64
 #: at most this many runs of a graph are made silenced while waiting for
@@ -137,10 +139,11 @@ class QuietGraph:
         self._quiet_runs = 0 if settled is None else MAX_QUIET_RUNS
 
     def process(self, image: Any) -> Any:
+        """The graph's outputs for one RGB image (:func:`~faceweave.analysis.solution.run_image`)."""
         if self._quiet_runs <= 0:
-            return self._graph.process(image)
+            return run_image(self._graph, image)
         with silenced_stderr():
-            result = self._graph.process(image)
+            result = run_image(self._graph, image)
         self._quiet_runs = 0 if self._settled is None or self._settled(result) else self._quiet_runs - 1
         return result
 
