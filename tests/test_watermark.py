@@ -392,3 +392,106 @@ def test_flat_images_do_not_crash_or_false_detect(marker):
         assert not marker.detect(flat).found
         out = marker.embed(flat, PAYLOAD)
         assert out.shape == flat.shape
+
+
+# ------------------------------------------------------------------ marking a video's Y plane
+
+
+def _i420_to_rgb(planes: np.ndarray) -> np.ndarray:
+    av = pytest.importorskip("av")
+    return av.VideoFrame.from_ndarray(planes, format="yuv420p").to_ndarray(format="rgb24")
+
+
+def test_luma_mark_is_the_rgb_mark_once_decoded(marker, astronaut):
+    from faceweave.video.io.sinks import rgb_to_i420
+
+    frame = pan(astronaut, dx=0, dy=0, count=1)[0]
+    frame_marker = marker.frame_marker(640, 360, PAYLOAD)
+    planes = rgb_to_i420(frame)
+    plain = _i420_to_rgb(planes.copy())
+    frame_marker.mark_luma(planes[:360])
+    via_luma = _i420_to_rgb(planes)
+    via_rgb = _i420_to_rgb(rgb_to_i420(frame_marker.mark(frame)))
+    change_luma = pattern.luminance(via_luma) - pattern.luminance(plain)
+    change_rgb = pattern.luminance(via_rgb) - pattern.luminance(plain)
+    # the same mark: as strong, in the same places, with the same signs
+    assert np.corrcoef(change_luma.ravel(), change_rgb.ravel())[0, 1] > 0.93  # 0.96: Y is rounded to whole levels
+    assert np.std(change_luma) == pytest.approx(np.std(change_rgb), rel=0.1)
+    # and colour is left alone: the chroma planes are the unmarked frame's
+    assert np.array_equal(planes[360:], rgb_to_i420(frame)[360:])
+    reading = marker.detect(via_luma)
+    assert reading.found and reading.payload == PAYLOAD
+
+
+def test_luma_mark_refuses_a_plane_of_another_size(marker):
+    frame_marker = marker.frame_marker(640, 360, PAYLOAD)
+    with pytest.raises(InputError, match="luma plane must be a contiguous 640x360 uint8"):
+        frame_marker.mark_luma(np.zeros((360, 320), np.uint8))
+    with pytest.raises(InputError, match="luma plane"):
+        frame_marker.mark_luma(np.zeros((360, 640), np.float32))
+
+
+class _CornerMarker:
+    """A marker that only knows RGB frames: it blacks out the top-left corner."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def mark(self, pixels: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        out = pixels.copy()
+        out[:32, :32] = 0
+        return out
+
+
+def _write_and_read(tmp_path, frames, frame_marker) -> list[np.ndarray]:
+    from fractions import Fraction
+
+    from faceweave.video.io import VideoReader, VideoWriter
+    from faceweave.video.io.probe import VideoInfo
+
+    h, w = frames[0].shape[:2]
+    fps = Fraction(25)
+    info = VideoInfo(
+        path="synthetic",
+        width=w,
+        height=h,
+        fps=fps,
+        time_base=1 / fps,
+        frame_count=None,
+        duration=None,
+        rotation=0,
+        codec="h264",
+        pixel_aspect=Fraction(1),
+        has_audio=False,
+        audio_codec=None,
+    )
+    path = tmp_path / "marked.mp4"
+    with VideoWriter(path, info=info, frame_marker=frame_marker) as writer:
+        for frame in frames:
+            writer.write(frame)
+    with VideoReader(path) as reader:
+        return [f.pixels for f in reader]
+
+
+def test_writer_marks_the_luma_plane_of_h264_frames(tmp_path, marker, astronaut):
+    from faceweave.provenance.stamp import LazyFrameMarker, Provenance
+    from faceweave.video.io.writer import LumaMarker
+
+    provenance = Provenance.new()
+    frame_marker = LazyFrameMarker(provenance)
+    assert isinstance(frame_marker, LumaMarker)
+    decoded = _write_and_read(tmp_path, pan(astronaut, dx=1, dy=0, count=6), frame_marker)
+    reading = Watermarker().detect_frames(decoded)
+    assert reading.found and reading.payload == provenance.payload
+
+
+def test_writer_marks_rgb_frames_with_a_marker_that_knows_no_luma(tmp_path, astronaut):
+    from faceweave.video.io.writer import LumaMarker
+
+    corner = _CornerMarker()
+    assert not isinstance(corner, LumaMarker)
+    frames = pan(astronaut, dx=1, dy=0, count=4)
+    decoded = _write_and_read(tmp_path, frames, corner)
+    assert corner.calls == 4 and len(decoded) == 4
+    assert all(f[4:28, 4:28].max() < 24 and f[100:140, 300:340].mean() > 40 for f in decoded)

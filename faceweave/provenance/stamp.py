@@ -138,12 +138,20 @@ class LazyFrameMarker:
 
     def mark(self, pixels: np.ndarray) -> np.ndarray:
         """``(H, W, 3)`` uint8 RGB -> the same frame, marked."""
-        size = (int(pixels.shape[1]), int(pixels.shape[0]))
+        return self._for(pixels.shape).mark(pixels)
+
+    def mark_luma(self, luma: np.ndarray) -> None:
+        """Mark a frame's limited-range ``(H, W)`` uint8 Y plane in place
+        (:meth:`faceweave.provenance.watermark.FrameMarker.mark_luma`)."""
+        self._for(luma.shape).mark_luma(luma)
+
+    def _for(self, shape: tuple[int, ...]) -> Any:
+        size = (int(shape[1]), int(shape[0]))
         marker = self._marker
         if marker is None or size != self._size:
             marker = watermarker(self._provenance).frame_marker(size[0], size[1], self._provenance.payload)
             self._marker, self._size = marker, size
-        return marker.mark(pixels)
+        return marker
 
 
 def writer_stamp(provenance: Provenance | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ Public API (stable; other provenance code builds on it)::
 
     frames = marker.frame_marker(width, height, payload)   # video: full-frame pattern built once
     out = frames.mark(frame)                                 # per frame, about 7 ms at 1080p
+    frames.mark_luma(y_plane)                                # or a frame's Y plane, in place (video encoders)
     reading = marker.detect_frames(decoded_frames)           # several frames of one video together
 
 ``embed``/``frame_marker`` refuse images under 64 pixels a side and
@@ -49,7 +50,7 @@ set-up: this is a provenance label for honest tools, not a tamper-proof seal.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -71,6 +72,8 @@ DEFAULT_SCALES = (1.0, 0.5, 0.75, 2.0 / 3.0, 1.5, 2.0, 0.25)
 DEFAULT_MIN_CONFIDENCE = 4.0
 #: sync peaks per scale whose bits are read
 PEAKS_PER_SCALE = 3
+#: limited-range Y levels per level of full-range luma (Y spans 16..235)
+Y_LEVELS = 219.0 / 255.0
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ class FrameMarker:
             )
         self.width, self.height = int(width), int(height)
         self._pattern = pat.tiled(tile * np.float32(strength), self.height, self.width)
+        self._luma_pattern: np.ndarray | None = None  # the pattern in Y levels, made by the first mark_luma
         self._masking = masking
 
     def mark(self, frame: np.ndarray) -> np.ndarray:
@@ -121,6 +125,25 @@ class FrameMarker:
             )
         delta = cv2.multiply(self._pattern, pat.perceptual_mask(pat.gray(pixels), self._masking), dtype=cv2.CV_16S)
         return _add_luma(pixels, delta)
+
+    def mark_luma(self, luma: np.ndarray) -> None:
+        """Mark a frame's limited-range (16..235) ``(H, W)`` uint8 Y plane in
+        place, as a video encoder gets it: the mark :meth:`mark` adds to R, G
+        and B alike changes Y by 219/255 of a level per level and leaves the
+        colour planes alone, so the decoded frame carries the same mark
+        without an RGB round trip.  The perceptual mask is read off Y with its
+        activity thresholds scaled alike (the same mask, up to the rounding of
+        Y and its BT.601 or BT.709 weights)."""
+        if luma.dtype != np.uint8 or luma.shape != (self.height, self.width) or not luma.flags.c_contiguous:
+            raise InputError(
+                f"luma plane must be a contiguous {self.width}x{self.height} uint8 array, "
+                f"got {luma.dtype} {luma.shape[::-1]}"
+            )
+        if self._luma_pattern is None:
+            self._luma_pattern = self._pattern * np.float32(Y_LEVELS)
+        masking = replace(self._masking, flat=self._masking.flat * Y_LEVELS, busy=self._masking.busy * Y_LEVELS)
+        delta = cv2.multiply(self._luma_pattern, pat.perceptual_mask(luma, masking), dtype=cv2.CV_16S)
+        cv2.add(luma, delta, dst=luma, dtype=cv2.CV_8U)
 
 
 class Watermarker:

@@ -11,7 +11,7 @@ import tempfile
 import zipfile
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 import av
 import av.error
@@ -27,6 +27,21 @@ from faceweave.video.io.probe import file_url
 if TYPE_CHECKING:
     from faceweave.video.io.audio import AudioCopy, AudioEncode, AudioSource
     from faceweave.video.io.writer import VideoWriter
+
+
+class FrameMarker(Protocol):
+    """Changes each ``(H, W, 3)`` uint8 RGB frame just before it is encoded."""
+
+    def mark(self, pixels: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class LumaMarker(FrameMarker, Protocol):
+    """A :class:`FrameMarker` whose change is to luma alone, and which can
+    also make it on the frame's limited-range ``(H, W)`` uint8 Y plane, in
+    place: what an encoder of 4:2:0 video gets (no RGB round trip)."""
+
+    def mark_luma(self, luma: np.ndarray) -> None: ...
 
 
 def error_reason(exc: BaseException) -> str:
@@ -86,9 +101,14 @@ class AvSink:
             self.audio_source = None
         return stream
 
-    def add(self, pixels: np.ndarray, pts: int, index: int) -> None:
+    def add(self, pixels: np.ndarray, pts: int, index: int, marker: FrameMarker | None = None) -> None:
+        """Encode one frame, marked by ``marker`` (on its Y plane when it is a
+        :class:`LumaMarker` and the frame goes to 4:2:0 as it is)."""
         stream = self.stream if self.stream is not None else self._open(pixels.shape[1], pixels.shape[0])
-        frame = _palette_frame(pixels) if self.writer.kind == "gif" else _yuv420p_frame(pixels)
+        if self.writer.kind == "gif":
+            frame = _palette_frame(pixels if marker is None else marker.mark(pixels))
+        else:
+            frame = _yuv420p_frame(pixels, marker)
         frame.pts, frame.time_base = pts, self.writer._time_base
         frame.duration = self.writer.frame_duration
         self.container.mux(stream.encode(frame))
@@ -180,15 +200,23 @@ def rgb_to_i420(pixels: np.ndarray) -> np.ndarray:
     return out
 
 
-def _yuv420p_frame(pixels: np.ndarray) -> av.VideoFrame:
+def _yuv420p_frame(pixels: np.ndarray, marker: FrameMarker | None = None) -> av.VideoFrame:
     """An RGB frame as a yuv420p :class:`av.VideoFrame` for the encoder
-    (swscale only for odd sides, which 4:2:0 planes do not split evenly)."""
+    (swscale only for odd sides, which 4:2:0 planes do not split evenly),
+    marked by ``marker``: a :class:`LumaMarker` on the Y plane, any other on
+    the RGB frame first."""
     h, w = pixels.shape[:2]
+    luma_marker = marker if isinstance(marker, LumaMarker) and not (h % 2 or w % 2) else None
+    if marker is not None and luma_marker is None:
+        pixels = marker.mark(pixels)
     if h % 2 or w % 2:
         return av.VideoFrame.from_ndarray(np.ascontiguousarray(pixels), format="rgb24").reformat(
             format="yuv420p", dst_colorspace=_sws_colorspace(h), dst_color_range="MPEG"
         )
-    return av.VideoFrame.from_ndarray(rgb_to_i420(np.ascontiguousarray(pixels)), format="yuv420p")
+    planes = rgb_to_i420(np.ascontiguousarray(pixels))
+    if luma_marker is not None:
+        luma_marker.mark_luma(planes[:h])
+    return av.VideoFrame.from_ndarray(planes, format="yuv420p")
 
 
 def with_gif_comment(data: bytes, text: str) -> bytes:
@@ -233,7 +261,9 @@ class PngSink:
         except OSError as exc:
             raise OutputError(f"cannot write PNG frames to '{path}': {error_reason(exc)}") from exc
 
-    def add(self, pixels: np.ndarray, pts: int, index: int) -> None:
+    def add(self, pixels: np.ndarray, pts: int, index: int, marker: FrameMarker | None = None) -> None:
+        if marker is not None:
+            pixels = marker.mark(pixels)
         ok, data = cv2.imencode(".png", np.ascontiguousarray(pixels[..., ::-1]), [cv2.IMWRITE_PNG_COMPRESSION, 3])
         if not ok:
             raise OSError(f"PNG encoding failed for frame {index}")

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
-from typing import Protocol, Self
+from typing import Self
 
 import av
 import av.error
@@ -26,13 +26,9 @@ from faceweave.video.io.formats import (
 )
 from faceweave.video.io.probe import VideoInfo
 from faceweave.video.io.reader import TIME_EPS, is_count, is_number
-from faceweave.video.io.sinks import AvSink, PngSink, error_reason
+from faceweave.video.io.sinks import AvSink, FrameMarker, LumaMarker, PngSink, error_reason
 
-
-class FrameMarker(Protocol):
-    """Changes each ``(H, W, 3)`` uint8 RGB frame just before it is encoded."""
-
-    def mark(self, pixels: np.ndarray) -> np.ndarray: ...
+__all__ = ["FrameMarker", "LumaMarker", "VideoWriter"]
 
 
 class VideoWriter:
@@ -58,7 +54,8 @@ class VideoWriter:
         gif_max_side: GIF frames are shrunk so that their longest side is at most this.
         frame_marker: an object whose ``mark(pixels) -> pixels`` is applied to
             every frame as it will be encoded (after resizing and padding), e.g.
-            an invisible watermark (:func:`faceweave.provenance.stamp.writer_stamp`).
+            an invisible watermark (:func:`faceweave.provenance.stamp.writer_stamp`);
+            a :class:`LumaMarker` marks the Y plane of H.264/H.265/VP9 frames instead.
         metadata: container tags (``{key: text}``) for MP4/MOV (custom keys kept
             with ``movflags=use_metadata_tags``), MKV and WebM; GIF and PNG outputs
             have no container tags and ignore them.
@@ -160,11 +157,9 @@ class VideoWriter:
                 return
             self._last_slot = slot
         px = self._prepared(px)
-        if self._marker is not None:
-            px = self._marker.mark(px)
         pts = max(round(elapsed / self._time_base), self._last_pts + 1)
         try:
-            self._sink.add(px, pts, self.frames_written)
+            self._sink.add(px, pts, self.frames_written, self._marker)
         except (av.error.FFmpegError, OSError) as exc:
             raise OutputError(f"cannot write video '{self.path}': {error_reason(exc)}") from exc
         self._last_pts = pts
