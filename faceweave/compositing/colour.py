@@ -184,6 +184,19 @@ def shading_offset(
     return masked_blur(ref_lab, ref_mask, sigma) - masked_blur(lab, mask, sigma)
 
 
+def chroma_spread(lab: np.ndarray, region: np.ndarray, sigma: float) -> float:
+    """How much a face's skin colour varies at the scale ``sigma``: the
+    length (ΔE) of the 5 to 95 percentile ranges of a* and b* of ``lab``'s
+    :func:`masked_blur` under ``region``, over ``region`` above a half; 0
+    with fewer than 16 such pixels."""
+    sel = region > 0.5
+    if int(sel.sum()) < 16:
+        return 0.0
+    chroma = masked_blur(lab, region, sigma)[sel][:, 1:]
+    low, high = np.percentile(chroma, [5, 95], axis=0)
+    return float(np.linalg.norm(high - low))
+
+
 def skin_colour(crop: AlignedCrop, weight: np.ndarray | None = None) -> SkinColour:
     """The colour of a face's bare skin (:func:`~faceweave.compositing.regions.skin_region`)
     in a crop, optionally weighted by a ``(S, S)`` map in ``[0, 1]`` (a
