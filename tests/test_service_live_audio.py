@@ -1,6 +1,6 @@
 """The microphone's sound back in a live session: each audio frame is held
-until the swapped video has been sent up to its arrival (``AvSync``, checked
-on a clock of its own), and with an aiortc peer whose offer has a microphone
+as long after its arrival as the swapped video's frames are sent after
+theirs (``AvSync``, checked on a clock of its own), and with an aiortc peer whose offer has a microphone
 (a 440 Hz tone) the answer sends audio back on the same connection and the
 tone comes back beside the swapped frames; an offer without audio gets video
 alone, as before."""
@@ -16,26 +16,39 @@ from tests.service_fixtures import settings
 
 
 # ------------------------------------------------------------------ the hold (pure)
-def test_audio_waits_for_the_swapped_video_to_reach_its_arrival():
+def test_audio_goes_as_long_after_its_arrival_as_the_swapped_video_does():
     from faceweave.service.webrtc.sync import MAX_HOLD_S, AvSync
 
     sync = AvSync()
     sync.camera_frame(0.0, arrived=100.0)
     sync.camera_frame(0.066, arrived=100.066)
     sync.camera_frame(0.133, arrived=100.133)
-    assert not sync.audio_due(100.01, now=100.02)  # no swapped frame sent yet
-    sync.video_sent(0.0)
-    assert sync.video_at == 100.0
-    assert sync.audio_due(99.99, now=100.2) and sync.audio_due(100.0, now=100.2)
-    assert not sync.audio_due(100.05, now=100.2)  # after the sent frame's arrival: held
-    sync.video_sent(0.133)  # 0.066 was dropped as stale: forgotten, the video has passed it
-    assert sync.video_at == 100.133 and sync.audio_due(100.1, now=100.3)
-    sync.video_sent(0.066)  # a frame no longer kept does not move the video back
-    assert sync.video_at == 100.133
-    assert not sync.audio_due(100.2, now=100.25)
-    assert sync.audio_due(100.2, now=100.2 + MAX_HOLD_S)  # held at most MAX_HOLD_S
+    assert sync.hold_s is None and not sync.audio_due(100.01, now=100.02)  # no swapped frame sent yet
+    assert sync.audio_due(100.01, now=100.01 + MAX_HOLD_S)  # held at most MAX_HOLD_S
+    sync.video_sent(0.0, now=100.12)  # sent 120 ms after its camera frame arrived
+    assert sync.video_at == 100.0 and sync.hold_s == pytest.approx(0.12)
+    assert not sync.audio_due(100.05, now=100.16) and sync.audio_due(100.05, now=100.1701)
+    assert sync.due_at(100.05) == pytest.approx(100.17)
+    sync.video_sent(0.133, now=100.233)  # 0.066 was dropped as stale: forgotten, the video has passed it
+    assert sync.video_at == 100.133 and sync.hold_s == pytest.approx(0.11)  # the median of 120 and 100 ms
+    sync.video_sent(0.066, now=100.3)  # a frame no longer kept neither moves the video back nor counts
+    assert sync.video_at == 100.133 and sync.hold_s == pytest.approx(0.11)
     sync.video_ended = True
     assert sync.audio_due(100.5, now=100.5)  # no more video: nothing to wait for
+
+
+def test_the_hold_follows_the_recent_frames_and_stays_under_its_bound():
+    from faceweave.service.webrtc.sync import _LATENCIES, MAX_HOLD_S, AvSync
+
+    sync = AvSync()
+    for i in range(_LATENCIES):  # a stall: every frame sent 5 s late
+        sync.camera_frame(i / 15, arrived=i / 15)
+        sync.video_sent(i / 15, now=i / 15 + 5)
+    assert sync.hold_s == pytest.approx(5) and sync.due_at(10.0) == pytest.approx(10.0 + MAX_HOLD_S)
+    for i in range(_LATENCIES, 2 * _LATENCIES):  # the swap caught up: 80 ms; the stall is forgotten
+        sync.camera_frame(i / 15, arrived=i / 15)
+        sync.video_sent(i / 15, now=i / 15 + 0.08)
+    assert sync.hold_s == pytest.approx(0.08)
 
 
 def test_only_the_frames_in_flight_are_kept():
@@ -45,7 +58,7 @@ def test_only_the_frames_in_flight_are_kept():
     for i in range(1000):
         sync.camera_frame(i / 30, arrived=i / 30)
     assert len(sync._frames) == 256
-    sync.video_sent(999 / 30)
+    sync.video_sent(999 / 30, now=999 / 30)
     assert len(sync._frames) == 0 and sync.video_at == pytest.approx(999 / 30)
 
 
@@ -54,13 +67,13 @@ def test_a_sender_that_falls_behind_drops_the_oldest_due_audio():
 
     sync = AvSync()
     sync.camera_frame(0.0, arrived=10.0)
-    sync.video_sent(0.0)
-    arrivals = [9.0 + 0.02 * i for i in range(BACKLOG + 30)]  # 9.00 ... 9.88: all before the video's 10.0
+    sync.video_sent(0.0, now=10.0)  # no hold
+    arrivals = [9.0 + 0.02 * i for i in range(BACKLOG + 30)]  # 9.00 ... 9.88: all due
     assert sync.stale_audio(arrivals, now=10.01) == 30  # keep the newest BACKLOG of the due ones
     assert sync.stale_audio(arrivals[:BACKLOG], now=10.01) == 0
     later = [10.0 + 0.02 * i for i in range(1, 40)]  # not due yet: held, never dropped
-    assert sync.stale_audio(later, now=10.3) == 0
-    assert sync.stale_audio(arrivals[:5] + later, now=10.3) == 0
+    assert sync.stale_audio(later, now=10.01) == 0
+    assert sync.stale_audio(arrivals[:5] + later, now=10.01) == 0
 
 
 # ------------------------------------------------------------------ with an aiortc peer

@@ -44,12 +44,12 @@ from faceweave.service.settings import LiveSettings
 from faceweave.service.webrtc.ice import ice_servers_for
 from faceweave.service.webrtc.offer import Offer
 from faceweave.service.webrtc.stats import LiveStats, StatsView
-from faceweave.service.webrtc.sync import MAX_HOLD_S, AvSync
+from faceweave.service.webrtc.sync import AvSync
 
 log = logging.getLogger("faceweave.service.live")
 #: the clock of the outgoing frames (RTP's for video)
 VIDEO_CLOCK = 90_000
-#: the most audio frames held for the swapped video (20 ms each: a few times MAX_HOLD_S)
+#: the most audio frames held for the swapped video (20 ms each: a few times sync.MAX_HOLD_S)
 _AUDIO_HELD = 250
 
 
@@ -112,16 +112,16 @@ class SwappedTrack(MediaStreamTrack):
         self._number, pixels, t = got
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(pixels), format="rgb24")
         frame.pts, frame.time_base = round(t * VIDEO_CLOCK), Fraction(1, VIDEO_CLOCK)
-        self.sync.video_sent(t)
+        self.sync.video_sent(t, time.monotonic())
         self.progress.set()
         return frame
 
 
 class HeldAudioTrack(MediaStreamTrack):
     """The outgoing audio: the browser's own sound (:meth:`put` as it
-    arrives), each frame held until the swapped video has been sent up to
-    its arrival (:class:`~faceweave.service.webrtc.sync.AvSync`), so the two
-    go back together."""
+    arrives), each frame sent as long after its arrival as the swapped
+    frames are sent after theirs (:class:`~faceweave.service.webrtc.sync.AvSync`),
+    at its own pace, so the browser lines the two up."""
 
     kind = "audio"
 
@@ -158,16 +158,17 @@ class HeldAudioTrack(MediaStreamTrack):
         return frame
 
     async def _until_due(self, arrived: float) -> None:
-        """Wait until a frame that arrived at ``arrived`` may go (the swapped video has caught up)."""
+        """Wait until a frame that arrived at ``arrived`` may go: its due time, looked
+        at again whenever a swapped frame is sent (that can move it) or the video ends."""
         while not self.sync.audio_due(arrived, time.monotonic()):
             self.progress.clear()
             if self.sync.audio_due(arrived, time.monotonic()):  # sent between the look and the clear
                 return
-            wait = max(0.0, arrived + MAX_HOLD_S - time.monotonic())
+            wait = max(0.0, self.sync.due_at(arrived) - time.monotonic())
             try:
                 await asyncio.wait_for(self.progress.wait(), timeout=wait)
             except TimeoutError:
-                return
+                continue
 
 
 class PeerSession:
