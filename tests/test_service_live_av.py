@@ -5,9 +5,13 @@ page to the server and back; the swapped stream is recorded in the page
 (MediaRecorder) and probed where the page plays it (requestVideoFrameCallback
 and WebAudio).  Both views of the returned stream have video and sound, the
 flashes and the bursts are found, and every burst pairs with a flash of its
-own second's kind (four colours and pitches in turn) within a generous window: a sound
-that does not come back, or comes back a second off, fails.  No timing
-figure is checked (benchmarks/live_browser_av.py measures them).
+own second's kind (four colours and pitches in turn) within a generous
+window, 0.6 s where the page plays them (but for the first, whose flash may
+precede the recording, and one whose flash the server may have dropped as
+stale): a sound that does not come back, or is held the whole second the
+server may hold it, or comes back a second off, fails.  No figure is held to
+a target (benchmarks/live_browser_av.py measures them); the windows are
+about twice the largest offsets measured on a loaded machine.
 
 Needs Debian's ``chromium``, ``playwright`` and ``aiortc``; skipped without them."""
 
@@ -33,9 +37,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SOURCE, CLIP = "single/biden2.jpg", "video/lp_d18_talking_face.mp4"
 #: the clip and the WAV loop every this many seconds (a multiple of the four kinds: they stay in turn)
 LOOP_S = 4
-RECORD_S = 5
-#: a burst and its flash at most this far apart (the sound's offset is well under it; a second off is not)
-WINDOW_S = 0.9
+RECORD_S = 6
+#: a burst and its flash at most this far apart where the page plays them (measured: -0.2 to +0.4 s
+#: on a loaded machine; a sound held the whole sync.MAX_HOLD_S comes +0.8 s late, one a second off +1 s)
+PLAYED_WINDOW_S = 0.6
+#: the same in the recording, whose timeline puts the swapped stream's sound up to 0.25 s later still
+RECORDED_WINDOW_S = 0.9
 
 
 def _chromium() -> str:
@@ -47,16 +54,17 @@ def _chromium() -> str:
     return path
 
 
-def _check(recording: Recording, what: str) -> None:
-    assert recording.video_frames >= 2 * RECORD_S, f"{what}: {recording.video_frames} frames"
+def _check(recording: Recording, what: str, window_s: float) -> None:
+    assert recording.video_frames > 0, f"{what}: no picture"
     assert recording.has_audio, f"{what}: no sound"
     assert len(recording.flashes) >= 2, f"{what}: flashes {recording.flashes}"
-    assert len(recording.bursts) >= 2, f"{what}: bursts {recording.bursts}"
-    pairs, lone = pair_events(recording, WINDOW_S)
-    # the first burst may belong to a flash from before the recording began
-    late = [b for b in lone if b != recording.bursts[0]]
-    assert not late, f"{what}: bursts with no flash of their kind within {WINDOW_S} s: {late}; {recording}"
-    assert len(pairs) >= len(recording.bursts) - 1
+    assert len(recording.bursts) >= 3, f"{what}: bursts {recording.bursts}"
+    pairs, lone = pair_events(recording, window_s)
+    # the first burst's flash may come before the recording began, and one flash may be
+    # a stale frame the server dropped; a sound a second off pairs with none
+    unpaired = [b for b in lone if b != recording.bursts[0]]
+    assert len(unpaired) <= 1, f"{what}: bursts with no flash of their kind within {window_s} s: {lone}; {recording}"
+    assert len(pairs) >= max(2, len(recording.bursts) - 2), f"{what}: {len(pairs)} pairs; {recording}"
 
 
 def test_live_page_brings_sound_and_picture_back_together(tmp_path, faces_dir):
@@ -86,6 +94,7 @@ def test_live_page_brings_sound_and_picture_back_together(tmp_path, faces_dir):
             assert errors == [], "JavaScript errors on the page"
         finally:
             browser.close()
-    _check(read_recording(webm["sent"]), "the camera stream, recorded")  # the input is what the test thinks
-    _check(read_recording(webm["back"]), "the swapped stream, recorded")
-    _check(read_probe(probe, "back"), "the swapped stream, as played")
+    # the input is what the test thinks it is
+    _check(read_recording(webm["sent"]), "the camera stream, recorded", RECORDED_WINDOW_S)
+    _check(read_recording(webm["back"]), "the swapped stream, recorded", RECORDED_WINDOW_S)
+    _check(read_probe(probe, "back"), "the swapped stream, as played", PLAYED_WINDOW_S)
