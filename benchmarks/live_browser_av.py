@@ -64,8 +64,9 @@ PAIR_S = 1.0
 
 
 def run_page(base: str, photo: Path, clip: Path, wav: Path, seconds: float, warm_up: float, out: Path) -> dict:
-    """Drive the Live page with the microphone on; record for ``seconds`` after
-    ``warm_up``; the page's figures and the two recordings' paths."""
+    """Drive the Live page with the microphone on; after ``warm_up`` record and
+    probe for ``seconds``; the page's, the browser's and the server's figures,
+    the recordings' paths and the probe's data."""
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium")
@@ -78,31 +79,41 @@ def run_page(base: str, photo: Path, clip: Path, wav: Path, seconds: float, warm
             page.add_init_script(KEEP_PEERS)
             sessions: list[str] = []
             page.on("response", lambda r: _session(r, sessions))
-            page.goto(base + "/live")
-            page.set_input_files("#live-source", str(photo))
-            page.check("#live-audio")
-            page.click("#live-start")
-            page.wait_for_function(
-                "() => Number(document.getElementById('live-frames').dataset.value) > 0", timeout=60_000
-            )
-            page.wait_for_timeout(int(warm_up * 1000))
+            _start(page, base, photo, warm_up)
             before = page.evaluate(RECEIVE_STATS)
             webm, probe = capture(page, seconds, out)
-            reads = []
-            for _ in range(10):
-                reads.append(page.evaluate(RECEIVE_STATS))
-                page.wait_for_timeout(110)
-            buffers = jitter_buffers(before, reads[0])
-            server = _server_figures(base, sessions)
-            figures = {
-                "page_fps": float(page.get_attribute("#live-fps", "data-value") or 0),
-                "page_latency_ms": float(page.get_attribute("#live-latency", "data-value") or 0),
-            }
+            figures = _figures(page, before)
+            figures["server"] = _server_figures(base, sessions)
             page.click("#live-stop")
         finally:
             browser.close()
-    figures["browser_playout_gap_ms"] = playout_gap_ms(reads)
-    return {**figures, "browser_jitter_buffers_ms": buffers, "server": server, "webm": webm, "probe": probe}
+    return {**figures, "webm": webm, "probe": probe}
+
+
+def _start(page, base: str, photo: Path, warm_up: float) -> None:
+    """Start a session on the Live page with ``photo`` and the microphone; wait
+    for the first swapped frame and ``warm_up`` seconds more."""
+    page.goto(base + "/live")
+    page.set_input_files("#live-source", str(photo))
+    page.check("#live-audio")
+    page.click("#live-start")
+    page.wait_for_function("() => Number(document.getElementById('live-frames').dataset.value) > 0", timeout=60_000)
+    page.wait_for_timeout(int(warm_up * 1000))
+
+
+def _figures(page, before: dict) -> dict:
+    """The page's fps and latency, the browser's jitter buffers over the
+    capture, and its lip sync's belief (ten reads a little apart)."""
+    reads = []
+    for _ in range(10):
+        reads.append(page.evaluate(RECEIVE_STATS))
+        page.wait_for_timeout(110)
+    return {
+        "page_fps": float(page.get_attribute("#live-fps", "data-value") or 0),
+        "page_latency_ms": float(page.get_attribute("#live-latency", "data-value") or 0),
+        "browser_playout_gap_ms": playout_gap_ms(reads),
+        "browser_jitter_buffers_ms": jitter_buffers(before, reads[0]),
+    }
 
 
 def _session(response, sessions: list[str]) -> None:
