@@ -36,6 +36,17 @@ def test_chroma_spread_is_the_length_of_the_a_and_b_percentile_ranges():
     assert chroma_spread(_ramps(0.0, 0.0), region, sigma=1.0) == pytest.approx(0.0, abs=1e-4)
 
 
+@pytest.mark.parametrize("sigma", [4.0, 8.0, 12.0])
+def test_chroma_spread_on_its_shrunk_grid_agrees_with_the_full_resolution_measure(sigma):
+    lab = _ramps(0.2, 0.1)
+    lab[30:50, 30:50, 1:] += 6.0  # a patch, so that not only ramps are measured
+    region = np.zeros((100, 100), np.float32)
+    region[15:85, 20:90] = 1.0
+    full = masked_blur(lab, region, sigma)[region > 0.5][:, 1:]
+    low, high = np.percentile(full, [5, 95], axis=0)
+    assert chroma_spread(lab, region, sigma=sigma) == pytest.approx(float(np.linalg.norm(high - low)), abs=0.5)
+
+
 def test_chroma_spread_looks_only_at_the_region():
     lab = _ramps(0.0, 0.0)
     lab[..., 1] = 10.0

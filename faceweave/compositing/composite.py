@@ -77,9 +77,9 @@ TINT_CHROMA = 0.6
 #: a coloured light (:func:`coloured_light`): the excess of the target's
 #: skin-colour spread over the new face's (ΔE, at the shading's scale) from
 #: which the target's colour pattern is taken in full.  On the judge's 24
-#: pairs (no watermark) it moved blotch by +0.11 / +0.35 per pair (seeds
+#: pairs (no watermark) it moved blotch by +0.12 / +0.36 per pair (seeds
 #: 0 / 1; the output's skin had come out evener than the target's), tone by
-#: +0.002 / +0.015 dE and d_src by -0.0006 / +0.0006
+#: +0.000 / +0.021 dE and d_src by +0.0000 / +0.0002
 COLOUR_LIGHT_SPAN = 3.0
 #: the target's lips kept (``MaskOptions.target_lips``): how far around the
 #: outer lip line, and the feather (fractions of the face size)
