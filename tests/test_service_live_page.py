@@ -144,6 +144,15 @@ def test_live_page_swaps_the_camera_and_changes_the_source(tmp_path, faces_dir):
             page.wait_for_selector("#message >> text=Source changed to paul_rudd.jpg")
             _frames_back(page, _frames_back(page, count) + 15)
             after = _grab(page)
+            # the photos chosen stay on the page (not the refused one): one click goes back to the first
+            recent = page.eval_on_selector_all(
+                "#live-recent .recent-source", "(bs) => bs.map((b) => [b.title, b.getAttribute('aria-pressed')])"
+            )
+            page.click("#live-recent .recent-source[title='biden2.jpg']")
+            page.wait_for_selector("#message >> text=Source changed to biden2.jpg")
+            pressed = page.get_attribute("#live-recent .recent-source[title='biden2.jpg']", "aria-pressed")
+            _frames_back(page, _frames_back(page, count) + 15)
+            back = _grab(page)
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "live_page.png"), full_page=True)
 
@@ -178,11 +187,14 @@ def test_live_page_swaps_the_camera_and_changes_the_source(tmp_path, faces_dir):
             "swapped->rudd": distance(first, rudd),
             "changed->rudd": distance(after, rudd),
             "changed->biden": distance(after, biden),
+            "back->biden": distance(back, biden),
         }
     (ARTIFACTS / "live_page.json").write_text(json.dumps({"fps": fps, "latency_ms": latency, **figures}, indent=1))
     assert figures["swapped->biden"] < figures["camera->biden"], figures  # moved toward the source
     assert figures["changed->rudd"] < figures["swapped->rudd"], figures  # the new source's identity
     assert figures["changed->biden"] > figures["swapped->biden"], figures
+    assert recent == [["paul_rudd.jpg", "true"], ["biden2.jpg", "false"]] and pressed == "true"
+    assert figures["back->biden"] < figures["changed->biden"], figures  # the first source again
 
 
 #: the energy of the swapped stream's sound on the page, through an AnalyserNode (0: silence)

@@ -1,7 +1,8 @@
 // The faceweave Live page: the camera goes to the server over WebRTC
 // (POST /v1/live with the offer and the source photo), the swapped video comes
 // back on the same peer connection; a new source photo while live goes to
-// POST /v1/live/{id}/source; with "microphone" its sound is sent too and comes
+// POST /v1/live/{id}/source (the photos chosen are kept on the page, to go
+// back to one with a click); with "microphone" its sound is sent too and comes
 // back on the same stream as the swapped video; the ICE servers (STUN, TURN
 // with time-limited credentials) come from GET /v1/live/config; the figures
 // are the browser's (frames decoded, round trip) and the server's
@@ -12,8 +13,9 @@
   const KEY_STORE = "faceweave.apiKey"; // the same key as the main page
   const STATS_MS = 1000;
   const GATHER_MS = 3000;
+  const RECENT_MAX = 6; // source photos kept on the page (in memory only: never stored)
   const $ = (id) => document.getElementById(id);
-  const state = { pc: null, camera: null, session: null, timer: null, last: null };
+  const state = { pc: null, camera: null, session: null, timer: null, last: null, recent: [], current: null };
 
   // ------------------------------------------------------------ API access
   class ApiError extends Error {
@@ -83,10 +85,72 @@
     });
   }
 
+  // ------------------------------------------------------------ sources
+  // Every photo chosen on the page is kept (the last RECENT_MAX, as object
+  // URLs of the files, for this visit only) and shown as a button: choosing
+  // one makes it the source again, at once when live.  A photo the server
+  // refuses (no face in it) goes from the list, and the one before stays.
+  function sameFile(a, b) {
+    return a.name === b.name && a.size === b.size && a.lastModified === b.lastModified;
+  }
+
+  function remember(file) {
+    const at = state.recent.findIndex((entry) => sameFile(entry.file, file));
+    const entry = at >= 0 ? state.recent.splice(at, 1)[0] : { file, url: URL.createObjectURL(file) };
+    state.recent.unshift(entry);
+    while (state.recent.length > RECENT_MAX) URL.revokeObjectURL(state.recent.pop().url);
+    return entry;
+  }
+
+  function forget(entry) {
+    const at = state.recent.indexOf(entry);
+    if (at >= 0) URL.revokeObjectURL(state.recent.splice(at, 1)[0].url);
+  }
+
+  function showRecent() {
+    const box = $("live-recent");
+    box.replaceChildren();
+    for (const entry of state.recent) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "recent-source";
+      button.title = entry.file.name;
+      button.setAttribute("aria-pressed", String(entry === state.current));
+      const image = document.createElement("img");
+      image.src = entry.url;
+      image.alt = entry.file.name;
+      button.append(image);
+      button.addEventListener("click", () => useSource(entry, false));
+      box.append(button);
+    }
+    $("live-recent-field").hidden = state.recent.length === 0;
+  }
+
+  async function useSource(entry, fresh) {
+    const before = state.current;
+    state.current = entry;
+    showRecent();
+    if (!state.session) return;
+    const form = new FormData();
+    form.append("source", entry.file);
+    try {
+      await api(state.session.links.source, { method: "POST", body: form });
+      showMessage(`Source changed to ${entry.file.name}.`, "info");
+    } catch (err) {
+      if (fresh) forget(entry);
+      state.current = before && state.recent.includes(before) ? before : null;
+      showRecent();
+      report(err, "The source was not changed");
+    }
+  }
+
   async function start() {
     $("message").hidden = true;
-    const photo = $("live-source").files[0];
+    const chosen = $("live-source").files[0];
+    if (!state.current && chosen) state.current = remember(chosen);
+    const photo = state.current ? state.current.file : null;
     if (!photo) { showMessage("Choose a source photo first: the face to put in."); return; }
+    showRecent();
     $("live-start").disabled = true;
     try {
       // the ICE servers (TURN with time-limited credentials) before the offer is made
@@ -154,15 +218,9 @@
 
   async function changeSource() {
     const photo = $("live-source").files[0];
-    if (!state.session || !photo) return;
-    const form = new FormData();
-    form.append("source", photo);
-    try {
-      await api(state.session.links.source, { method: "POST", body: form });
-      showMessage(`Source changed to ${photo.name}.`, "info");
-    } catch (err) {
-      report(err, "The source was not changed");
-    }
+    if (!photo) return;
+    const known = state.recent.some((entry) => sameFile(entry.file, photo));
+    await useSource(remember(photo), !known);
   }
 
   // ------------------------------------------------------------ figures
