@@ -9,6 +9,7 @@ import pytest
 
 from faceweave.compositing.colour import apply_statistics, chroma_spread, masked_blur, to_lab
 from faceweave.compositing.composite import (
+    COLOUR_LIGHT_MARGIN,
     COLOUR_LIGHT_SPAN,
     MAX_CONTRAST_GAIN,
     SHADING_SIGMA,
@@ -63,7 +64,8 @@ def test_chroma_spread_looks_only_at_the_region():
 @pytest.mark.parametrize(
     ("target_step", "face_step", "want"),
     [
-        (0.02, 0.0, 0.9 * 99 * 0.02 / COLOUR_LIGHT_SPAN),  # the target varies more: part of the way
+        (0.02, 0.0, (0.9 * 99 * 0.02 - COLOUR_LIGHT_MARGIN) / COLOUR_LIGHT_SPAN),  # more: part of the way
+        (0.01, 0.0, 0.0),  # less than the margin more: none
         (0.3, 0.0, 1.0),  # far more: all of it
         (0.0, 0.2, 0.0),  # the new face varies more: none
         (0.1, 0.1, 0.0),  # as much: none
