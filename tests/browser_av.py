@@ -249,6 +249,11 @@ def read_recording(path: Path) -> Recording:
                 )
                 rate = frame.sample_rate
     frames.sort(key=lambda f: f[0])
+    return _recording(frames, chunks, rate)
+
+
+def _recording(frames: list[tuple[float, np.ndarray]], chunks: list[tuple[float, np.ndarray]], rate: int) -> Recording:
+    """The events found in a view's frames (time-sorted) and sound chunks."""
     times = [t for t, _ in frames]
     return Recording(
         flashes=tuple(find_flashes(frames)),
@@ -353,14 +358,7 @@ def read_probe(probe: dict, name: str) -> Recording:
         ((frame / rate * 1000 + shift_ms) / 1000, np.frombuffer(base64.b64decode(data), "<i2") / 32767)
         for frame, data in blocks
     ]
-    times = [t for t, _ in frames]
-    return Recording(
-        flashes=tuple(find_flashes(frames)),
-        bursts=tuple(find_bursts(chunks, rate)) if chunks else (),
-        video_frames=len(frames),
-        video_span_s=(times[-1] - times[0]) if times else 0.0,
-        has_audio=bool(chunks),
-    )
+    return _recording(frames, chunks, rate)
 
 
 #: (init script) keep the page's peer connections where :data:`RECEIVE_STATS` finds them

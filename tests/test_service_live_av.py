@@ -17,8 +17,6 @@ Needs Debian's ``chromium``, ``playwright`` and ``aiortc``; skipped without them
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from tests.browser_av import (
     Recording,
@@ -31,6 +29,7 @@ from tests.browser_av import (
     read_recording,
 )
 from tests.service_fixtures import settings
+from tests.test_service_live_page import _chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -43,15 +42,6 @@ RECORD_S = 6
 PLAYED_WINDOW_S = 0.6
 #: the same in the recording, whose timeline puts the swapped stream's sound up to 0.25 s later still
 RECORDED_WINDOW_S = 0.9
-
-
-def _chromium() -> str:
-    pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    pytest.importorskip("aiortc", reason="the webrtc extra (aiortc) is not installed")
-    path = shutil.which("chromium")
-    if path is None:
-        pytest.skip("Debian's 'chromium' is not installed (apt-get install chromium)")
-    return path
 
 
 def _check(recording: Recording, what: str, window_s: float) -> None:

@@ -447,25 +447,12 @@ class _CornerMarker:
 def _write_and_read(tmp_path, frames, frame_marker) -> list[np.ndarray]:
     from fractions import Fraction
 
+    from tests.test_video_io import _info
+
     from faceweave.video.io import VideoReader, VideoWriter
-    from faceweave.video.io.probe import VideoInfo
 
     h, w = frames[0].shape[:2]
-    fps = Fraction(25)
-    info = VideoInfo(
-        path="synthetic",
-        width=w,
-        height=h,
-        fps=fps,
-        time_base=1 / fps,
-        frame_count=None,
-        duration=None,
-        rotation=0,
-        codec="h264",
-        pixel_aspect=Fraction(1),
-        has_audio=False,
-        audio_codec=None,
-    )
+    info = _info(width=w, height=h, fps=Fraction(25))
     path = tmp_path / "marked.mp4"
     with VideoWriter(path, info=info, frame_marker=frame_marker) as writer:
         for frame in frames:

@@ -116,6 +116,8 @@ class FrameMarker:
         self._pattern = pat.tiled(tile * np.float32(strength), self.height, self.width)
         self._luma_pattern: np.ndarray | None = None  # the pattern in Y levels, made by the first mark_luma
         self._masking = masking
+        #: the masking's activity thresholds in Y levels (:meth:`mark_luma`)
+        self._luma_masking = replace(masking, flat=masking.flat * Y_LEVELS, busy=masking.busy * Y_LEVELS)
 
     def mark(self, frame: np.ndarray) -> np.ndarray:
         pixels = _check_pixels(frame, "frame")
@@ -141,8 +143,7 @@ class FrameMarker:
             )
         if self._luma_pattern is None:
             self._luma_pattern = self._pattern * np.float32(Y_LEVELS)
-        masking = replace(self._masking, flat=self._masking.flat * Y_LEVELS, busy=self._masking.busy * Y_LEVELS)
-        delta = cv2.multiply(self._luma_pattern, pat.perceptual_mask(luma, masking), dtype=cv2.CV_16S)
+        delta = cv2.multiply(self._luma_pattern, pat.perceptual_mask(luma, self._luma_masking), dtype=cv2.CV_16S)
         cv2.add(luma, delta, dst=luma, dtype=cv2.CV_8U)
 
 
