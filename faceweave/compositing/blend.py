@@ -6,6 +6,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from faceweave.compositing.resample import gaussian_lowpass
+
 
 def per_channel(mask: np.ndarray, channels: int) -> np.ndarray:
     """``(H, W)`` ``mask`` repeated into ``(H, W, channels)`` (its dtype kept).
@@ -145,10 +147,10 @@ def match_blur(
     for sigma in _BLUR_STEPS:
         if _sharpness(cv2.GaussianBlur(n_luma, (0, 0), sigma), w_sel) <= want * _SHARPER:
             break
-    blurred = cv2.GaussianBlur(new, (0, 0), sigma)
+    blurred = gaussian_lowpass(new, sigma)
     # a little beyond the mask too, so the face's own outline (the jaw, the
     # hairline) is softened like the rest; the photo there is as soft anyway
-    weight = np.clip(cv2.GaussianBlur(mask, (0, 0), 2.0 * sigma) * 2.0, 0.0, 1.0)
+    weight = np.clip(gaussian_lowpass(mask, 2.0 * sigma) * 2.0, 0.0, 1.0)
     return new + (blurred - new) * per_channel(weight, new.shape[2])
 
 
@@ -318,7 +320,7 @@ def _sharpened_to_photo(orig: np.ndarray, new: np.ndarray, m: np.ndarray, *, fac
     have = _laplacian_energy(_small(luma, scale), sel)
     if have >= DETAIL_GOAL**2 * want:
         return None
-    detail = luma - cv2.GaussianBlur(luma, (0, 0), max(1.0, 1.0 / scale))
+    detail = luma - gaussian_lowpass(luma, max(1.0, 1.0 / scale))
     # resizing is linear: the sharpened face at the compared scale is the
     # small face plus the amount times the small detail
     small_luma, small_detail = _small(luma, scale), _small(detail, scale)
@@ -443,8 +445,9 @@ def _detail_window(
 
 
 def _band(x: np.ndarray, sigma: float) -> np.ndarray:
-    """The detail band: ``x`` minus its Gaussian low-pass at ``sigma``."""
-    return x - cv2.GaussianBlur(x, (0, 0), sigma)
+    """The detail band: ``x`` minus its Gaussian low-pass at ``sigma``
+    (:func:`~faceweave.compositing.resample.gaussian_lowpass`)."""
+    return x - gaussian_lowpass(x, sigma)
 
 
 def _grain_step(
