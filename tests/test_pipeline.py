@@ -462,14 +462,16 @@ def test_hand_mask_draws_the_palm_and_the_fingers():
 
 
 class _SeenMesh:
-    """A stand-in face mesh model that reads a fixed mesh off any picture."""
+    """A stand-in face mesh model that reads a fixed mesh off any picture,
+    or, given ``then``, that mesh first and ``then`` on every later look."""
 
-    def __init__(self, mesh):
-        self.mesh, self.calls = mesh, 0
+    def __init__(self, mesh, then=None):
+        self.mesh, self.then, self.calls = mesh, then, 0
 
     def landmarks(self, rgb, box):
         self.calls += 1
-        return None if self.mesh is None else self.mesh.copy()
+        mesh = self.mesh if self.calls == 1 or self.then is None else self.then
+        return None if mesh is None else mesh.copy()
 
 
 class _CountingSwapper:
@@ -504,13 +506,14 @@ def test_check_expression_corrects_the_mouth_width_it_reads(swapper, path, seen_
     from faceweave.expression import EXPRESSION_GAIN, EXPRESSION_ROUNDS
     from faceweave.pipeline import cut_crop
 
-    assert EXPRESSION_GAIN == 1.7 and EXPRESSION_ROUNDS == 1
+    assert EXPRESSION_GAIN == 1.7 and EXPRESSION_ROUNDS == 2
     pixels = read_image(path(COLLINS)).pixels
     face = swapper.find_faces(pixels)[0]
     (source,) = swapper.load_sources([path(BIDEN)])
     crop = cut_crop(pixels, face, face_size=swapper.working_size(face))
     counting = _CountingSwapper(swapper.swapper)
-    seen = _SeenMesh(_widened(crop.mesh, seen_factor))
+    # the corrected face reads as the target's, if it is looked at again
+    seen = _SeenMesh(_widened(crop.mesh, seen_factor), then=crop.mesh)
     monkeypatch.setattr(swapper, "swapper", counting)
     monkeypatch.setattr(swapper.analyser, "mesher", seen)
     first = counting.swap(source, crop)
@@ -518,7 +521,8 @@ def test_check_expression_corrects_the_mouth_width_it_reads(swapper, path, seen_
 
     out = swapper.check_expression(crop, source, first, {})
 
-    assert seen.calls == 1
+    # a reading this far off is looked at again after its correction
+    assert seen.calls == (1 if expect_width is None else 2)
     if expect_width is None:
         assert counting.corrections == [] and out is first
     else:
@@ -527,6 +531,37 @@ def test_check_expression_corrects_the_mouth_width_it_reads(swapper, path, seen_
         # the mouth opening and the eyes read as the target's: left alone
         assert correction.mouth_open == 0.0 and correction.eye_open == 1.0
         assert out is not first
+
+
+@pytest.mark.parametrize("seen_factor, looks", [(0.985, 1), (0.9, 2)])
+def test_check_expression_looks_again_only_after_a_large_miss(swapper, path, seen_factor, looks, monkeypatch):
+    """A mouth that reads a little too narrow is corrected once and not looked
+    at again; one that reads far off is looked at again and, still off,
+    corrected a second time from where the first correction left it."""
+    from faceweave.expression import EXPRESSION_RECHECK, EXPRESSION_TOLERANCE
+    from faceweave.geometry.expression import expression_ratios
+    from faceweave.pipeline import cut_crop
+
+    pixels = read_image(path(COLLINS)).pixels
+    face = swapper.find_faces(pixels)[0]
+    (source,) = swapper.load_sources([path(BIDEN)])
+    crop = cut_crop(pixels, face, face_size=swapper.working_size(face))
+    narrow = _widened(crop.mesh, seen_factor)
+    gap = expression_ratios(crop.mesh).mouth_width - expression_ratios(narrow).mouth_width
+    assert (gap > EXPRESSION_RECHECK) == (looks == 2) and gap > EXPRESSION_TOLERANCE
+    counting = _CountingSwapper(swapper.swapper)
+    # every look reads the same narrow mouth: the corrections do not show
+    seen = _SeenMesh(narrow)
+    monkeypatch.setattr(swapper, "swapper", counting)
+    monkeypatch.setattr(swapper.analyser, "mesher", seen)
+    first = counting.swap(source, crop)
+    counting.corrections.clear()
+
+    swapper.check_expression(crop, source, first, {})
+
+    assert seen.calls == looks and len(counting.corrections) == looks
+    widths = [c.mouth_width for c in counting.corrections]
+    assert widths == sorted(widths) and widths[0] > 1.0  # each widens further
 
 
 def test_check_expression_leaves_other_swappers_and_unread_faces_alone(swapper, path, monkeypatch):
