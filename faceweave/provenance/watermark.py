@@ -264,7 +264,12 @@ def _add_luma(pixels: np.ndarray, delta: np.ndarray) -> np.ndarray:
     if pixels.ndim == 2:
         return cv2.add(pixels, delta, dtype=cv2.CV_8U)
     rgb = np.ascontiguousarray(pixels[..., :3])
-    out = cv2.add(rgb, cv2.merge([delta, delta, delta]), dtype=cv2.CV_8U)
+    # the rises and the falls as two uint8 planes (a pixel has one or the
+    # other): two saturating uint8 passes give exactly the saturated sum, in
+    # about half the time of one mixed uint8 + int16 pass over three channels
+    up, down = cv2.convertScaleAbs(np.maximum(delta, 0)), cv2.convertScaleAbs(np.minimum(delta, 0))
+    out = cv2.add(rgb, cv2.merge([up, up, up]))
+    cv2.subtract(out, cv2.merge([down, down, down]), dst=out)
     if pixels.shape[2] == 4:
         out = np.dstack([out, pixels[..., 3]])
     return out
