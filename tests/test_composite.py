@@ -538,3 +538,85 @@ def test_compositing_values_check_their_arrays(make, error):
     assert arrays and all(not a.flags.writeable for a in arrays)
     with pytest.raises(AttributeError):
         value.mask = None
+
+
+def test_the_targets_beard_is_found_below_the_nose_only(mesh):
+    """``target_beard``: a patch clearly darker than the cheeks below the
+    nose is beard; the same darkness above it (a shadow beside the eye) is
+    not, nor is an even face."""
+    from faceweave.compositing.occlusion import target_beard
+
+    lab = np.zeros((SIZE[1], SIZE[0], 3), np.float32)
+    lab[..., 0] = 62.0 + np.random.default_rng(1).normal(0, 1.5, SIZE[::-1])
+    lab[..., 1], lab[..., 2] = 14.0, 17.0
+    region = skin_region(SIZE, mesh, 100.0)
+    assert float(target_beard(lab, mesh, region, 100.0).max()) < 0.2
+    bearded = lab.copy()
+    chin, nose = mesh[topo.CHIN, :2], mesh[topo.NOSE_TIP, :2]
+    cv2.circle(bearded, tuple(int(v) for v in chin - (0, 15)), 22, (30.0, 8.0, 10.0), -1)
+    cv2.circle(bearded, tuple(int(v) for v in nose - (35, 45)), 10, (30.0, 8.0, 10.0), -1)  # beside an eye
+    beard = target_beard(bearded, mesh, region, 100.0)
+    assert at(beard, chin - (0, 15)) > 0.9
+    assert at(beard, nose - (35, 45)) < 0.05
+    # the cheeks stay bare: their own lightness sets what is darker
+    assert at(beard, mesh[205]) < 0.05 and at(beard, mesh[425]) < 0.05
+
+
+def test_a_beard_on_the_target_is_left_out_of_the_colour_and_detail_masks(mesh):
+    """Where the target shows a beard, the new face's shading is not learnt
+    (the colour skin mask) and the photo's texture is not restored (the
+    detail mask)."""
+    from faceweave.compositing.composite import blend_masks, half_crop
+    from faceweave.options import MaskOptions
+    from faceweave.swappers.base import SwapOutput
+
+    size = 256
+    m = mesh.copy()
+    m[:, :2] = (m[:, :2] - m[:, :2].mean(axis=0)) * (size * 0.55 / np.ptp(m[:, 0])) + size / 2
+    skin_rgb = np.full((size, size, 3), (200, 160, 140), np.uint8)
+    behind = skin_rgb.copy()
+    chin = m[topo.CHIN, :2]
+    cv2.circle(behind, tuple(int(v) for v in chin - (0, 12)), 18, (70, 55, 45), -1)
+    ones = np.ones((size, size), np.float32)
+    out = SwapOutput(face=skin_rgb, background=behind, coverage=ones, mesh=m, changed=np.zeros_like(ones))
+    fs = float(np.ptp(m[:, 0]))
+    args = dict(options=MaskOptions(occlusion=False), person_mask=None, hands=None, full=(size, size))
+    bearded = blend_masks(half_crop(out, behind, face_size=fs), out, **args)
+    shaven = blend_masks(half_crop(out, skin_rgb, face_size=fs), out, **args)
+    spot = chin - (0, 12)
+    hx, hy = (int(round((v + 0.5) / 2 - 0.5)) for v in spot)
+    assert shaven.skin[hy, hx] == 1.0 and bearded.skin[hy, hx] == 0.0
+    assert at(shaven.detail, spot) > 0.5 and at(bearded.detail, spot) < 0.1
+    # elsewhere the masks are the same
+    cheek = m[205, :2]
+    assert at(bearded.detail, cheek) == pytest.approx(at(shaven.detail, cheek), abs=1e-6)
+
+
+def test_a_smooth_skinned_source_on_a_bearded_target_grows_no_ghost_beard(faces_dir):
+    """The new chin (below the lower lip) is about as light as the new
+    cheeks, where the target's own chin is a dark beard; learnt on the beard,
+    the shading and the restored texture put a grey ghost of it on the new
+    chin (-14.6 L* below the cheeks, against +3.4 with the beard left out)."""
+    from faceweave.compositing.colour import to_lab
+    from faceweave.io import read_image
+    from faceweave.pipeline import FaceSwapper
+    from faceweave.provenance.stamp import Provenance
+
+    target = read_image(faces_dir / "identity/alex_lacamoire/knn_train_img1.jpg").pixels
+    with FaceSwapper() as swapper:
+        result = swapper.swap(
+            [faces_dir / "identity/scarlett_johansson/df_img9.jpg"], target, provenance=Provenance.new(watermark=False)
+        )
+    mesh = result.faces[0].mesh
+    radius = max(3, int(0.04 * float(np.ptp(mesh[:, 0]))))
+
+    def lightness(lab: np.ndarray, points: tuple[int, ...]) -> float:
+        zone = np.zeros(lab.shape[:2], np.uint8)
+        for i in points:
+            cv2.circle(zone, tuple(int(v) for v in mesh[i, :2]), radius, 1, -1)
+        return float(np.median(lab[zone > 0][:, 0]))
+
+    chin, cheeks = (200, 18), (205, 425)
+    before, after = to_lab(target), to_lab(result.image)
+    assert lightness(before, chin) - lightness(before, cheeks) < -15.0  # the target's beard
+    assert lightness(after, chin) - lightness(after, cheeks) > -7.0

@@ -25,7 +25,7 @@ from faceweave.compositing.colour import (
     to_rgb,
 )
 from faceweave.compositing.masks import box_mask, combine, feather, polygon_mask
-from faceweave.compositing.occlusion import target_occlusion
+from faceweave.compositing.occlusion import target_beard, target_occlusion
 from faceweave.compositing.regions import (
     brow_mask,
     eye_mask,
@@ -262,13 +262,15 @@ def blend_masks(
         region = region * (1.0 - lips_zone(size, mesh, grow=LIPS_GROW * fs, soft=LIPS_FEATHER * fs))
     mask_h = combine(region, fade, occlusion, box)
     bare = 1.0 - feather(feature_mask(size, mesh, grow=0.02 * fs), erode=0, blur=0.01 * fs)
+    # the target's beard is neither light nor skin texture for the new face
+    shaven = 1.0 - target_beard(view.behind_lab, mesh, skin, fs)
     return CompositeMasks(
         mask=upsample(mask_h, full),
         # where the crop was reshaped is pasted too, unless the frame itself
         # is warped (``pasted_change`` None: :func:`frame_warp`)
         paste=paste_mask(mask_h, fs, boxed=box is not None, changed=pasted_change, hands=hands, full=full),
-        detail=upsample(mask_h * bare, full),
-        skin=skin if occlusion is None else skin * (occlusion > 0.5),
+        detail=upsample(mask_h * bare * shaven, full),
+        skin=skin * (shaven > 0.5) if occlusion is None else skin * ((occlusion > 0.5) & (shaven > 0.5)),
     )
 
 

@@ -113,6 +113,27 @@ def target_occlusion(
     return feather(occ, erode=0.008 * face_size, blur=0.012 * face_size)
 
 
+#: the target's beard: below the nose and this many skin spreads of
+#: lightness darker than its bare skin (:func:`target_beard`)
+BEARD_DARKER = 1.0
+
+
+def target_beard(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray, face_size: float) -> np.ndarray:
+    """``(H, W)`` float32 in ``[0, 1]``: the target's beard, moustache or
+    stubble, where the new face's mouth and chin go (so it is not an
+    occluder, :func:`target_occlusion`): below the nose and clearly darker
+    than its bare skin under ``skin``.  Neither its darkness nor its
+    texture is the light or the skin of the face: the new face's shading is
+    learnt, and the photo's texture restored, away from it (otherwise a
+    ghost of the beard grows on a smooth-skinned source's chin)."""
+    size = (lab.shape[1], lab.shape[0])
+    below = below_nose(size, mesh, soft=0.05 * face_size)
+    # the skin's own lightness, above the beard (a full beard would darken it)
+    centre, spread = skin_statistics(lab, skin * (below < 0.5))
+    dark = np.clip((centre[0] - lab[..., 0]) / spread[0] - BEARD_DARKER, 0.0, 1.0)
+    return feather((below * dark).astype(np.float32), erode=0, blur=0.01 * face_size)
+
+
 def lower_face_cover(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray, face_size: float) -> np.ndarray | None:
     """Where a face mask or a scarf covers the lower face: ``[0, 1]``
     float32 over the face below the eyes, or ``None`` when the lower face is
