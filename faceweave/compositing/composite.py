@@ -264,13 +264,14 @@ def blend_masks(
     bare = 1.0 - feather(feature_mask(size, mesh, grow=0.02 * fs), erode=0, blur=0.01 * fs)
     # the target's beard is neither light nor skin texture for the new face
     shaven = 1.0 - target_beard(view.behind_lab, mesh, skin, fs)
+    measured = shaven > 0.5 if occlusion is None else (shaven > 0.5) & (occlusion > 0.5)
     return CompositeMasks(
         mask=upsample(mask_h, full),
         # where the crop was reshaped is pasted too, unless the frame itself
         # is warped (``pasted_change`` None: :func:`frame_warp`)
         paste=paste_mask(mask_h, fs, boxed=box is not None, changed=pasted_change, hands=hands, full=full),
         detail=upsample(mask_h * bare * shaven, full),
-        skin=skin * (shaven > 0.5) if occlusion is None else skin * ((occlusion > 0.5) & (shaven > 0.5)),
+        skin=skin * measured,
     )
 
 

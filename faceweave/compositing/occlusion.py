@@ -128,10 +128,9 @@ def target_beard(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray, face_size:
     ghost of the beard grows on a smooth-skinned source's chin)."""
     size = (lab.shape[1], lab.shape[0])
     below = below_nose(size, mesh, soft=0.05 * face_size)
-    # the skin's own lightness, above the beard (a full beard would darken it)
-    centre, spread = skin_statistics(lab, skin * (below < 0.5))
-    dark = np.clip((centre[0] - lab[..., 0]) / spread[0] - BEARD_DARKER, 0.0, 1.0)
-    return feather((below * dark).astype(np.float32), erode=0, blur=0.01 * face_size)
+    # darker than the skin above the beard (a full beard would darken its own measure)
+    dark = darker_than_skin(lab, skin * (below < 0.5), margin=BEARD_DARKER)
+    return feather(below * dark, erode=0, blur=0.01 * face_size)
 
 
 def lower_face_cover(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray, face_size: float) -> np.ndarray | None:

@@ -101,10 +101,11 @@ def occluder_free(
 
 
 def darker_than_skin(
-    lab: np.ndarray, region: np.ndarray, stats: tuple[np.ndarray, np.ndarray] | None = None
+    lab: np.ndarray, region: np.ndarray, stats: tuple[np.ndarray, np.ndarray] | None = None, *, margin: float = 0.5
 ) -> np.ndarray:
     """Soft ``[0, 1]``: pixels clearly darker than the skin under ``region``
-    (beard, moustache, stubble shadow), 0 for skin and anything lighter.
-    ``stats``: the region's :func:`skin_statistics`, when known."""
+    (beard, moustache, stubble shadow), 0 for skin and anything lighter:
+    rising from ``margin`` lightness spreads below the skin's to one spread
+    more.  ``stats``: the region's :func:`skin_statistics`, when known."""
     centre, spread = stats if stats is not None else skin_statistics(lab, region)
-    return np.clip((centre[0] - lab[..., 0]) / spread[0] - 0.5, 0.0, 1.0).astype(np.float32)
+    return np.clip((centre[0] - lab[..., 0]) / spread[0] - margin, 0.0, 1.0).astype(np.float32)
