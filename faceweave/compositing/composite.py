@@ -30,13 +30,14 @@ from faceweave.compositing.regions import (
     brow_mask,
     eye_mask,
     feature_mask,
+    fold_zone,
     forehead_fade,
     inner_face,
     lips_zone,
     mouth_mask,
     skin_region,
 )
-from faceweave.compositing.resample import half, half_mesh, upsample, upsampled_window
+from faceweave.compositing.resample import gaussian_lowpass, half, half_mesh, upsample, upsampled_window
 from faceweave.compositing.skin import CENTRE_TOLERANCE, skin_likelihood, skin_statistics
 from faceweave.compositing.values import ColourPlan, Composite, CompositeMasks, HalfCrop
 from faceweave.geometry import topology as topo
@@ -89,6 +90,12 @@ COLOUR_LIGHT_MARGIN = 1.0
 #: outer lip line, and the feather (fractions of the face size)
 LIPS_GROW = 0.07
 LIPS_FEATHER = 0.03
+#: :func:`target_folds`: the band along each nasolabial fold that takes the
+#: target's creases, its feather, and the scale below which its detail is
+#: the target's (fractions of the face size)
+FOLD_WIDTH = 0.10
+FOLD_FEATHER = 0.025
+FOLD_SIGMA = 0.04
 #: :func:`sclera_tone`: the largest change of the whites' lightness (L*),
 #: and the least eye it looks at: pixels of the half grid, and the lid gap
 #: as a share of the eye's width (below it the eye is nearly shut)
@@ -150,7 +157,9 @@ def composite(
         pasted_change=None if warp is not None else out.changed,
     )
     plan = colour_plan(view, masks.skin, shading=shading, colour=colour)
-    pixels = blend_face(out, behind, masks.mask, plan, hands=hands, face_size=target.face_size, target=target)
+    pixels = blend_face(
+        out, behind, masks.mask, plan, hands=hands, face_size=target.face_size, target=target, folds=target_lips
+    )
     return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail, warp=warp)
 
 
@@ -599,6 +608,34 @@ def blend_window(mask: np.ndarray) -> tuple[int, int, int, int] | None:
     return max(x - margin, 0), max(y - margin, 0), min(x + w + margin, cols), min(y + h + margin, rows)
 
 
+def target_folds(front: np.ndarray, behind: np.ndarray, mesh: np.ndarray, face_size: float) -> np.ndarray:
+    """``front`` (float32 RGB) with the detail of ``behind`` (the reshaped
+    target crop, the same size) along the nasolabial folds (:func:`fold_zone`):
+    below :data:`FOLD_SIGMA` of the face size the creases there are the
+    target's, above it the new face's colour and shading.  A smiling
+    source's deep folds would otherwise set a smile on a target who is
+    speaking or at rest (and a resting source's none on a smiling one); the
+    mesh's mouth follows the target's, its creases must too.  ``mesh``:
+    ``(N, 2)`` in the arrays' coordinates.  Worked in the zone's box only."""
+    width, soft = FOLD_WIDTH * face_size, FOLD_FEATHER * face_size
+    points = mesh[np.concatenate([topo.RIGHT_FOLD, topo.LEFT_FOLD])]
+    reach = width / 2.0 + 3.0 * soft + 2.0
+    h, w = front.shape[:2]
+    x0, y0 = (max(int(v), 0) for v in np.floor(points.min(axis=0) - reach))
+    x1, y1 = (int(v) for v in np.ceil(points.max(axis=0) + reach))
+    x1, y1 = min(x1, w), min(y1, h)
+    if x1 - x0 < 2 or y1 - y0 < 2:
+        return front
+    zone = fold_zone((x1 - x0, y1 - y0), mesh - (x0, y0), width=width, soft=soft)
+    sigma = FOLD_SIGMA * face_size
+    box = (slice(y0, y1), slice(x0, x1))
+    mine, theirs = front[box], behind[box]
+    folded = gaussian_lowpass(mine, sigma) + (theirs - gaussian_lowpass(theirs, sigma))
+    out = front.copy()
+    out[box] = mine + per_channel(zone, 3) * (folded - mine)
+    return out
+
+
 def blend_face(
     out: SwapOutput,
     behind: np.ndarray,
@@ -608,6 +645,7 @@ def blend_face(
     hands: np.ndarray | None,
     face_size: float | None = None,
     target: AlignedCrop | None = None,
+    folds: bool = False,
 ) -> np.ndarray:
     """``(S, S, 3)`` uint8: the new face, colour-matched and shaded, blended
     into ``behind`` under ``mask`` by the multi-band blend (full resolution,
@@ -620,7 +658,13 @@ def blend_face(
     ``target``: the target's crop, whose own cheeks (its pixels where its
     mesh puts them) give that colour; without it, ``behind`` under the new
     face's cheeks does (the reshaped crop there need not hold the target's
-    cheeks: its warp fades out towards the face's edge)."""
+    cheeks: its warp fades out towards the face's edge).  ``folds`` (with
+    ``face_size``): the creases along the nasolabial folds are the target's
+    (:func:`target_folds`; for a face whose target lips are kept, as in
+    video, where the mouth follows the speech and its folds must follow
+    it; a photo's mouth is the source's, corrected by the expression check,
+    and its folds carry much of the likeness: taken from the target they
+    cost 0.04 of the judge's d_src)."""
     pixels = behind.copy()
     box = blend_window(mask)
     if box is None:
@@ -636,6 +680,8 @@ def blend_face(
     # one-plane mask over three channels, without NumPy's slow broadcast)
     covered = (out.coverage[roi] > 0.5).view(np.uint8)
     front = np.asarray(cv2.copyTo(to_rgb(shaded).astype(np.float32), covered, background.copy()), np.float32)
+    if folds and face_size is not None:
+        front = target_folds(front, background, out.mesh[:, :2] - (x0, y0), face_size)
     blended = laplacian_blend(front, background, mask[roi], levels=BLEND_LEVELS)
     if face_size is not None:
         reference = background if target is None else target.pixels[roi].astype(np.float32)

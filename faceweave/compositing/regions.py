@@ -159,6 +159,20 @@ def lips_zone(size: tuple[int, int], mesh: np.ndarray, *, grow: float, soft: flo
     return out
 
 
+def fold_zone(size: tuple[int, int], mesh: np.ndarray, *, width: float, soft: float) -> np.ndarray:
+    """``(H, W)`` float32 in ``[0, 1]``: a band ``width`` pixels wide along
+    each nasolabial fold (:data:`topo.RIGHT_FOLD`, :data:`topo.LEFT_FOLD`:
+    from the wing of the nose to beside the mouth's corner), softened by
+    ``soft`` pixels: where a face's expression shows as creases."""
+    w, h = size
+    out = np.zeros((h, w), np.float32)
+    thickness = max(1, int(round(width)))
+    for chain in (topo.RIGHT_FOLD, topo.LEFT_FOLD):
+        points = np.round(mesh[chain, :2] * 16).astype(np.int32)
+        cv2.polylines(out, [points], False, (1.0,), thickness=thickness, lineType=cv2.LINE_AA, shift=4)
+    return cv2.GaussianBlur(out, (0, 0), soft) if soft > 0 else out
+
+
 def feature_mask(size: tuple[int, int], mesh: np.ndarray, *, grow: float) -> np.ndarray:
     """1 over the eyes, eyebrows and lips (grown by ``grow`` pixels): the
     parts of a face that are not skin-coloured."""

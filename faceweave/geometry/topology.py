@@ -138,6 +138,13 @@ LEFT_IRIS = _ro([473, 474, 475, 476, 477])
 RIGHT_CHEEK = _ro([117, 118, 101, 36, 205, 187, 123, 116])
 LEFT_CHEEK = _ro([346, 347, 330, 266, 425, 411, 352, 345])
 
+#: the folds that run from each side of the nose past the mouth's corners
+#: (nasolabial folds: deep in a smile, faint in a resting face), as chains of
+#: mesh points from the nose's wing down: the subject's right (image left),
+#: then its left (each the other's mirror)
+RIGHT_FOLD = _ro([129, 203, 206, 216, 212])
+LEFT_FOLD = _ro([358, 423, 426, 436, 432])
+
 #: named single landmarks
 NOSE_TIP = 1
 NOSE_BASE = 2  # subnasale, where the nose meets the upper lip

@@ -62,11 +62,15 @@ _PIN_RING = 1.45
 #: nothing moves farther than this many face widths outside the face's
 #: hull: the jaw and hairline reshape, the collar, hair and background stay
 _HULL_REACH = 0.2
-#: points that pull the target crop onto the new geometry: outline, mouth, eyes, brows, nose tip
+#: points that pull the target crop onto the new geometry: outline, mouth
+#: (both lip lines: pinned by its inner line alone, the lower lip of a mouth
+#: moved up stretched towards the chin and read as a wider opening), eyes,
+#: brows, nose tip
 _ANCHORS = np.concatenate(
     [
         topo.face_oval(),
         topo.lips_inner(),
+        topo.lips_outer(),
         topo.right_eye(),
         topo.left_eye(),
         topo.right_eyebrow(),
