@@ -562,6 +562,31 @@ def test_the_targets_beard_is_found_below_the_nose_only(mesh):
     assert at(beard, mesh[205]) < 0.05 and at(beard, mesh[425]) < 0.05
 
 
+def test_a_beard_is_told_from_long_hair_by_the_chin(mesh):
+    """``beard_presence``: a dark chin is a beard; the same darkness at the
+    sides of the lower face (hair hanging past the cheeks) with a bare chin
+    is not, nor is a face with nothing dark."""
+    from faceweave.compositing.occlusion import beard_presence
+
+    h, w = SIZE[1], SIZE[0]
+    bare = np.zeros((h, w), np.float32)
+    assert beard_presence(bare, mesh) == 0.0
+    chin_point = (mesh[17, :2] + mesh[topo.CHIN, :2]) / 2.0
+    bearded = bare.copy()
+    cv2.circle(bearded, tuple(int(v) for v in chin_point), 40, 1.0, -1)
+    assert beard_presence(bearded, mesh) == 1.0
+    # long hair: dark down both sides of the lower face, the chin bare
+    hair = bare.copy()
+    for corner in (topo.MOUTH_CORNER_RIGHT, topo.MOUTH_CORNER_LEFT):
+        outward = mesh[corner, :2] + 1.6 * (mesh[corner, :2] - chin_point * 0.5 - mesh[corner, :2] * 0.5)
+        cv2.circle(hair, tuple(int(v) for v in outward), 25, 1.0, -1)
+    assert float(hair.sum()) > 1000.0
+    assert beard_presence(hair, mesh) == 0.0
+    # a stubbled chin, dark in places: partly
+    stubble = np.where(np.random.default_rng(2).random((h, w)) < 0.35, 1.0, 0.0).astype(np.float32)
+    assert 0.2 < beard_presence(stubble, mesh) < 0.8
+
+
 def test_a_beard_on_the_target_is_left_out_of_the_colour_and_detail_masks(mesh):
     """Where the target shows a beard, the new face's shading is not learnt
     (the colour skin mask) and the photo's texture is not restored (the

@@ -67,6 +67,14 @@ FOREHEAD_CENTRE = 151
 #: sampled for the bridge, and the part of one line across it that must be dark
 GLASSES_SPAN = 0.6
 GLASSES_COVER = 0.85
+#: :func:`beard_presence`: the mesh point in the middle of the lower lip's
+#: outer edge; the chin strip's half-width over the mouth's width; the share
+#: of it darker than the skin below which there is no beard, and the span
+#: over which one grows in
+LOWER_LIP_EDGE = 17
+BEARD_CHIN_WIDTH = 0.3
+BEARD_CHIN_BARE = 0.25
+BEARD_CHIN_SPAN = 0.2
 #: non-skin spots inside the face that touch nothing outside it and are
 #: smaller than this fraction of the face's area are not occluders
 ISLAND_MAX = 0.03
@@ -173,8 +181,9 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     """``(S, S)`` float32 in ``[0, 1]``: where the source crop shows its own
     bare face.  Low over hair at the rim of the face and over the forehead,
     and over background at its very edge; the middle of the face, the eyes,
-    brows, lips and a beard (darker than the skin, below the nose) count as
-    clean.  Covered parts that reach the edge of the face (hair coming in
+    brows, lips and a beard (darker than the skin, below the nose, on a
+    face whose chin is dark too: :func:`beard_presence`) count as clean.
+    Covered parts that reach the edge of the face (hair coming in
     from outside) are grown by :data:`SOURCE_HAIR_GROW`.  Built at half
     resolution (it is smooth) and resized."""
     full = crop.size
@@ -191,7 +200,7 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     strands = texture_likelihood(lab[..., 0], region, scale=SOURCE_STRAND_SCALE * fs)
     free = np.minimum(free, np.maximum(strands, 1.0 - rim))
     dark = darker_than_skin(lab, region, (centre, spread))
-    beard = below_nose(size, mesh, soft=0.05 * fs) * dark
+    beard = below_nose(size, mesh, soft=0.05 * fs) * dark * beard_presence(dark, mesh)
     # the middle of the source face is trusted unless its colour is far from
     # skin (its shadows are not occluders, a strand of hair across the cheek
     # is); the eyes, brows and lips are kept, but at the rim only where they
@@ -208,6 +217,29 @@ def source_clean_map(crop: AlignedCrop) -> np.ndarray:
     bare = _without_edge_hair(bare, mesh, SOURCE_HAIR_GROW * fs)
     clean = (bare * inside).astype(np.float32)
     return np.asarray(cv2.resize(clean, full, interpolation=cv2.INTER_LINEAR))
+
+
+def beard_presence(dark: np.ndarray, mesh: np.ndarray) -> float:
+    """How surely a face wears a beard, in ``[0, 1]``, from ``dark`` (its
+    :func:`~faceweave.compositing.skin.darker_than_skin` map): the share of
+    the chin (from the lower lip's edge down to the chin's point, a
+    :data:`BEARD_CHIN_WIDTH` of the mouth's width each side of the middle)
+    that is darker than the skin, from :data:`BEARD_CHIN_BARE` (nothing)
+    over :data:`BEARD_CHIN_SPAN` more (all).  A beard covers the chin; long
+    hair hanging past the cheeks is as dark below the nose but leaves the
+    chin bare (a shaven chin reads about 0.03 to 0.23, a beard 0.5 to 0.8)."""
+    size = (dark.shape[1], dark.shape[0])
+    top, bottom = mesh[LOWER_LIP_EDGE, :2].astype(np.float32), mesh[topo.CHIN, :2].astype(np.float32)
+    mouth = float(np.linalg.norm(mesh[topo.MOUTH_CORNER_RIGHT, :2] - mesh[topo.MOUTH_CORNER_LEFT, :2]))
+    down = bottom - top
+    side = np.array([-down[1], down[0]], np.float32) / max(float(np.linalg.norm(down)), 1e-6)
+    side *= BEARD_CHIN_WIDTH * mouth
+    chin = polygon_mask(size, np.stack([top + side, bottom + side, bottom - side, top - side]))
+    area = float(chin.sum())
+    if area < 1.0:
+        return 1.0  # no chin to look at: as before, the dark lower face counts as beard
+    share = float((dark * chin).sum()) / area
+    return float(np.clip((share - BEARD_CHIN_BARE) / BEARD_CHIN_SPAN, 0.0, 1.0))
 
 
 def _without_edge_hair(bare: np.ndarray, mesh: np.ndarray, radius: float) -> np.ndarray:
