@@ -619,13 +619,11 @@ def target_folds(front: np.ndarray, behind: np.ndarray, mesh: np.ndarray, face_s
     ``(N, 2)`` in the arrays' coordinates.  Worked in the zone's box only."""
     width, soft = FOLD_WIDTH * face_size, FOLD_FEATHER * face_size
     points = mesh[np.concatenate([topo.RIGHT_FOLD, topo.LEFT_FOLD])]
-    reach = width / 2.0 + 3.0 * soft + 2.0
-    h, w = front.shape[:2]
-    x0, y0 = (max(int(v), 0) for v in np.floor(points.min(axis=0) - reach))
-    x1, y1 = (int(v) for v in np.ceil(points.max(axis=0) + reach))
-    x1, y1 = min(x1, w), min(y1, h)
-    if x1 - x0 < 2 or y1 - y0 < 2:
+    reach = int(np.ceil(width / 2.0 + 3.0 * soft + 2.0))
+    found = _points_box(points, (front.shape[1], front.shape[0]), margin=reach)
+    if found is None:
         return front
+    x0, y0, x1, y1 = found
     zone = fold_zone((x1 - x0, y1 - y0), mesh - (x0, y0), width=width, soft=soft)
     sigma = FOLD_SIGMA * face_size
     box = (slice(y0, y1), slice(x0, x1))
