@@ -98,6 +98,7 @@ from faceweave.cli.swap_flags import (
 from faceweave.cli.video import DEFAULT_VIDEO_QUALITY
 from faceweave.errors import InvalidOptionError
 from faceweave.options import VIDEO_WORKING_SIZE, SwapOptions
+from faceweave.timing import cpu_times, wall_times
 
 
 def swap_command(
@@ -455,7 +456,8 @@ def _swap(
                 "swapped": swapped,
                 "run_id": provenance.run_hex if provenance is not None else None,
                 "watermark": bool(provenance is not None and provenance.watermark),
-                "timings_ms": {k: round(float(v), 1) for k, v in result.timings_ms.items()},
+                "timings_ms": {k: round(float(v), 1) for k, v in wall_times(result.timings_ms).items()},
+                "cpu_ms": {k: round(float(v), 1) for k, v in cpu_times(result.timings_ms).items()},
                 "models": models,
             }
         )

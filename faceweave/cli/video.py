@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from faceweave.cli import console
 from faceweave.options import SwapOptions
+from faceweave.timing import cpu_times, wall_times
 
 if TYPE_CHECKING:
     from faceweave.provenance.stamp import Provenance
@@ -155,7 +156,8 @@ def _report(
                 "broken_at": report.broken_at,
                 "run_id": provenance.run_hex if provenance is not None else None,
                 "watermark": bool(provenance is not None and provenance.watermark),
-                "timings_ms": {k: round(v, 1) for k, v in report.timings_ms.items()},
+                "timings_ms": {k: round(v, 1) for k, v in wall_times(report.timings_ms).items()},
+                "cpu_ms": {k: round(v, 1) for k, v in cpu_times(report.timings_ms).items()},
             }
         )
         return console.EXIT_OK

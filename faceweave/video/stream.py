@@ -28,6 +28,7 @@ from typing import Generic, Protocol, TypeVar, cast
 
 import numpy as np
 
+from faceweave.timing import timed
 from faceweave.video.io import VideoFrame
 
 #: what the decoder thread finds for a frame ahead of planning (``FrameWork.ahead``)
@@ -175,13 +176,14 @@ class FrameStream(Generic[A, P]):
         self._frames_out: queue.Queue = queue.Queue(maxsize=queue_size)
         #: frames planned (and handed to the encoder)
         self.frames = 0
-        self._decode_s = 0.0  # only the decoder thread adds to it
-        self._encode_s = 0.0  # only the encoder thread adds to it
+        self._decode_timings: dict[str, float] = {}  # only the decoder thread adds to it
+        self._encode_timings: dict[str, float] = {}  # only the encoder thread adds to it
 
     def timings_ms(self) -> dict[str, float]:
         """Milliseconds spent decoding (the source's own time, not the work
-        done ahead) and writing frames into the sink, over the run."""
-        return {"decode": self._decode_s * 1000.0, "encode": self._encode_s * 1000.0}
+        done ahead) and writing frames into the sink, over the run: wall
+        time, and the thread's CPU time (:mod:`faceweave.timing`)."""
+        return {**self._decode_timings, **self._encode_timings}
 
     def halted(self) -> bool:
         return self._halt.is_set() or self._stop.is_set()
@@ -207,9 +209,8 @@ class FrameStream(Generic[A, P]):
             with closing(self.source):
                 frames = iter(self.source)
                 while True:
-                    began = time.perf_counter()
-                    frame = next(frames, None)
-                    self._decode_s += time.perf_counter() - began
+                    with timed(self._decode_timings, "decode"):
+                        frame = next(frames, None)
                     if frame is None:
                         break
                     if not self.policy.offer(self._frames_in, (frame, self.work.ahead(frame)), self.halted):
@@ -235,9 +236,8 @@ class FrameStream(Generic[A, P]):
                             pixels = pixels.result()
                         except CancelledError:
                             raise _Stop() from None
-                    began = time.perf_counter()
-                    sink.write(pixels, when)
-                    self._encode_s += time.perf_counter() - began
+                    with timed(self._encode_timings, "encode"):
+                        sink.write(pixels, when)
         except _Stop:
             pass
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
