@@ -1,0 +1,250 @@
+"""The CPU budget: CPU milliseconds per frame, by stage and for the whole
+process, and the wall frames per second, for each video case beside a plain
+PyAV decode + x264 encode of the same clip (at the product's preset), and
+for the 1080p photo; optionally beside an earlier release, in alternation.
+
+Cases (``../shared/data/faces``):
+
+- ``720p 1 face``: the talking-head clip scaled to 720 lines on a 1280x720
+  canvas (the data has no 720p one-face clip), ``--faces one``;
+- ``talking head``: ``lp_d18_talking_face.mp4`` as it is;
+- ``1080p street``: ``fn_pedestrians_1080p.mp4``, ``--faces many``;
+- ``1080p photo``: one face scaled and cut to 1920x1080, one whole
+  ``FaceSwapper.swap()`` call (PNG decoded, faces found, source recalled).
+
+Each run is its own process.  ``process CPU`` is the process's user + system
+time over the frames (FFmpeg's own threads included); the stage columns are
+the CPU time of the threads that ran each stage (``faceweave.timing``), so
+they add up to less than the process: ``other`` is the rest (FFmpeg's
+codec threads, mediapipe's graph threads, where the detector and mesh
+models run, model start-up such as the tracker's pool of mesh graphs, the
+interpreter and the queues).  Live sessions have their own benchmark
+(``benchmarks/live.py``).  The machine drifts: compare within one run.
+
+    .venv/bin/python benchmarks/budget.py [--repeat 3] [--frames 150] [--against REV] [--only NAME]
+
+``--against REV`` checks REV out with ``git worktree`` into a temporary
+folder and runs the same cases from it with this virtual environment
+(``PYTHONPATH`` first), alternating this tree and REV every round; a
+release whose stages record no CPU time shows ``-`` there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "faces"
+SOURCE = "single/biden2.jpg"
+PHOTO = "identity/matt_damon/df_img30.jpg"
+#: the budget's stages: timing names (``timings_ms`` keys) summed into each
+STAGES = {
+    "decode": ("decode",),
+    "detect": ("detect", "mesh", "embed"),
+    "track": ("track", "colour"),
+    "crop": ("crop",),
+    "swap": ("swap", "expression"),
+    "masks": ("segment", "hands"),
+    "blend": ("blend",),
+    "paste": ("paste",),
+    "mark": ("mark",),
+    "encode": ("encode",),
+}
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _stage_cpu(timings: dict[str, float], per: int) -> dict[str, float | None]:
+    """CPU ms per frame of each budget stage (``None``: not recorded)."""
+    out: dict[str, float | None] = {}
+    for stage, names in STAGES.items():
+        found = [timings[n + ".cpu"] for n in names if n + ".cpu" in timings]
+        out[stage] = sum(found) / per if found else None
+    return out
+
+
+def child_video(mode: str, video: str, source: str, out: str, faces: str, frames: int) -> dict:
+    from faceweave.options import SelectionOptions, SwapOptions
+    from faceweave.pipeline import FaceSwapper
+    from faceweave.video.io import VideoReader, VideoWriter, probe_video
+    from faceweave.video.pipeline import VideoOptions, VideoSwapper
+
+    limit = frames or None
+    # the first ``frames`` frames: the run ends half a frame after the last
+    end = None if limit is None else (limit - 0.5) / float(probe_video(video).fps)
+    settings = VideoOptions(end=end)
+    timings: dict[str, float] = {}
+    if mode == "copy":
+        cpu, start, count = _cpu_s(), time.perf_counter(), 0
+        with (
+            VideoReader(video) as reader,
+            VideoWriter(
+                out, info=reader.info, audio_from=video, quality=settings.crf, preset=settings.preset
+            ) as writer,
+        ):
+            for frame in reader:
+                if limit is not None and count >= limit:
+                    break
+                writer.write(frame.pixels, frame.time)
+                count += 1
+    else:
+        options = SwapOptions(selection=SelectionOptions(mode=faces), working_size=192)
+        with FaceSwapper(options) as swapper:
+            swapper.prepare()
+            cpu, start = _cpu_s(), time.perf_counter()
+            report = VideoSwapper(swapper).swap_video([source], video, out, options=settings)
+        count, timings = report.frames, dict(report.timings_ms)
+    seconds, cpu = time.perf_counter() - start, _cpu_s() - cpu
+    per = max(count, 1)
+    return {"frames": count, "fps": count / seconds, "cpu_ms": 1000.0 * cpu / per, "stages": _stage_cpu(timings, per)}
+
+
+def child_photo(source: str, target: str, repeat: int) -> dict:
+    from faceweave.pipeline import FaceSwapper
+
+    with FaceSwapper() as swapper:
+        swapper.prepare()
+        swapper.swap([source], target)  # warm: the source prepared and cached
+        walls, cpus, stages = [], [], []
+        for _ in range(repeat):
+            cpu, start = _cpu_s(), time.perf_counter()
+            result = swapper.swap([source], target)
+            walls.append(time.perf_counter() - start)
+            cpus.append(_cpu_s() - cpu)
+            stages.append(_stage_cpu(dict(result.timings_ms), 1))
+    middle = sorted(range(repeat), key=lambda k: walls[k])[repeat // 2]
+    return {"frames": 1, "fps": 1.0 / walls[middle], "cpu_ms": 1000.0 * cpus[middle], "stages": stages[middle]}
+
+
+def run_child(tree: Path, args: list[str]) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=True, env=env, cwd=tree
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def cases(data: Path, tmp: Path) -> list[tuple[str, list[str]]]:
+    """(name, child arguments without the output path) of each case."""
+    from faceweave.io import read_image, write_image
+    from image_swap import fit_frame
+    from video_swap import derive_720p
+
+    source, talking = data / SOURCE, data / "video" / "lp_d18_talking_face.mp4"
+    derived = tmp / "talking_face_720p.mp4"
+    derive_720p(talking, derived)
+    photo = tmp / "photo_1080p.png"
+    write_image(photo, fit_frame(read_image(data / PHOTO).pixels, 1920, 1080))
+    return [
+        ("720p 1 face", ["video", str(derived), str(source), "one"]),
+        ("talking head", ["video", str(talking), str(source), "many"]),
+        ("1080p street", ["video", str(data / "video" / "fn_pedestrians_1080p.mp4"), str(source), "many"]),
+        ("1080p photo", ["photo", str(source), str(photo)]),
+    ]
+
+
+def measure(trees: dict[str, Path], child: list[str], tmp: Path, repeat: int, frames: int) -> dict[str, list[dict]]:
+    """Runs of ``child`` for each tree (and the plain transcode, for a
+    video), ``repeat`` rounds, the order turned round every round."""
+    runs: dict[str, list[dict]] = {}
+    order = ["copy", *trees] if child[0] == "video" else list(trees)
+    for round_ in range(max(1, repeat)):
+        for who in order if round_ % 2 == 0 else order[::-1]:
+            if who == "copy":
+                args = ["copy", child[1], child[2], str(tmp / "copy.mp4"), child[3], str(frames)]
+                result = run_child(trees["this tree"], args)
+            elif child[0] == "video":
+                args = ["swap", child[1], child[2], str(tmp / "swap.mp4"), child[3], str(frames)]
+                result = run_child(trees[who], args)
+            else:
+                result = run_child(trees[who], ["photo", child[1], child[2], str(max(3, repeat * 2 + 1))])
+            runs.setdefault(who, []).append(result)
+    return runs
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run of median fps, with the fps range."""
+    ordered = sorted(runs, key=lambda r: r["fps"])
+    return {**ordered[len(ordered) // 2], "low": ordered[0]["fps"], "high": ordered[-1]["fps"]}
+
+
+def row(name: str, who: str, run: dict, copy: dict | None) -> str:
+    ratio = f"{run['fps'] / copy['fps']:5.2f}" if copy is not None else "    -"
+    named = sum(v for v in run["stages"].values() if v is not None)
+    stages = " ".join("      -" if v is None else f"{v:7.1f}" for v in run["stages"].values())
+    other = run["cpu_ms"] - named if named else None
+    rest = "      -" if other is None else f"{other:7.1f}"
+    fps = f"{run['fps']:6.1f} ({run['low']:.1f}-{run['high']:.1f})"
+    return f"{name:13s} {who:11s} {run['frames']:6d} {fps:>19s} {ratio} {run['cpu_ms']:8.1f}  {stages} {rest}"
+
+
+def report(results: list[tuple[str, dict[str, list[dict]]]]) -> None:
+    heads = " ".join(f"{s:>7s}" for s in [*STAGES, "other"])
+    print(f"{'case':13s} {'run':11s} {'frames':>6s} {'fps (range)':>19s} ratio {'CPU ms':>8s}  {heads}")
+    for name, runs in results:
+        copy = median_run(runs["copy"]) if "copy" in runs else None
+        for who, group in runs.items():
+            print(row(name, who, median_run(group), None if who == "copy" else copy))
+    print(
+        "fps: wall frames per second after models are loaded (photo: whole swap() calls per second), median run;"
+        "\nratio: swap fps over the plain decode + x264 encode of the same frames ('copy', the product's preset);"
+        "\nCPU ms: the process's user + system CPU per frame; stage columns: CPU ms per frame of the threads that"
+        "\nran each stage; other: the rest (FFmpeg's and mediapipe's own threads, start-up, the interpreter);"
+        " working size 192"
+    )
+
+
+def against_tree(rev: str, tmp: Path) -> Path:
+    tree = tmp / f"against-{rev}"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True, capture_output=True
+    )
+    return tree
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        kind, rest = sys.argv[2], sys.argv[3:]
+        if kind == "photo":
+            print(json.dumps(child_photo(rest[0], rest[1], int(rest[2]))))
+        else:
+            print(json.dumps(child_video(kind, rest[0], rest[1], rest[2], rest[3], int(rest[4]))))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--repeat", type=int, default=3, help="rounds, in alternation; medians are printed")
+    ap.add_argument("--frames", type=int, default=150, help="frames of each clip (0: all)")
+    ap.add_argument("--against", default="", help="an earlier revision to run beside this tree")
+    ap.add_argument("--only", default="", help="only the cases whose name contains this")
+    args = ap.parse_args()
+    if not (args.data / "video").is_dir():
+        print(f"no test data at {args.data}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        trees = {"this tree": ROOT}
+        if args.against:
+            trees[args.against[:11]] = against_tree(args.against, tmp)
+        try:
+            chosen = [(n, c) for n, c in cases(args.data, tmp) if args.only in n]
+            results = [(n, measure(trees, c, tmp, args.repeat, args.frames)) for n, c in chosen]
+        finally:
+            if args.against:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(trees[args.against[:11]])])
+    report(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
