@@ -25,6 +25,7 @@ import numpy as np
 from faceweave.analysis import FaceAnalyser
 from faceweave.analysis.occluders import Occluders
 from faceweave.compositing.colour import ColourMatch
+from faceweave.compositing.plans import PlanUse
 from faceweave.crops import cut_crop
 from faceweave.enhancement import Enhancers
 from faceweave.errors import InputError
@@ -251,18 +252,21 @@ class FaceSwapper:
         timings: dict[str, float] | None = None,
         *,
         colours: Sequence[ColourMatch | None] | None = None,
+        plans: Sequence[PlanUse | None] | None = None,
         still: bool = False,
     ) -> np.ndarray:
         """Swap each ``(face, source)`` in order (later ones end on top), in
         one batch when the swapper ``batches``, then run the enhancers.
-        ``colours``: a fixed colour mapping per face, or ``None`` entries.
+        ``colours``: a fixed colour mapping per face, or ``None`` entries;
+        ``plans``: what each face does with its track's tone plan (video:
+        :mod:`faceweave.compositing.plans`), or ``None`` entries.
         ``still``: a photo, not a frame of a video; then each new face is
         looked at once and its expression corrected (:meth:`check_expression`,
         when the options ask for it) and a face softer than the photo is
         sharpened (in a video both would change from frame to frame)."""
         timings = {} if timings is None else timings
         colours = list(colours) if colours is not None else [None] * len(chosen)
-        out = self.renderer.render(self.swapper, pixels, chosen, timings, colours, still=still)
+        out = self.renderer.render(self.swapper, pixels, chosen, timings, colours, still=still, plans=plans)
         return self.enhance(out, [face for face, _ in chosen], timings)
 
     def swap_faces(

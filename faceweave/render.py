@@ -35,7 +35,8 @@ from faceweave.compositing.facefusion import (
     paste_mask,
     smooth_occlusion,
 )
-from faceweave.compositing.values import Composite
+from faceweave.compositing.plans import PlanUse
+from faceweave.compositing.values import Composite, TonePlan
 from faceweave.crops import cut_crop, template_crop, working_face_size
 from faceweave.expression import ExpressionChecker
 from faceweave.maskers import FaceMaskModels
@@ -91,15 +92,19 @@ class FaceRenderer:
         colours: Sequence[ColourMatch | None],
         *,
         still: bool = False,
+        plans: Sequence[PlanUse | None] | None = None,
     ) -> np.ndarray:
         """A new ``(H, W, 3)`` frame with each face of ``chosen`` swapped in
         order (``colours``: a fixed colour mapping per face, or ``None``;
-        ``still``: a photo, whose faces are checked and sharpened)."""
+        ``still``: a photo, whose faces are checked and sharpened;
+        ``plans``: per face, whether it makes or reuses its track's tone
+        plan, or ``None``)."""
+        held = list(plans) if plans is not None else [None] * len(chosen)
         if isinstance(swapper, NeuralSwapper):
-            return self._from_template(swapper, pixels, chosen, timings, colours, still=still)
+            return self._from_template(swapper, pixels, chosen, timings, colours, held, still=still)
         if len(chosen) > 1 and swapper.batches:
-            return self._batched(swapper, pixels, chosen, timings, colours, still=still)
-        return self._in_turn(swapper, pixels, chosen, timings, colours, still=still)
+            return self._batched(swapper, pixels, chosen, timings, colours, held, still=still)
+        return self._in_turn(swapper, pixels, chosen, timings, colours, held, still=still)
 
     def _batched(
         self,
@@ -108,6 +113,7 @@ class FaceRenderer:
         chosen: Sequence[Pair],
         timings: dict[str, float],
         colours: Sequence[ColourMatch | None],
+        plans: Sequence[PlanUse | None],
         *,
         still: bool,
     ) -> np.ndarray:
@@ -123,7 +129,7 @@ class FaceRenderer:
                 outputs.update(zip(members, results, strict=False))
         out = pixels.copy()
         for k, (crop, colour) in enumerate(zip(crops, colours, strict=False)):
-            self.finish(pixels, crop, outputs[k], timings, into=out, colour=colour, still=still)
+            self.finish(pixels, crop, outputs[k], timings, into=out, colour=colour, still=still, plan=plans[k])
         return out
 
     def _from_template(
@@ -133,6 +139,7 @@ class FaceRenderer:
         chosen: Sequence[Pair],
         timings: dict[str, float],
         colours: Sequence[ColourMatch | None],
+        plans: Sequence[PlanUse | None],
         *,
         still: bool,
     ) -> np.ndarray:
@@ -153,7 +160,9 @@ class FaceRenderer:
             else:
                 crop, result = template_crop(pixels, face, swaps[k], face_size=self.face_size(face))
                 keep = self.kept_face(swaps[k], crop, timings, face=face)
-                self.finish(pixels, crop, result, timings, into=out, colour=colour, still=still, keep=keep)
+                self.finish(
+                    pixels, crop, result, timings, into=out, colour=colour, still=still, keep=keep, plan=plans[k]
+                )
         return out
 
     def paste_facefusion(
@@ -208,20 +217,21 @@ class FaceRenderer:
         chosen: Sequence[Pair],
         timings: dict[str, float],
         colours: Sequence[ColourMatch | None],
+        plans: Sequence[PlanUse | None],
         *,
         still: bool,
     ) -> np.ndarray:
         """Face by face into one copy of the frame, each cut from the frame
         as swapped so far."""
         out = pixels.copy()
-        for (face, source), colour in zip(chosen, colours, strict=False):
+        for (face, source), colour, plan in zip(chosen, colours, plans, strict=False):
             with timed(timings, "crop"):
                 crop = cut_crop(out, face, face_size=self.face_size(face))
             with timed(timings, "swap"):
                 result = swapper.swap(source, crop)
             if still and self.expression.wanted(face.size):
                 result = self.expression.check(swapper, crop, source, result, timings, colour)
-            self.finish(pixels, crop, result, timings, into=out, colour=colour, still=still)
+            self.finish(pixels, crop, result, timings, into=out, colour=colour, still=still, plan=plan)
         return out
 
     def face_size(self, face: Face) -> int:
@@ -239,15 +249,17 @@ class FaceRenderer:
         colour: ColourMatch | None = None,
         still: bool = False,
         keep: np.ndarray | None = None,
+        plan: PlanUse | None = None,
     ) -> None:
         """Masks, colour and blending of a swapper's output, pasted into
         ``into``: a caller-owned copy of ``pixels`` that the frame's faces are
         pasted into (so a frame with many faces is copied once), while the
         grain and blur to match are read off ``pixels``, the target's own
         (``keep``: where the mask models let the new face show, see
-        :meth:`kept_face`)."""
+        :meth:`kept_face`; ``plan``: this face makes its track's tone plan,
+        or reuses it, :mod:`faceweave.compositing.plans`)."""
         lips = self.keeps_target_lips(still)
-        comp = self._composite(crop, out, timings, colour, target_lips=lips, still=still, keep=keep)
+        comp = self._planned(crop, out, timings, colour, plan, target_lips=lips, still=still, keep=keep)
         with timed(timings, "paste"):
             if comp.warp is not None:
                 warp_frame(into, comp.warp, crop.matrix, out=into)
@@ -270,6 +282,36 @@ class FaceRenderer:
         keep = self.options.masks.target_lips
         return keep == "always" or (keep == "video" and not still)
 
+    def _planned(
+        self,
+        crop: AlignedCrop,
+        out: SwapOutput,
+        timings: dict[str, float],
+        colour: ColourMatch | None,
+        plan: PlanUse | None,
+        *,
+        target_lips: bool,
+        still: bool,
+        keep: np.ndarray | None,
+    ) -> Composite:
+        """:meth:`_composite` with the track's tone plan: reused when this
+        face reuses it (made here when it did not come), handed on when this
+        face makes it (nothing, so the later frames make their own, when
+        the composite fails)."""
+        if plan is None or not plan.makes:
+            with timed(timings, "plan"):
+                tone = plan.slot.get() if plan is not None else None
+            return self._composite(
+                crop, out, timings, colour, target_lips=target_lips, still=still, keep=keep, tone=tone
+            )
+        made = None
+        try:
+            comp = self._composite(crop, out, timings, colour, target_lips=target_lips, still=still, keep=keep)
+            made = comp.tone
+            return comp
+        finally:
+            plan.slot.put(made)
+
     def _composite(
         self,
         crop: AlignedCrop,
@@ -280,6 +322,7 @@ class FaceRenderer:
         target_lips: bool = False,
         still: bool = False,
         keep: np.ndarray | None = None,
+        tone: TonePlan | None = None,
     ) -> Composite:
         found = self.occluders.find(crop.pixels, timings)
         person = found.person
@@ -296,6 +339,7 @@ class FaceRenderer:
                 hands_mask=found.hands,
                 target_lips=target_lips,
                 warp_frame=still,
+                tone=tone,
             )
 
 

@@ -102,7 +102,7 @@ def _lit(view: HalfCrop, strength: float) -> HalfCrop:
 def _taken(view: HalfCrop, skin: np.ndarray) -> float:
     """The share of the target's low-frequency a*b* difference from the new
     face that the colour plan gives the new face, over the skin."""
-    plan = colour_plan(view, skin, shading=0.5, colour=None)
+    plan, _ = colour_plan(view, skin, shading=0.5, colour=None)
     stats = plan.match.source.stats, plan.match.target.stats
     matched = apply_statistics(view.face_lab, *stats, max_gain=MAX_CONTRAST_GAIN)
     shaded = matched + plan.regional + plan.amount * plan.shading

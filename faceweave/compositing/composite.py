@@ -39,7 +39,7 @@ from faceweave.compositing.regions import (
 )
 from faceweave.compositing.resample import gaussian_lowpass, half, half_mesh, upsample, upsampled_window
 from faceweave.compositing.skin import CENTRE_TOLERANCE, skin_likelihood, skin_statistics
-from faceweave.compositing.values import ColourPlan, Composite, CompositeMasks, HalfCrop
+from faceweave.compositing.values import ColourPlan, Composite, CompositeMasks, HalfCrop, TonePlan
 from faceweave.geometry import topology as topo
 from faceweave.options import MaskOptions
 from faceweave.swappers.base import AlignedCrop, SwapOutput
@@ -124,6 +124,7 @@ def composite(
     hands_mask: np.ndarray | None = None,
     target_lips: bool = False,
     warp_frame: bool = True,
+    tone: TonePlan | None = None,
 ) -> Composite:
     """Blend ``out.face`` into ``out.background`` and say where to paste.
 
@@ -139,7 +140,11 @@ def composite(
     as the target's did.  ``warp_frame``: the frame is to be warped at its
     own resolution by the swapper's reshaping (``Composite.warp``; photos),
     rather than the reshaped crop pasted over it (video, which keeps its
-    frame rate; at a working size close to the face's the two look alike)."""
+    frame rate; at a working size close to the face's the two look alike).
+    ``tone``: the slow part of the colour made on an earlier frame of the
+    face's track (:class:`~faceweave.compositing.values.TonePlan`), reused;
+    masks, occlusion, the whites of the eyes and the blend are this
+    frame's.  ``Composite.tone`` is the one used (made here without it)."""
     person_mask = crop_mask(person_mask, target, name="person mask")
     hands = crop_mask(hands_mask, target, name="hands mask")
     hands = None if hands is None else np.clip(hands, 0.0, 1.0)
@@ -156,11 +161,11 @@ def composite(
         target_lips=target_lips,
         pasted_change=None if warp is not None else out.changed,
     )
-    plan = colour_plan(view, masks.skin, shading=shading, colour=colour)
+    plan, tone = colour_plan(view, masks.skin, shading=shading, colour=colour, tone=tone)
     pixels = blend_face(
         out, behind, masks.mask, plan, hands=hands, face_size=target.face_size, target=target, folds=target_lips
     )
-    return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail, warp=warp)
+    return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail, warp=warp, tone=tone)
 
 
 def frame_warp(out: SwapOutput, hands: np.ndarray | None) -> np.ndarray | None:
@@ -315,35 +320,53 @@ def paste_mask(
     return np.clip(paste, 0.0, 1.0)
 
 
-def colour_plan(view: HalfCrop, skin: np.ndarray, *, shading: float, colour: ColourMatch | None) -> ColourPlan:
+def colour_plan(
+    view: HalfCrop,
+    skin: np.ndarray,
+    *,
+    shading: float,
+    colour: ColourMatch | None,
+    tone: TonePlan | None = None,
+) -> tuple[ColourPlan, TonePlan]:
     """The colour mapping (measured on ``skin`` both faces show, unless a
-    fixed ``colour`` is given) and the target's low-frequency shading.
+    fixed ``colour`` is given), the target's low-frequency shading and skin
+    tint (:func:`tone_plan`; ``tone``: one made on an earlier frame of the
+    face's track, reused as it is), and the whites of the eyes, made on
+    this frame.  Returns the plan and the tone plan it holds."""
+    if colour is None:
+        colour = ColourMatch(
+            source=SkinColour(*masked_stats(view.face_lab, skin)),
+            target=SkinColour(*masked_stats(view.behind_lab, skin)),
+        )
+    matched = apply_statistics(view.face_lab, colour.source.stats, colour.target.stats, max_gain=MAX_CONTRAST_GAIN)
+    if tone is None or not tone.fits(view.size):
+        tone = tone_plan(view, matched, skin, shading=shading)
+    # the whites of the eyes last: what the shading does to them is made up
+    # too (the cheeks are settled after the blend, :func:`settle_cheeks`)
+    shaded = matched + tone.tint + tone.amount * tone.shading
+    regional = tone.tint + sclera_tone(shaded, view.behind_lab, view.mesh)
+    return ColourPlan(match=colour, shading=tone.shading, amount=tone.amount, regional=regional), tone
+
+
+def tone_plan(view: HalfCrop, matched: np.ndarray, skin: np.ndarray, *, shading: float) -> TonePlan:
+    """The target's low-frequency shading and its skin tint for the new
+    face ``matched`` (its colour already mapped to the target's).
 
     The shading is learnt on bare skin only (a beard, brows or hair would
     darken it) and spread smoothly over the rest of the face.  A light from
     one side on the source but not on the target (or the other way round)
     is lighting, not identity: then more of the target's shading is taken
     than ``shading`` asks."""
-    if colour is None:
-        colour = ColourMatch(
-            source=SkinColour(*masked_stats(view.face_lab, skin)),
-            target=SkinColour(*masked_stats(view.behind_lab, skin)),
-        )
     gap = abs(side_lighting(view.face_lab, view.mesh, skin) - side_lighting(view.behind_lab, view.mesh, skin))
     amount = float(np.clip(shading + gap / SIDE_LIGHT_SPAN, shading, 1.0))
-    matched = apply_statistics(view.face_lab, colour.source.stats, colour.target.stats, max_gain=MAX_CONTRAST_GAIN)
     sigma = SHADING_SIGMA * view.face_size
     light = coloured_light(matched, view.behind_lab, skin, sigma=sigma)
-    regional = skin_tint(view, matched, skin, chroma=TINT_CHROMA + (1.0 - TINT_CHROMA) * light)
-    offset = shading_offset(matched + regional, skin, view.behind_lab, skin, sigma=sigma)
+    tint = skin_tint(view, matched, skin, chroma=TINT_CHROMA + (1.0 - TINT_CHROMA) * light)
+    offset = shading_offset(matched + tint, skin, view.behind_lab, skin, sigma=sigma)
     # under a coloured light the rest of the shading's chroma comes too (as
     # part of the tint, which is added whole)
-    regional[..., 1:] += ((1.0 - amount) * light) * offset[..., 1:]
-    # the whites of the eyes last: what the shading does to them is made up
-    # too (the cheeks are settled after the blend, :func:`settle_cheeks`)
-    shaded = matched + regional + amount * offset
-    regional = regional + sclera_tone(shaded, view.behind_lab, view.mesh)
-    return ColourPlan(match=colour, shading=offset, amount=amount, regional=regional)
+    tint[..., 1:] += ((1.0 - amount) * light) * offset[..., 1:]
+    return TonePlan(shading=offset, amount=amount, tint=tint)
 
 
 def coloured_light(face: np.ndarray, behind: np.ndarray, skin: np.ndarray, *, sigma: float) -> float:

@@ -75,6 +75,34 @@ class CompositeMasks:
 
 
 @dataclass(frozen=True, eq=False)
+class TonePlan:
+    """The slow part of a face's colour, made once and reusable over the
+    next frames of its track while the face holds still in its crop
+    (:mod:`faceweave.compositing.plans`): ``shading`` ``(s, s, 3)`` float32
+    CIELAB offset, the target's low-frequency shading minus the matched and
+    tinted face's, added ``amount`` (0..1) times; ``tint`` ``(s, s, 3)``
+    float32 CIELAB offset added whole, the target's skin tint and lids (and,
+    under a coloured light, the shading's colour).  The whites of the eyes
+    are not in it: they open and shut from frame to frame."""
+
+    shading: np.ndarray
+    amount: float
+    tint: np.ndarray
+
+    def __post_init__(self) -> None:
+        shading = checked_array(self.shading, shape=(None, None, 3), dtype=np.float32, name="shading offset")
+        object.__setattr__(self, "shading", shading)
+        tint = checked_array(self.tint, shape=shading.shape, dtype=np.float32, name="tint offset")
+        object.__setattr__(self, "tint", tint)
+        if not 0.0 <= self.amount <= 1.0:
+            raise ValueError(f"shading amount must be in [0, 1]; got {self.amount}")
+
+    def fits(self, size: tuple[int, int]) -> bool:
+        """Whether the plan is made for a half grid of ``size = (W, H)``."""
+        return (int(self.shading.shape[1]), int(self.shading.shape[0])) == size
+
+
+@dataclass(frozen=True, eq=False)
 class ColourPlan:
     """How the new face's colour is changed: ``match`` maps its skin colour
     to the target's; ``regional`` gives it the target's skin tint;
@@ -107,13 +135,15 @@ class Composite:
     new face, where the target's own fine grain may be added back at full
     resolution; ``warp`` ``(S, S, 2)`` float32 or ``None``: the reshaping
     warp's offsets in crop pixels, to apply to the frame itself before the
-    paste (nothing moves under hands)."""
+    paste (nothing moves under hands); ``tone``: the slow part of the
+    colour it was made with (made here, or reused from an earlier frame)."""
 
     pixels: np.ndarray
     mask: np.ndarray
     paste: np.ndarray
     detail: np.ndarray
     warp: np.ndarray | None = None
+    tone: TonePlan | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

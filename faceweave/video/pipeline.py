@@ -23,6 +23,7 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 
+from faceweave.compositing.plans import PlanPolicy
 from faceweave.errors import NoFaceError, NoMatchingFaceError, TooSmallToMarkError
 from faceweave.io import write_image
 from faceweave.pipeline import FaceSwapper, ImageInput
@@ -101,11 +102,14 @@ def check_markable(size: tuple[int, int], provenance: Provenance | None) -> None
 
 
 class VideoSwapper:
-    """Swap faces in a video with a :class:`FaceSwapper`'s models and options."""
+    """Swap faces in a video with a :class:`FaceSwapper`'s models and
+    options; ``plans``: when a track's tone plan is made anew
+    (:mod:`faceweave.compositing.plans`; ``PlanPolicy(every=1)``: on every
+    frame)."""
 
-    def __init__(self, swapper: FaceSwapper) -> None:
+    def __init__(self, swapper: FaceSwapper, *, plans: PlanPolicy = PlanPolicy()) -> None:
         self.swapper = swapper
-        self.planner = FramePlanner(swapper)
+        self.planner = FramePlanner(swapper, plans)
         #: the track states of trackers planned without states of their own
         #: (:meth:`plan_frame`), held while the tracker lives
         self._states: WeakKeyDictionary[FaceTracker, TrackStates] = WeakKeyDictionary()
@@ -139,7 +143,11 @@ class VideoSwapper:
         """Apply a frame's plan; frames are independent here, so several
         frames may be rendered at once on different threads."""
         return self.swapper.swap_many(
-            pixels, [(p.face, p.source) for p in plan], timings, colours=[p.colour for p in plan]
+            pixels,
+            [(p.face, p.source) for p in plan],
+            timings,
+            colours=[p.colour for p in plan],
+            plans=[p.plan for p in plan],
         )
 
     def swap_frame(

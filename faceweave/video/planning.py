@@ -15,8 +15,10 @@ from typing import NamedTuple
 import numpy as np
 
 from faceweave.compositing.colour import ColourMatch, SkinColour, skin_colour
-from faceweave.crops import cut_crop
+from faceweave.compositing.plans import HeldPlan, PlanPolicy, PlanUse, crop_layout
+from faceweave.crops import CROP_MARGIN, cut_crop, working_face_size
 from faceweave.errors import NoMatchingFaceError
+from faceweave.geometry.align import crop_matrix
 from faceweave.pipeline import FaceSwapper
 from faceweave.selection import order_faces, select_faces
 from faceweave.swappers import SourceFace
@@ -34,12 +36,14 @@ COLOUR_INTERVAL = 0.1
 
 
 class PlannedFace(NamedTuple):
-    """One face of a frame to swap: where, with which source, and the colour
-    mapping held for its track."""
+    """One face of a frame to swap: where, with which source, the colour
+    mapping held for its track, and whether it makes or reuses its track's
+    tone plan (:mod:`faceweave.compositing.plans`)."""
 
     face: Face
     source: SourceFace
     colour: ColourMatch | None = None
+    plan: PlanUse | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,11 +79,13 @@ class TrackState:
     """What the planner remembers of one track between frames: with a
     :class:`PeopleMap`, whether the track's person was looked up
     (``identified``; done once per track) and who it is (``None``: nobody
-    mapped); and the skin colour held for it (``None`` until measured)."""
+    mapped); the skin colour held for it (``None`` until measured); and its
+    current tone plan (``None`` until the first frame makes one)."""
 
     identified: bool = False
     person: int | None = None
     colour: HeldColour | None = None
+    plan: HeldPlan | None = None
 
 
 class TrackStates:
@@ -107,10 +113,12 @@ class TrackStates:
 class FramePlanner:
     """Which source each tracked face of a frame gets, with a
     :class:`FaceSwapper`'s selection options and models; each source's skin
-    colour is measured once per planner."""
+    colour is measured once per planner; ``policy``: when a track's tone
+    plan is made anew."""
 
-    def __init__(self, swapper: FaceSwapper) -> None:
+    def __init__(self, swapper: FaceSwapper, policy: PlanPolicy = PlanPolicy()) -> None:
         self.swapper = swapper
+        self.policy = policy
         self._source_colours: dict[SourceFace, SkinColour] = {}
 
     def plan(
@@ -134,7 +142,7 @@ class FramePlanner:
         plan = []
         for i in sorted(indices, key=lambda k: faces[k].bbox.area):
             source = self.swapper.choose_source(sources, faces[i])
-            plan.append(PlannedFace(faces[i], source, self._colour(frame, picked[i], states, source, timings)))
+            plan.append(self._planned(frame, picked[i], faces[i], states, source, timings))
         return plan
 
     def _selected(
@@ -178,8 +186,40 @@ class FramePlanner:
             sources = mapping.sources.get(state.person) if state.person is not None else None
             if sources:
                 source = self.swapper.choose_source(sources, track.face)
-                plan.append(PlannedFace(track.face, source, self._colour(frame, track, states, source, timings)))
+                plan.append(self._planned(frame, track, track.face, states, source, timings))
         return plan
+
+    def _planned(
+        self,
+        frame: VideoFrame,
+        track: Track,
+        face: Face,
+        states: TrackStates,
+        source: SourceFace,
+        timings: dict[str, float],
+    ) -> PlannedFace:
+        """``face`` (``track``'s) with its source, held colour and plan use."""
+        colour = self._colour(frame, track, states, source, timings)
+        return PlannedFace(face, source, colour, self._plan_use(frame, track, states, source, colour))
+
+    def _plan_use(
+        self, frame: VideoFrame, track: Track, states: TrackStates, source: SourceFace, colour: ColourMatch
+    ) -> PlanUse:
+        """Whether this frame makes the track's tone plan anew or reuses it
+        (:class:`PlanPolicy`, from the face's mesh in its working crop)."""
+        size = working_face_size(track.face, self.swapper.options.working_size)
+        matrix, _ = crop_matrix(track.face.bbox, face_size=size, margin=CROP_MARGIN)
+        state = states.of(track.id)
+        use, held = self.policy.use(
+            state.plan,
+            frame=frame.index,
+            source=source,
+            layout=crop_layout(track.face.mesh, matrix, size),
+            face_size=size,
+            light=colour.target.mean,
+        )
+        states.set(track.id, replace(state, plan=held))
+        return use
 
     def _source_colour(self, source: SourceFace) -> SkinColour:
         colour = self._source_colours.get(source)

@@ -1,0 +1,149 @@
+"""A track's tone plan carried from frame to frame: plan once per track,
+apply per frame.
+
+The slow part of a face's colour (:class:`~faceweave.compositing.values.TonePlan`:
+the target's shading, skin tint and lids, about a fifth of a video face's
+compositing) depends on the face's place in its working crop and on the
+light, both of which change slowly along a track.  The frame that makes a
+plan and the frames that reuse it are decided in frame order, on the
+planning thread (:class:`PlanPolicy`, from the target's mesh in its crop,
+so the decision and the output do not depend on which render thread runs
+first); the plan itself is made by the first frame's render, on a render
+thread, and handed to the later frames' renders through a :class:`PlanSlot`.
+
+What changes from frame to frame stays per frame: the masks (mouth, lips,
+occlusion by hands, hair and objects), the whites of the eyes, the
+colour match and the blend."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from faceweave.compositing.values import TonePlan
+
+#: how long a reusing render waits for the plan of its track's earlier
+#: frame (seconds) before it makes its own; the earlier frame started
+#: first, so the wait only ends this way when that render failed
+SLOT_WAIT_S = 30.0
+
+
+class PlanSlot:
+    """One tone plan handed from the render of the frame that makes it to
+    the renders of the later frames that reuse it (threads: one puts, any
+    number get)."""
+
+    def __init__(self, frame: int) -> None:
+        #: the index of the frame that makes the plan
+        self.frame = frame
+        self._ready = threading.Event()
+        self._tone: TonePlan | None = None
+
+    def put(self, tone: TonePlan | None) -> None:
+        """Hand over the plan (``None``: the making render failed, so the
+        later frames make their own)."""
+        self._tone = tone
+        self._ready.set()
+
+    def get(self, timeout: float = SLOT_WAIT_S) -> TonePlan | None:
+        """The plan once made (waiting for it), or ``None`` when it failed
+        or did not come within ``timeout`` seconds."""
+        return self._tone if self._ready.wait(timeout) else None
+
+
+@dataclass(frozen=True, eq=False)
+class PlanUse:
+    """What one face of a frame does with its track's tone plan: make it
+    into ``slot`` (``makes``), or reuse what ``slot`` gets."""
+
+    slot: PlanSlot
+    makes: bool
+
+
+def crop_layout(mesh: np.ndarray, matrix: np.ndarray, face_size: float) -> np.ndarray:
+    """``(N, 2)`` float32: the face's mesh ``(N, 2+)`` (frame pixels) in its
+    working crop (``matrix``: frame -> crop), in units of the face size."""
+    points = np.asarray(mesh, np.float64)[:, :2]
+    m = np.asarray(matrix, np.float64)
+    return ((points @ m[:, :2].T + m[:, 2]) / float(face_size)).astype(np.float32)
+
+
+def layout_drift(a: np.ndarray, b: np.ndarray) -> float:
+    """The root-mean-square distance between two :func:`crop_layout` s (face sizes)."""
+    return float(np.sqrt(np.mean(np.sum((np.asarray(a) - np.asarray(b)) ** 2, axis=1))))
+
+
+@dataclass(frozen=True)
+class HeldPlan:
+    """A track's current plan as the planner sees it: made by frame
+    ``frame`` for ``source``, with the face laid out as ``layout``
+    (:func:`crop_layout`) in a crop of face size ``face_size``, under the
+    target skin colour ``light`` (CIELAB mean)."""
+
+    slot: PlanSlot
+    frame: int
+    source: object
+    layout: np.ndarray
+    face_size: int
+    light: np.ndarray
+
+
+@dataclass(frozen=True)
+class PlanPolicy:
+    """When a track's tone plan is made anew: every ``every`` frames at the
+    latest (1: every frame, no reuse), and sooner when the face moved in
+    its crop by more than ``drift`` of the face size (root mean square over
+    the mesh: it turned, tilted or changed expression), when its crop's
+    face size changed (the grids differ), when its source changed, or when
+    the target's skin colour moved by more than ``light`` (ΔE: the light
+    changed)."""
+
+    every: int = 6
+    drift: float = 0.01
+    light: float = 1.5
+
+    def __post_init__(self) -> None:
+        if self.every < 1 or self.drift < 0 or self.light < 0:
+            raise ValueError(f"plan policy: every >= 1, drift >= 0 and light >= 0; got {self}")
+
+    def renews(
+        self,
+        held: HeldPlan | None,
+        *,
+        frame: int,
+        source: object,
+        layout: np.ndarray,
+        face_size: int,
+        light: np.ndarray,
+    ) -> bool:
+        """Whether frame ``frame`` makes a new plan rather than reuse ``held``."""
+        if held is None or self.every == 1:
+            return True
+        return (
+            frame - held.frame >= self.every
+            or held.source is not source
+            or held.face_size != face_size
+            or layout_drift(held.layout, layout) > self.drift
+            or float(np.linalg.norm(np.asarray(light, np.float64) - held.light)) > self.light
+        )
+
+    def use(
+        self,
+        held: HeldPlan | None,
+        *,
+        frame: int,
+        source: object,
+        layout: np.ndarray,
+        face_size: int,
+        light: np.ndarray,
+    ) -> tuple[PlanUse, HeldPlan]:
+        """This frame's use of the track's plan, and the plan held after it."""
+        if held is not None and not self.renews(
+            held, frame=frame, source=source, layout=layout, face_size=face_size, light=light
+        ):
+            return PlanUse(held.slot, makes=False), held
+        slot = PlanSlot(frame)
+        made = HeldPlan(slot, frame, source, layout, face_size, np.asarray(light, np.float64))
+        return PlanUse(slot, makes=True), made
