@@ -34,7 +34,7 @@ STATUS_BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
     (fe.LiveSessionElsewhereError, 421),
     (fe.NotFoundError, 404),
     (fe.RateLimitedError, 429),
-    (fe.NotReadyError, 503),
+    (fe.NotReadyError, 503),  # StorageUnavailableError among them
     (fe.ImageTooLargeError, 413),
     (fe.LimitExceededError, 413),
     (fe.RangeNotSatisfiableError, 416),
@@ -84,7 +84,8 @@ ERROR_STATUSES: dict[int, str] = {
     " small to carry the watermark",
     429: "rate limited (see Retry-After)",
     500: "internal error (the details are in the server log)",
-    503: "not ready: the models are loading, no model slot is free, or the live sessions are all taken",
+    503: "not ready (see Retry-After): the models are loading, no model slot is free, the live sessions are all"
+    " taken, or the job storage does not answer (storage_unavailable)",
 }
 
 
@@ -214,7 +215,7 @@ def error_headers(exc: fe.FaceweaveError) -> dict[str, str]:
     headers: dict[str, str] = {}
     if isinstance(exc, fe.AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, fe.RateLimitedError):
+    if isinstance(exc, fe.RateLimitedError | fe.NotReadyError):  # every 429 and 503
         headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
     if isinstance(exc, fe.RequestTimeoutError):
         headers["Connection"] = "close"
