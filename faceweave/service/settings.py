@@ -358,6 +358,21 @@ class ServiceSettings(_Settings):
     tls_redirect_port: int | None = Field(
         None, ge=1, le=65535, description="with TLS: also listen on this port (plain HTTP) and redirect to HTTPS (308)"
     )
+    # -- the HTTPS redirect and HSTS (issue 33, F16-F17) --------------------
+    public_host: str | None = Field(
+        None,
+        pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$",
+        description="HOST or HOST:PORT clients reach the HTTPS listener at: the host of the tls_redirect_port"
+        " redirect's Location (default: the request's Host when it names `host`; needed with a wildcard host)",
+    )
+    hsts_max_age_s: int = Field(
+        31_536_000,
+        ge=0,
+        le=63_072_000,
+        description="with TLS: Strict-Transport-Security max-age on every HTTPS answer (0: no header); never"
+        " sent when serving plain HTTP",
+    )
+    # ------------------------------------------------------------------------
     database: str | None = Field(None, description="SQLAlchemy URL; default sqlite:///<storage>/jobs.db")
     workers: int = Field(1, ge=0, le=64, description="embedded job workers (0: this node runs no jobs)")
     sync_slots: int = Field(1, ge=0, le=64, description="models kept for POST /v1/swap (0: that endpoint answers 503)")
@@ -410,6 +425,11 @@ class ServiceSettings(_Settings):
             raise ValueError("give both tls_cert and tls_key (or neither)")
         if self.tls_redirect_port is not None and (self.tls_cert is None or self.tls_redirect_port == self.port):
             raise ValueError("tls_redirect_port needs tls_cert and tls_key, and a port other than the HTTPS port")
+        if self.tls_redirect_port is not None and self.public_host is None and _is_wildcard(self.host):
+            raise ValueError(
+                f"tls_redirect_port on host {self.host} (every address) needs public_host: the name clients reach"
+                " the HTTPS port by, for the redirect's Location"
+            )
         return self
 
     @property
@@ -459,6 +479,14 @@ def is_loopback(host: str) -> bool:
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_wildcard(host: str) -> bool:
+    """Whether ``host`` binds every address (``0.0.0.0``, ``::``, empty)."""
+    try:
+        return not host or ipaddress.ip_address(host).is_unspecified
     except ValueError:
         return False
 
