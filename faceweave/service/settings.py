@@ -321,6 +321,17 @@ class S3Settings(_Settings):
         3600.0, ge=1.0, le=7 * 24 * 3600.0, description="presigned download URLs; never past the job's expiry"
     )
     connect_timeout_s: float = Field(5.0, gt=0)
+    # -- outages (issue 33, F19) ----------------------------------------------
+    probe_timeout_s: float = Field(
+        2.0, gt=0, le=30.0, description="/readyz asks the bucket (HEAD) with this timeout and one attempt"
+    )
+    probe_cache_s: float = Field(
+        5.0,
+        ge=0,
+        le=300.0,
+        description="how long /readyz keeps the bucket probe's verdict (an outage met by any"
+        " request counts as a fresh one)",
+    )
 
     @field_validator("url")
     @classmethod
@@ -383,6 +394,15 @@ class ServiceSettings(_Settings):
     poll_interval_s: float = Field(0.5, gt=0)
     results_ttl_s: float = Field(24 * 3600.0, gt=0)
     sweep_interval_s: float = Field(60.0, gt=0)
+    # -- orphaned job files (issue 33, F18) -----------------------------------
+    orphan_grace_s: float = Field(
+        3600.0,
+        ge=60.0,
+        description="the sweeper deletes a jobs/<id>/ folder or its objects when no job row has that id and its"
+        " newest file is older than this (a process killed between storing a job's inputs and creating its row);"
+        " longer than the slowest input upload. The storage (folder or bucket prefix) belongs to one job database",
+    )
+    # ------------------------------------------------------------------------
     video_working_size: int = Field(VIDEO_WORKING_SIZE, ge=96, le=1024)
     broker: str | None = Field(
         None, description="Celery broker URL (redis://...): distributed mode; this node queues jobs there and runs none"
