@@ -13,6 +13,7 @@ closes its connection, and no answer names the server or its version.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http
 import logging
 import socket
@@ -78,30 +79,38 @@ class ProbeHttpServer:
         started = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(started,), name="worker-health", daemon=True)
         self._thread.start()
-        started.wait(10)
+        if not started.wait(10) or self._stop is None:
+            self.close()
+            raise OSError(f"the health server on {self.host}:{self._port} did not start")
 
     def close(self) -> None:
         loop, stop, thread, slow = self._loop, self._stop, self._thread, self._slow
         if loop is None or thread is None:
             return
         if stop is not None:
-            loop.call_soon_threadsafe(stop.set)
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                loop.call_soon_threadsafe(stop.set)
         thread.join(timeout=5)
         if slow is not None:
             slow.shutdown(wait=False, cancel_futures=True)
         self._sock = self._loop = self._stop = self._thread = self._slow = None
 
     def _run(self, started: threading.Event) -> None:
-        assert self._loop is not None and self._sock is not None  # set by start
-        asyncio.set_event_loop(self._loop)
+        loop, sock = self._loop, self._sock
+        assert loop is not None and sock is not None  # set by start
+        asyncio.set_event_loop(loop)
         try:
-            self._loop.run_until_complete(self._serve(self._sock, started))
+            loop.run_until_complete(self._serve(sock, started))
+        except Exception:
+            log.exception("the health server stopped")
         finally:
-            self._loop.close()
+            started.set()  # also when it failed to start: start() sees no _stop
+            sock.close()
+            loop.close()
 
     async def _serve(self, sock: socket.socket, started: threading.Event) -> None:
-        self._stop = asyncio.Event()
         server = await asyncio.start_server(self._connection, sock=sock, limit=MAX_REQUEST_BYTES)
+        self._stop = asyncio.Event()
         started.set()
         async with server:
             await self._stop.wait()
