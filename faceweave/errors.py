@@ -235,18 +235,18 @@ class NotReadyError(ServiceError):
         self.retry_after = retry_after
 
 
-class AtCapacityError(NotReadyError):
-    """Every place of a bounded resource of this node is taken (the live
-    sessions of ``live.sessions``); try again once one ends, or another node."""
-
-    code = "at_capacity"
-
-
 class StorageUnavailableError(NotReadyError):
     """The job storage (the S3 bucket) does not answer, or answers that it
     cannot serve now; nothing was stored or changed (HTTP 503)."""
 
     code = "storage_unavailable"
+
+
+class AtCapacityError(NotReadyError):
+    """Every place of a bounded resource of this node is taken (the live
+    sessions of ``live.sessions``); try again once one ends, or another node."""
+
+    code = "at_capacity"
 
 
 class NoVideoTrackError(InvalidOptionError):

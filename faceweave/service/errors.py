@@ -213,9 +213,11 @@ def error_headers(exc: fe.FaceweaveError) -> dict[str, str]:
     """The headers an error answer carries: how to authenticate, when to retry,
     that the connection is done (the rest of a timed-out body is not read)."""
     headers: dict[str, str] = {}
+    if isinstance(exc, fe.NotReadyError):  # every 503, as every 429 below
+        headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
     if isinstance(exc, fe.AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, fe.RateLimitedError | fe.NotReadyError):  # every 429 and 503
+    if isinstance(exc, fe.RateLimitedError):
         headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
     if isinstance(exc, fe.RequestTimeoutError):
         headers["Connection"] = "close"
