@@ -225,9 +225,21 @@ class RateLimitedError(ServiceError):
 
 
 class NotReadyError(ServiceError):
-    """The service is starting (models not loaded) or has no capacity now."""
+    """The service is starting (models not loaded) or has no capacity now;
+    ``retry_after``: the seconds a client should wait (HTTP ``Retry-After``)."""
 
     code = "not_ready"
+
+    def __init__(self, message: str, *, retry_after: float = 5.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class StorageUnavailableError(NotReadyError):
+    """The job storage (the S3 bucket) does not answer, or answers that it
+    cannot serve now; nothing was stored or changed (HTTP 503)."""
+
+    code = "storage_unavailable"
 
 
 class AtCapacityError(NotReadyError):

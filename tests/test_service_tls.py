@@ -126,25 +126,90 @@ def test_bad_tls_files_stop_serve_with_one_line(tmp_path, pems, cert, key, fragm
 
 
 @pytest.mark.parametrize(
-    ("host", "path", "query", "expected"),
+    ("host", "path", "query", "public", "expected"),
     [
-        ("example.org", "/v1/jobs", "", "https://example.org:8443/v1/jobs"),
-        ("example.org:8080", "/r", "a=1&b=2", "https://example.org:8443/r?a=1&b=2"),
-        ("[::1]:80", "/", "", "https://[::1]:8443/"),
-        ("evil.org\r\nSet-Cookie: x", "/", "", None),
-        ("a b", "/", "", None),
+        ("127.0.0.1:8080", "/v1/jobs", "", None, "https://127.0.0.1:8443/v1/jobs"),
+        ("localhost:8080", "/r", "a=1&b=2", None, "https://localhost:8443/r?a=1&b=2"),
+        ("[::1]:80", "/", "", None, "https://[::1]:8443/"),
+        ("evil.example", "/", "", None, "the Host header does not name this server"),
+        ("evil.example", "/x", "", "faceweave.example.org", "https://faceweave.example.org:8443/x"),
+        ("evil.example", "/x", "q=1", "faceweave.example.org:443", "https://faceweave.example.org:443/x?q=1"),
+        ("evil.org\r\nSet-Cookie: x", "/", "", None, "the Host header does not name this server"),
+        ("a b", "/", "", None, "the Host header does not name this server"),
+        (None, "/", "", None, "the Host header does not name this server"),
+        # F16: the target itself never reaches the Location's authority
+        ("127.0.0.1", "@evil.example/login", "", None, "must be a path"),
+        ("127.0.0.1", "http://evil.example/x", "", None, "must be a path"),
+        ("127.0.0.1", "evil.example:443", "", None, "must be a path"),
+        ("127.0.0.1", "*", "", None, "must be a path"),
+        ("127.0.0.1", "", "", None, "must be a path"),
+        ("127.0.0.1", "/a b", "", None, "must be a path"),
+        ("127.0.0.1", "/ok", "x=\r\nSet-Cookie:1", None, "must be a path"),
+        ("127.0.0.1", "//evil.example/x", "", None, "https://127.0.0.1:8443//evil.example/x"),  # a path of ours
     ],
 )
-def test_the_redirect_goes_to_the_same_place_on_https(host, path, query, expected):
-    from faceweave.service.redirect import https_location
+def test_the_redirect_goes_to_the_same_place_on_https(host, path, query, public, expected):
+    from faceweave.errors import InputError
+    from faceweave.service.redirect import RedirectRule, https_location
+    from faceweave.service.settings import ServiceSettings
 
+    config = ServiceSettings(host="127.0.0.1", port=8443, public_host=public)
     scope = {
         "type": "http",
-        "headers": [(b"host", host.encode("latin-1"))],
+        "headers": [(b"host", host.encode("latin-1"))] if host is not None else [],
         "raw_path": path.encode(),
         "query_string": query.encode(),
     }
-    assert https_location(scope, 8443, "localhost") == expected
+    rule = RedirectRule.from_settings(config)
+    if expected.startswith("https://"):
+        assert https_location(scope, rule) == expected
+    else:
+        with pytest.raises(InputError, match=expected):
+            https_location(scope, rule)
+
+
+def test_the_redirect_names_only_its_own_host(tmp_path, pems):
+    """A host other than loopback: only its own name, not localhost; a wildcard host needs public_host."""
+    from faceweave.errors import InputError, InvalidOptionError
+    from faceweave.service.redirect import RedirectRule
+    from faceweave.service.settings import load_settings
+
+    tls = {"tls_cert": str(pems["cert"]), "tls_key": str(pems["key"]), "tls_redirect_port": 8080}
+    rule = RedirectRule.from_settings(load_settings(environ={}, overrides={"host": "10.1.2.3", **tls}))
+    assert rule.authority("10.1.2.3:8080") == "10.1.2.3:8000"
+    with pytest.raises(InputError):
+        rule.authority("localhost")
+    with pytest.raises(InvalidOptionError, match="needs public_host"):
+        load_settings(environ={}, overrides={"host": "0.0.0.0", "auth.mode": "none", **tls})
+    public = load_settings(environ={}, overrides={"host": "::", "auth.mode": "none", "public_host": "a.example", **tls})
+    assert RedirectRule.from_settings(public).authority("evil.example") == "a.example:8000"
+
+
+@pytest.mark.parametrize(("tls", "expected"), [(True, "max-age=31536000"), (False, None)])
+def test_hsts_on_https_answers_only(tmp_path, pems, tls, expected):
+    """F17: Strict-Transport-Security with TLS (hsts_max_age_s), never when serving plain HTTP."""
+    from tests.service_fixtures import running_app, settings
+
+    extra = {"tls_cert": str(pems["cert"]), "tls_key": str(pems["key"])} if tls else {}
+    with running_app(settings(tmp_path, **extra)) as client:
+        for path in ("/healthz", "/v1/jobs/nope", "/docs"):
+            assert client.get(path).headers.get("strict-transport-security") == expected, path
+    if tls:
+        with running_app(settings(tmp_path, hsts_max_age_s=0, **extra)) as client:
+            assert "strict-transport-security" not in client.get("/healthz").headers
+
+
+def _raw_request(port: int, target: str, host: str = "127.0.0.1") -> tuple[int, dict[str, str], bytes]:
+    """Send ``GET target`` as written (no client normalises it); the status, headers and body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode("latin-1"))
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    raw_head, _, body = data.partition(b"\r\n\r\n")
+    head = raw_head.decode("latin-1").split("\r\n")
+    fields = dict(line.split(": ", 1) for line in head[1:])
+    return int(head[0].split()[1]), {k.lower(): v for k, v in fields.items()}, body
 
 
 def test_serve_redirects_plain_http_to_https_when_asked(tmp_path, pems):
@@ -172,6 +237,17 @@ def test_serve_redirects_plain_http_to_https_when_asked(tmp_path, pems):
         assert answer.headers["location"] == f"https://127.0.0.1:{port}/healthz?x=1"
         followed = httpx.get(f"http://127.0.0.1:{plain}/healthz", verify=trusted, follow_redirects=True)
         assert followed.status_code == 200 and followed.json() == {"status": "ok"}
+        assert followed.headers["strict-transport-security"] == "max-age=31536000"
+        assert "strict-transport-security" not in answer.headers  # not over plain HTTP
+        # F16: the targets of the attack run, as sent
+        for target in ("@evil.example/login", "http://evil.example/x", "evil.example:443"):
+            status, headers, body = _raw_request(plain, target)
+            assert (status, body) == (400, b"the request target must be a path such as /v1/jobs (origin form)\n")
+            assert "location" not in headers, target
+        refused = _raw_request(plain, "/healthz", host="evil.example")
+        assert (refused[0], refused[2]) == (400, b"the Host header does not name this server\n")
+        status, headers, _ = _raw_request(plain, "//evil.example/x")
+        assert status == 308 and headers["location"] == f"https://127.0.0.1:{port}//evil.example/x"
     finally:
         proc.terminate()
         proc.communicate(timeout=30)

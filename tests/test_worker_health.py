@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import socket
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -218,3 +220,74 @@ def test_the_worker_entry_does_not_import_prometheus_client_before_the_folder_is
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def _raw(port: int, request: bytes) -> bytes:
+    """The whole answer to ``request`` sent as it is."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall(request)
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    return data
+
+
+def _native_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def _closed_by_server(conn: socket.socket) -> bool:
+    conn.settimeout(10)
+    try:
+        return conn.recv(1) == b""
+    except ConnectionResetError:  # closed for a newer connection (aborted: a reset)
+        return True
+
+
+def test_half_sent_requests_take_no_threads_and_the_probes_still_answer():
+    """The attack run's 300 half-sent requests took the stdlib server to 303
+    threads, held open after 60 s: here the threads stay as they were, the
+    probes answer meanwhile, and each half-sent request is closed after the
+    request timeout (those over max_connections at once)."""
+    state = WorkerState(1)
+    server = HealthServer(state, host="127.0.0.1", port=0, request_timeout_s=1.0, max_connections=100)
+    server.start()
+    half_sent: list[socket.socket] = []
+    try:
+        threads = _native_threads()
+        for _ in range(300):
+            conn = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # headers never end
+            half_sent.append(conn)
+        assert _get(server.port, "/healthz") == (200, {"status": "ok"})
+        assert _get(server.port, "/readyz")[0] == 503
+        assert _native_threads() <= threads  # the loop's thread was there before
+        started = time.monotonic()
+        assert all(_closed_by_server(conn) for conn in half_sent)
+        assert time.monotonic() - started < 8.0  # the 1 s timeout, not never
+        assert _native_threads() <= threads
+    finally:
+        for conn in half_sent:
+            conn.close()
+        server.close()
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200),
+        (b"GET /nope HTTP/1.0\r\n\r\n", 404),
+        (b"POST /healthz HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405),
+        (b"garbage\r\n\r\n", 400),
+        (b"GET /healthz HTTP/1.1\r\nX: " + b"a" * 10000 + b"\r\n\r\n", None),  # too long: closed unanswered
+    ],
+)
+def test_no_answer_names_the_server_or_its_version(served, request_bytes, status):
+    _, port = served
+    answer = _raw(port, request_bytes)
+    if status is None:
+        assert answer == b""
+        return
+    head = answer.split(b"\r\n\r\n", 1)[0].lower()
+    assert head.startswith(f"http/1.1 {status} ".encode())
+    assert b"server:" not in head and b"python" not in answer.lower()

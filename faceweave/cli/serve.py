@@ -159,13 +159,14 @@ def _https_redirect(settings, *, log_level: str) -> Iterator[None]:
 
     import uvicorn
 
-    from faceweave.service.redirect import HttpsRedirect
+    from faceweave.service.redirect import HttpsRedirect, RedirectRule
 
-    app = HttpsRedirect(settings.port, fallback_host=settings.host)
+    app = HttpsRedirect(RedirectRule.from_settings(settings))
     config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.tls_redirect_port,
+        http="h11",  # raw_path is the request target as sent (httptools would reduce an absolute one to its path)
         lifespan="off",
         log_level=log_level.lower(),
         access_log=False,

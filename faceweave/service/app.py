@@ -79,7 +79,8 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
             allow_headers=["Authorization", "X-API-Key", "Content-Type", "Range", "If-Range"],
             expose_headers=["Location", "Content-Range", "Retry-After", "ETag"],
         )
-    app.add_middleware(SecurityHeadersMiddleware)
+    hsts = settings.hsts_max_age_s if settings.tls_cert is not None else 0  # never over plain HTTP
+    app.add_middleware(SecurityHeadersMiddleware, hsts_max_age_s=hsts)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
 
@@ -87,13 +88,15 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
 class SecurityHeadersMiddleware:
     """Adds :data:`~faceweave.service.errors.API_HEADERS` (``nosniff``, a CSP
     that lets nothing run) to every HTTP answer, keeping any the route set
-    (the web page's and the docs' own CSP)."""
+    (the web page's and the docs' own CSP); with ``hsts_max_age_s`` (HTTPS
+    only) also ``Strict-Transport-Security``."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, *, hsts_max_age_s: int = 0) -> None:
         self.app = app
-        self.extra = [
-            (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in errors.API_HEADERS.items()
-        ]
+        extra = dict(errors.API_HEADERS)
+        if hsts_max_age_s > 0:
+            extra["Strict-Transport-Security"] = f"max-age={hsts_max_age_s}"
+        self.extra = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in extra.items()]
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

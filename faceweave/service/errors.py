@@ -34,7 +34,7 @@ STATUS_BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
     (fe.LiveSessionElsewhereError, 421),
     (fe.NotFoundError, 404),
     (fe.RateLimitedError, 429),
-    (fe.NotReadyError, 503),
+    (fe.NotReadyError, 503),  # StorageUnavailableError among them
     (fe.ImageTooLargeError, 413),
     (fe.LimitExceededError, 413),
     (fe.RangeNotSatisfiableError, 416),
@@ -84,7 +84,8 @@ ERROR_STATUSES: dict[int, str] = {
     " small to carry the watermark",
     429: "rate limited (see Retry-After)",
     500: "internal error (the details are in the server log)",
-    503: "not ready: the models are loading, no model slot is free, or the live sessions are all taken",
+    503: "not ready (see Retry-After): the models are loading, no model slot is free, the live sessions are all"
+    " taken, or the job storage does not answer (storage_unavailable)",
 }
 
 
@@ -212,6 +213,8 @@ def error_headers(exc: fe.FaceweaveError) -> dict[str, str]:
     """The headers an error answer carries: how to authenticate, when to retry,
     that the connection is done (the rest of a timed-out body is not read)."""
     headers: dict[str, str] = {}
+    if isinstance(exc, fe.NotReadyError):  # every 503, as every 429 below
+        headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
     if isinstance(exc, fe.AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(exc, fe.RateLimitedError):

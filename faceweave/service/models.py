@@ -204,11 +204,13 @@ class SlotPool:
             NotReadyError: no slot exists, or none came free within ``timeout`` seconds.
         """
         if not self._all:
-            raise NotReadyError("synchronous swaps are not available on this node (no models loaded)")
+            raise NotReadyError("synchronous swaps are not available on this node (no models loaded)", retry_after=60.0)
         try:
             models = self._free.get(timeout=timeout)
         except queue.Empty:
-            raise NotReadyError("all swap slots are busy; try again, or submit a job to POST /v1/jobs") from None
+            raise NotReadyError(
+                "all swap slots are busy; try again, or submit a job to POST /v1/jobs", retry_after=2.0
+            ) from None
         try:
             yield models
         finally:

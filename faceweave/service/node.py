@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any
 
-from faceweave.errors import NotReadyError
+from faceweave.errors import NotReadyError, StorageUnavailableError
 from faceweave.service import errors
 from faceweave.service.auth import Authenticator, RateLimiter
 from faceweave.service.jobs import RunConfig
@@ -92,6 +92,12 @@ class Service:
                 f"{len(self.pool.faults)} of {self.pool.size} worker(s) stopped on a device fault: {first}"
             )
 
+    def check_storage(self) -> None:
+        """Raises :class:`~faceweave.errors.StorageUnavailableError` while the job
+        storage does not answer (for S3 a short probe, its verdict cached briefly).
+        Blocks: call it on a worker thread."""
+        self.storage.check()
+
     def check_alive(self) -> None:
         """``/healthz``: fails once every embedded worker stopped on a device fault (restart the node)."""
         if self.pool.size and not self.pool.healthy:
@@ -131,12 +137,14 @@ class Service:
         while not self._closing.wait(self.settings.sweep_interval_s):
             try:
                 self.sweep()
+            except StorageUnavailableError:
+                log.warning("sweep skipped: the job storage does not answer")
             except Exception:
                 log.exception("sweep failed")
 
     def sweep(self, *, now: float | None = None) -> dict[str, Any]:
         """Requeue jobs of dead workers, delete expired jobs with their files,
-        and delete stale uploads.  Returns what it did."""
+        stale uploads, and job files that no job row owns.  Returns what it did."""
         now = time.time() if now is None else now
         distributed: dict[str, Any] = {}
         if self.dispatcher is not None:  # requeues jobs of dead workers and publishes them again
@@ -150,9 +158,28 @@ class Service:
             if self.store.delete(job.id):
                 deleted.append(job.id)
         stale = self.storage.sweep(older_than_s=STALE_UPLOAD_S, now=now)
+        orphans = self.sweep_orphans(now=now)
         if requeued:
             self.pool.wake()
-        return {"requeued": requeued, "failed": failed, "deleted": deleted, "stale_uploads": stale, **distributed}
+        return {
+            "requeued": requeued,
+            "failed": failed,
+            "deleted": deleted,
+            "stale_uploads": stale,
+            "orphans": orphans,
+            **distributed,
+        }
+
+    def sweep_orphans(self, *, now: float) -> list[str]:
+        """Delete the files of job ids without a row, untouched for ``orphan_grace_s``
+        (inputs stored by a process killed before it created the job's row)."""
+        idle = list(self.storage.job_ids(idle_s=self.settings.orphan_grace_s, now=now))
+        orphans = sorted(set(idle) - self.store.known(idle))
+        for job_id in orphans:
+            self.storage.remove_job(job_id)
+        if orphans:
+            log.info("removed the files of %d job id(s) without a job row", len(orphans))
+        return orphans
 
     def close(self) -> None:
         self._closing.set()

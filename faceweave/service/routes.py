@@ -30,7 +30,7 @@ from faceweave.service.node import Service
 from faceweave.service.openapi import BINARY, multipart_body
 from faceweave.service.ranges import RangedFile
 from faceweave.service.store import JobRecord
-from faceweave.service.submit import mark_side, queue_job, sort_roles, swap_now
+from faceweave.service.submit import discard_files, mark_side, queue_job, sort_roles, swap_now
 from faceweave.service.uploads import UploadedForm, receive_form
 from faceweave.service.views import Health, JobList, JobView, Readiness, SwapAnswer
 
@@ -79,6 +79,7 @@ async def healthz(service: ServiceDep) -> Health:
 @router.get("/readyz", tags=["health"], responses=error_responses(503))
 async def readyz(service: ServiceDep) -> Readiness:
     service.check_ready()
+    await run_in_threadpool(service.check_storage)
     return Readiness(workers=service.pool.size, sync_slots=service.slots.size)
 
 
@@ -154,10 +155,12 @@ async def swap(
     status_code=202,
     openapi_extra=_UPLOAD_BODY,
     response_model_exclude_unset=True,
-    responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES),
+    responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 503),
 )
 async def create_job(request: Request, response: Response, caller: CallerDep, service: ServiceDep) -> JobView:
-    """Queue an image or video swap; answers 202 with the job and its ``Location``."""
+    """Queue an image or video swap; answers 202 with the job and its ``Location``
+    (503 ``storage_unavailable`` while the job storage does not answer: no job is made)."""
+    await run_in_threadpool(service.check_storage)  # before the client sends the whole body
     form = await _receive(request, service)
     try:
         roles = await run_in_threadpool(sort_roles, form, service.settings.limits, mark_side(service))
@@ -290,20 +293,22 @@ router.add_api_route("/v1/jobs/{job_id}/result", get_result, methods=["HEAD"], i
     "/v1/jobs/{job_id}",
     tags=["jobs"],
     response_model_exclude_unset=True,
-    responses=error_responses(*AUTH_STATUSES, 404, 422),
+    responses=error_responses(*AUTH_STATUSES, 404, 422, 503),
 )
 async def delete_job(job_id: str, caller: CallerDep, service: ServiceDep) -> JobView:
-    """Cancel a queued or running job (its files are deleted), or delete a finished one."""
+    """Cancel a queued or running job (its files are deleted), or delete a finished one
+    (503 ``storage_unavailable`` while the job storage does not answer: nothing changes)."""
     return await run_in_threadpool(_delete, service, job_id, caller)
 
 
 def _delete(service: Service, job_id: str, caller: Caller) -> JobView:
     job = _owned(service, job_id, caller)
+    service.check_storage()
     if job.state in ACTIVE and service.store.cancel(job.id, owner=caller.owner, ttl_s=service.config.ttl_s):
         service.pool.cancel(job.id)
-        service.storage.remove_job(job.id)
+        discard_files(service, job.id)  # what the storage cannot delete now goes when the job expires
         write_audit(service.audit, job, outcome=None, error=None, provenance=None, state=JobState.CANCELLED)
         return JobView.of(service.store.get(job.id) or job)
-    service.storage.remove_job(job.id)
-    service.store.delete(job.id, owner=caller.owner)
+    if service.store.delete(job.id, owner=caller.owner):  # the row first: files without a row are swept
+        discard_files(service, job.id)
     return JobView.of(job).model_copy(update={"deleted": True})

@@ -27,12 +27,13 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from faceweave.errors import InvalidOptionError, ServiceError
-from faceweave.service.storage import ATTEMPT_FILE, STORAGE_NAME, LocalStorage
+from faceweave.service.s3outage import BucketProbe, storage_errors
+from faceweave.service.storage import ATTEMPT_FILE, JOB_ID, STORAGE_NAME, LocalStorage
 
 if TYPE_CHECKING:
     from faceweave.service.settings import S3Settings
@@ -42,10 +43,13 @@ _MISSING = ("404", "NoSuchKey", "NotFound")
 _CREDENTIALS_HINT = "set s3.access_key_id and s3.secret_access_key, or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
 
 
-def s3_client(settings: S3Settings, *, attempts: int = 3, endpoint_url: str | None = None) -> Any:
+def s3_client(
+    settings: S3Settings, *, attempts: int = 3, endpoint_url: str | None = None, timeout_s: float | None = None
+) -> Any:
     """A boto3 S3 client: the explicit settings, else boto3's own chain
     (environment, ``~/.aws``); region ``us-east-1`` when none is found.
-    ``endpoint_url`` replaces ``settings.endpoint_url`` (the public one, for signing)."""
+    ``endpoint_url`` replaces ``settings.endpoint_url`` (the public one, for signing);
+    ``timeout_s`` replaces both the connect and the read timeout (the probe's)."""
     try:
         import boto3
         from botocore.config import Config
@@ -58,8 +62,8 @@ def s3_client(settings: S3Settings, *, attempts: int = 3, endpoint_url: str | No
     )
     config = Config(
         signature_version="s3v4",
-        connect_timeout=settings.connect_timeout_s,
-        read_timeout=60,
+        connect_timeout=settings.connect_timeout_s if timeout_s is None else timeout_s,
+        read_timeout=60 if timeout_s is None else timeout_s,
         retries={"max_attempts": attempts, "mode": "standard"},
         s3={"addressing_style": settings.addressing_style},
     )
@@ -153,6 +157,17 @@ class S3Storage(LocalStorage):
         self.copies = self.scratch / f"s3-{os.getpid()}-{secrets.token_hex(4)}"
         self._users: dict[str, int] = {}
         self._lock = threading.Lock()
+        prober = client if client is not None else s3_client(settings, attempts=1, timeout_s=settings.probe_timeout_s)
+        #: whether the bucket answers, for /readyz and before changes (``check``)
+        self.probe = BucketProbe(prober, self.bucket, cache_s=settings.probe_cache_s)
+
+    def _errors(self) -> AbstractContextManager[None]:
+        """An outage inside becomes :class:`~faceweave.errors.StorageUnavailableError` (and the probe's verdict)."""
+        return storage_errors(self.probe.saw_outage)
+
+    def check(self) -> None:
+        """Raises :class:`~faceweave.errors.StorageUnavailableError` while the bucket does not answer."""
+        self.probe.check()
 
     # ------------------------------------------------------------ keys and paths
     def key(self, relative: str) -> str:
@@ -190,7 +205,8 @@ class S3Storage(LocalStorage):
 
         partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
         try:
-            self.client.download_file(self.bucket, key, str(partial))
+            with self._errors():
+                self.client.download_file(self.bucket, key, str(partial))
         except ClientError as exc:
             partial.unlink(missing_ok=True)
             if error_code(exc) not in _MISSING:
@@ -220,7 +236,7 @@ class S3Storage(LocalStorage):
         return relative
 
     def _put(self, path: Path, relative: str) -> None:
-        with open(path, "rb") as stream:
+        with open(path, "rb") as stream, self._errors():
             upload_stream(
                 self.client,
                 stream,
@@ -233,28 +249,32 @@ class S3Storage(LocalStorage):
     def delete(self, relative: str) -> None:
         self._local(relative).unlink(missing_ok=True)
         if relative.startswith("jobs/"):
-            self.client.delete_object(Bucket=self.bucket, Key=self.key(relative))
+            with self._errors():
+                self.client.delete_object(Bucket=self.bucket, Key=self.key(relative))
 
     def remove_tree(self, relative: str) -> None:
         shutil.rmtree(self._local(relative), ignore_errors=True)
-        self._delete_keys(self._keys(self.key(relative.rstrip("/") + "/")))
+        with self._errors():
+            self._delete_keys(self._keys(self.key(relative.rstrip("/") + "/")))
 
     def remove_job(self, job_id: str) -> None:
         super().remove_job(job_id)
-        self._delete_keys(self._keys(self.key(f"jobs/{super().job_dir(job_id).name}/")))
+        with self._errors():
+            self._delete_keys(self._keys(self.key(f"jobs/{super().job_dir(job_id).name}/")))
 
     def discard_attempts(self, job_id: str, *, before: int) -> int:
         """The local copies' and the bucket's files of attempts under ``before``."""
         super().discard_attempts(job_id, before=before)
         folder = self.key(f"jobs/{super().job_dir(job_id).name}/")
         doomed, entries = [], set()
-        for key in self._keys(folder):
-            name = key[len(folder) :]
-            match = ATTEMPT_FILE.match(name)
-            if match is not None and int(match[1]) < before:
-                doomed.append(key)
-                entries.add(name.split("/")[0])
-        self._delete_keys(doomed)
+        with self._errors():
+            for key in self._keys(folder):
+                name = key[len(folder) :]
+                match = ATTEMPT_FILE.match(name)
+                if match is not None and int(match[1]) < before:
+                    doomed.append(key)
+                    entries.add(name.split("/")[0])
+            self._delete_keys(doomed)
         return len(entries)
 
     def _keys(self, prefix: str) -> Iterator[str]:
@@ -306,15 +326,29 @@ class S3Storage(LocalStorage):
         now = time.time() if now is None else now
         removed = super().sweep(older_than_s=older_than_s, now=now)
         pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=self.key(""))
-        for page in pages:
-            for upload in page.get("Uploads", ()):
-                if upload["Initiated"].timestamp() < now - older_than_s:
-                    with suppress(Exception):
-                        self.client.abort_multipart_upload(
-                            Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
-                        )
-                        removed += 1
+        with self._errors():
+            for page in pages:
+                for upload in page.get("Uploads", ()):
+                    if upload["Initiated"].timestamp() < now - older_than_s:
+                        with suppress(Exception):
+                            self.client.abort_multipart_upload(
+                                Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                            )
+                            removed += 1
         return removed
+
+    def job_ids(self, *, idle_s: float, now: float | None = None) -> Iterator[str]:
+        """The ids under ``jobs/`` in the bucket whose newest object is older than ``idle_s``."""
+        now = time.time() if now is None else now
+        folder, newest = self.key("jobs/"), dict[str, float]()
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=folder)
+        with self._errors():
+            for page in pages:
+                for item in page.get("Contents", ()):
+                    job_id = item["Key"][len(folder) :].split("/", 1)[0]
+                    if JOB_ID.match(job_id):
+                        newest[job_id] = max(newest.get(job_id, 0.0), item["LastModified"].timestamp())
+        yield from (job_id for job_id, at in newest.items() if at < now - idle_s)
 
     def close(self) -> None:
         """Delete this process's working copies."""

@@ -321,6 +321,17 @@ class S3Settings(_Settings):
         3600.0, ge=1.0, le=7 * 24 * 3600.0, description="presigned download URLs; never past the job's expiry"
     )
     connect_timeout_s: float = Field(5.0, gt=0)
+    # -- outages (issue 33, F19) ----------------------------------------------
+    probe_timeout_s: float = Field(
+        2.0, gt=0, le=30.0, description="/readyz asks the bucket (HEAD) with this timeout and one attempt"
+    )
+    probe_cache_s: float = Field(
+        5.0,
+        ge=0,
+        le=300.0,
+        description="how long /readyz keeps the bucket probe's verdict (an outage met by any"
+        " request counts as a fresh one)",
+    )
 
     @field_validator("url")
     @classmethod
@@ -358,6 +369,21 @@ class ServiceSettings(_Settings):
     tls_redirect_port: int | None = Field(
         None, ge=1, le=65535, description="with TLS: also listen on this port (plain HTTP) and redirect to HTTPS (308)"
     )
+    # -- the HTTPS redirect and HSTS (issue 33, F16-F17) --------------------
+    public_host: str | None = Field(
+        None,
+        pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$",
+        description="HOST or HOST:PORT clients reach the HTTPS listener at: the host of the tls_redirect_port"
+        " redirect's Location (default: the request's Host when it names `host`; needed with a wildcard host)",
+    )
+    hsts_max_age_s: int = Field(
+        31_536_000,
+        ge=0,
+        le=63_072_000,
+        description="with TLS: Strict-Transport-Security max-age on every HTTPS answer (0: no header); never"
+        " sent when serving plain HTTP",
+    )
+    # ------------------------------------------------------------------------
     database: str | None = Field(None, description="SQLAlchemy URL; default sqlite:///<storage>/jobs.db")
     workers: int = Field(1, ge=0, le=64, description="embedded job workers (0: this node runs no jobs)")
     sync_slots: int = Field(1, ge=0, le=64, description="models kept for POST /v1/swap (0: that endpoint answers 503)")
@@ -368,6 +394,15 @@ class ServiceSettings(_Settings):
     poll_interval_s: float = Field(0.5, gt=0)
     results_ttl_s: float = Field(24 * 3600.0, gt=0)
     sweep_interval_s: float = Field(60.0, gt=0)
+    # -- orphaned job files (issue 33, F18) -----------------------------------
+    orphan_grace_s: float = Field(
+        3600.0,
+        ge=60.0,
+        description="the sweeper deletes a jobs/<id>/ folder or its objects when no job row has that id and its"
+        " newest file is older than this (a process killed between storing a job's inputs and creating its row);"
+        " longer than the slowest input upload. The storage (folder or bucket prefix) belongs to one job database",
+    )
+    # ------------------------------------------------------------------------
     video_working_size: int = Field(VIDEO_WORKING_SIZE, ge=96, le=1024)
     broker: str | None = Field(
         None, description="Celery broker URL (redis://...): distributed mode; this node queues jobs there and runs none"
@@ -410,6 +445,11 @@ class ServiceSettings(_Settings):
             raise ValueError("give both tls_cert and tls_key (or neither)")
         if self.tls_redirect_port is not None and (self.tls_cert is None or self.tls_redirect_port == self.port):
             raise ValueError("tls_redirect_port needs tls_cert and tls_key, and a port other than the HTTPS port")
+        if self.tls_redirect_port is not None and self.public_host is None and _is_wildcard(self.host):
+            raise ValueError(
+                f"tls_redirect_port on host {self.host} (every address) needs public_host: the name clients reach"
+                " the HTTPS port by, for the redirect's Location"
+            )
         return self
 
     @property
@@ -459,6 +499,14 @@ def is_loopback(host: str) -> bool:
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_wildcard(host: str) -> bool:
+    """Whether ``host`` binds every address (``0.0.0.0``, ``::``, empty)."""
+    try:
+        return not host or ipaddress.ip_address(host).is_unspecified
     except ValueError:
         return False
 

@@ -35,12 +35,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from faceweave.errors import InvalidOptionError, OutputError
+from faceweave.errors import InvalidOptionError, OutputError, StorageUnavailableError
 
 if TYPE_CHECKING:
     from faceweave.service.settings import ServiceSettings
 
-_JOB_ID = re.compile(r"^[0-9a-f]{32}$")
+JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 #: a job file of one attempt (result, preview, parts), or its temporary name (``.result-2.mp4.<hex>.tmp.mp4``)
 ATTEMPT_FILE = re.compile(r"^\.?(?:result|preview|parts)-(\d+)(?:[./]|$)")
 #: the generated names of a job's files (``source-0``, ``map-1-0``, ``target``)
@@ -81,6 +81,10 @@ class Storage(Protocol):
     def download_url(self, relative: str, *, filename: str, media_type: str, expires_s: float) -> str | None: ...
 
     def sweep(self, *, older_than_s: float, now: float | None = None) -> int: ...
+
+    def job_ids(self, *, idle_s: float, now: float | None = None) -> Iterator[str]: ...
+
+    def check(self) -> None: ...
 
     def close(self) -> None: ...
 
@@ -125,7 +129,7 @@ class LocalStorage:
         return self.scratch / f"{secrets.token_hex(16)}{suffix}"
 
     def job_dir(self, job_id: str) -> Path:
-        if not _JOB_ID.match(job_id):
+        if not JOB_ID.match(job_id):
             raise InvalidOptionError(f"not a job id: {job_id[:40]!r}")
         return self.jobs / job_id
 
@@ -206,6 +210,26 @@ class LocalStorage:
                 except OSError:
                     continue
         return removed
+
+    def job_ids(self, *, idle_s: float, now: float | None = None) -> Iterator[str]:
+        """The ids of the job folders whose newest entry (the folder included) is older than ``idle_s``."""
+        now = time.time() if now is None else now
+        for folder in self.jobs.iterdir():
+            if not JOB_ID.match(folder.name):
+                continue
+            try:
+                newest = max([folder.stat().st_mtime, *(entry.stat().st_mtime for entry in folder.iterdir())])
+            except OSError:  # removed meanwhile
+                continue
+            if newest < now - idle_s:
+                yield folder.name
+
+    def check(self) -> None:
+        """Raises :class:`~faceweave.errors.StorageUnavailableError` when the folder is gone (an unmounted NAS)."""
+        if not (self.jobs.is_dir() and self.uploads.is_dir()):
+            raise StorageUnavailableError(
+                "the job storage folder is not there; nothing was stored or changed, try again later", retry_after=10.0
+            )
 
     def close(self) -> None:
         """Nothing to release for a folder."""

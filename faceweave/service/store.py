@@ -428,6 +428,15 @@ class JobStore:
         with self.engine.begin() as conn:
             conn.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
 
+    def known(self, job_ids: Iterable[str]) -> set[str]:
+        """Those of ``job_ids`` that have a row (any state, any owner)."""
+        wanted, found = builtins.list(job_ids), set[str]()
+        with self.engine.connect() as conn:
+            for start in range(0, len(wanted), 500):
+                batch = wanted[start : start + 500]
+                found.update(conn.execute(select(JobRow.id).where(JobRow.id.in_(batch))).scalars())
+        return found
+
     def ids(self, states: Iterable[str]) -> builtins.list[str]:
         with self.engine.connect() as conn:
             return list(conn.execute(select(JobRow.id).where(JobRow.state.in_(tuple(states)))).scalars())

@@ -7,9 +7,10 @@ Both run on a worker thread of the server (they read files and the database).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
-from faceweave.errors import InvalidOptionError, NotReadyError, UnsupportedFormatError
+from faceweave.errors import InvalidOptionError, NotReadyError, StorageUnavailableError, UnsupportedFormatError
 from faceweave.service.auth import Caller
 from faceweave.service.jobdata import ImageResult, InputFile, JobInputs, JobState
 from faceweave.service.jobs import JobOutcome, swap_image, write_audit
@@ -19,6 +20,7 @@ from faceweave.service.settings import LimitSettings
 from faceweave.service.store import JobRecord, new_job_id
 from faceweave.service.uploads import UploadedFile, UploadedForm, check_markable, inspect_upload
 
+log = logging.getLogger("faceweave.service")
 #: the part names of source photos (``sources`` as well, for clients that pluralise)
 SOURCE_PARTS = ("source", "sources")
 
@@ -175,7 +177,11 @@ def swap_now(service: Service, caller: Caller, options: JobOptions, roles: Uploa
 
 def queue_job(service: Service, caller: Caller, options: JobOptions, roles: UploadRoles, kind: str) -> JobRecord:
     """Move the uploaded files into a new job's folder and queue the job (its
-    folder is removed again when queueing fails)."""
+    folder is removed again when queueing fails).
+
+    Raises:
+        StorageUnavailableError: the storage stopped answering; no job was created.
+    """
     job_id = new_job_id()
     stored: dict[int, str] = {}
 
@@ -199,5 +205,14 @@ def queue_job(service: Service, caller: Caller, options: JobOptions, roles: Uplo
             inputs=inputs,
         )
     except BaseException:
-        service.storage.remove_job(job_id)
+        discard_files(service, job_id)
         raise
+
+
+def discard_files(service: Service, job_id: str) -> None:
+    """Delete a job's files as far as the storage answers; what it cannot
+    delete now the sweeper deletes (``orphan_grace_s`` after, once no row has the id)."""
+    try:
+        service.storage.remove_job(job_id)
+    except StorageUnavailableError:
+        log.warning("job %s: its files stay until the storage answers and the sweeper removes them", job_id)

@@ -219,7 +219,8 @@ def _analyse(service, target: UploadedFile, options: dict[str, Any]) -> dict[str
     rows_of = {"order": options["order"], "min_face_size": options["min_face_size"]}
     if service.slots.size == 0:
         raise NotReadyError(
-            "face detection is not available on this node: it keeps no models for requests (sync_slots = 0)"
+            "face detection is not available on this node: it keeps no models for requests (sync_slots = 0)",
+            retry_after=60.0,
         )
     with service.slots.borrow(service.settings.sync_wait_s) as models:
         analyser = models.analyser_of(options["analysis"], service.config.runtime)

@@ -1,8 +1,9 @@
 """A Celery worker's HTTP health endpoints, for Kubernetes probes: :class:`HealthServer`.
 
 ``faceweave worker`` has no HTTP port of its own, so this small server (a
-stdlib ``ThreadingHTTPServer`` on a daemon thread of the worker's main
-process) answers:
+:class:`~faceweave.service.distributed.probehttp.ProbeHttpServer`: one
+asyncio loop on a daemon thread of the worker's main process, with request
+timeouts and a bounded number of connections) answers:
 
 * ``GET /healthz``: 200 while the worker's main process runs, 503 once a
   device fault made it unhealthy (liveness: Kubernetes restarts it);
@@ -24,10 +25,10 @@ import json
 import logging
 import multiprocessing
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from faceweave.service.distributed.probehttp import ProbeAnswer, ProbeHttpServer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,6 +41,10 @@ log = logging.getLogger("faceweave.service.distributed")
 DEFAULT_HEALTH_PORT = 8001
 #: the most task processes one worker runs (``--concurrency`` allows 64)
 MAX_PROCESSES = 64
+#: the seconds a connection has for its request line and headers, and for taking the answer
+REQUEST_TIMEOUT_S = 5.0
+#: connections open at once; one more closes the oldest still sending its request
+MAX_CONNECTIONS = 256
 
 
 def _running(pid: int) -> bool:
@@ -97,69 +102,41 @@ class WorkerReadiness:
         return self.ready_processes >= self.expected
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-        path = self.path.split("?", 1)[0]
-        state = self.server.state
-        if path == "/healthz":
-            if state.healthy:
-                self._answer(200, {"status": "ok"})
-            else:
-                self._answer(503, {"status": "unhealthy", "fault": state.fault})
-        elif path == "/readyz":
-            readiness = state.readiness
-            ready = readiness.ready and state.healthy and not state.draining
-            body: dict[str, Any] = {
-                "ready": ready,
-                "processes_ready": readiness.ready_processes,
-                "processes": readiness.expected,
-            }
-            if not state.healthy:
-                body["fault"] = state.fault
-            if state.draining:
-                body["draining"] = True
-            self._answer(200 if ready else 503, body)
-        elif path == "/metrics" and self.server.metrics is not None:
-            self._send(200, self.server.metrics(), "text/plain; version=0.0.4; charset=utf-8")
-        else:
-            self._answer(404, {"error": {"code": "not_found", "message": "GET /healthz, /readyz or /metrics"}})
-
-    def do_HEAD(self) -> None:  # noqa: N802
-        self.do_GET()
-
-    def _answer(self, status: int, body: dict[str, Any]) -> None:
-        self._send(status, json.dumps(body).encode("utf-8"), "application/json")
-
-    def _send(self, status: int, data: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
-        log.debug("health %s", format % args)
+def probe_answer(state: WorkerState, metrics: Callable[[], bytes] | None, path: str) -> ProbeAnswer:
+    """The answer to ``GET path`` for a worker in ``state`` (see the module's docstring)."""
+    if path == "/healthz":
+        if state.healthy:
+            return _json(200, {"status": "ok"})
+        return _json(503, {"status": "unhealthy", "fault": state.fault})
+    if path == "/readyz":
+        readiness = state.readiness
+        ready = readiness.ready and state.healthy and not state.draining
+        body: dict[str, Any] = {
+            "ready": ready,
+            "processes_ready": readiness.ready_processes,
+            "processes": readiness.expected,
+        }
+        if not state.healthy:
+            body["fault"] = state.fault
+        if state.draining:
+            body["draining"] = True
+        return _json(200 if ready else 503, body)
+    if path == "/metrics" and metrics is not None:
+        return ProbeAnswer(200, metrics(), "text/plain; version=0.0.4; charset=utf-8")
+    return _json(404, {"error": {"code": "not_found", "message": "GET /healthz, /readyz or /metrics"}})
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(
-        self, address: tuple[str, int], state: WorkerState, metrics: Callable[[], bytes] | None = None
-    ) -> None:
-        self.state = state
-        self.metrics = metrics
-        super().__init__(address, _Handler)
+def _json(status: int, body: dict[str, Any]) -> ProbeAnswer:
+    return ProbeAnswer(status, json.dumps(body).encode("utf-8"))
 
 
 class HealthServer:
     """``/healthz``, ``/readyz`` (and ``/metrics`` when ``metrics`` renders
     them) for one worker on ``host:port``; :meth:`start`, then :meth:`close`.
+    Served by a :class:`~faceweave.service.distributed.probehttp.ProbeHttpServer`
+    (one thread whatever the connections, ``request_timeout_s`` per request,
+    at most ``max_connections`` open, no version banner); ``/metrics`` on a
+    thread of its own.
 
     ``port=0`` takes a free port (:attr:`port` tells which).
     """
@@ -171,32 +148,29 @@ class HealthServer:
         host: str = "127.0.0.1",
         port: int = DEFAULT_HEALTH_PORT,
         metrics: Callable[[], bytes] | None = None,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
+        max_connections: int = MAX_CONNECTIONS,
     ):
         self.state = state
         self.metrics = metrics
         self.host = host
-        self._port = port
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server = ProbeHttpServer(
+            lambda method, path: probe_answer(state, metrics, path),
+            host=host,
+            port=port,
+            slow_paths=frozenset({"/metrics"}),
+            request_timeout_s=request_timeout_s,
+            max_connections=max_connections,
+        )
 
     @property
     def port(self) -> int:
-        return int(self._server.server_address[1]) if self._server is not None else self._port
+        return self._server.port
 
     def start(self) -> None:
         """Listen and answer on a daemon thread.  Raises :class:`OSError` when the port cannot be bound."""
-        if self._server is not None:
-            return
-        self._server = _Server((self.host, self._port), self.state, self.metrics)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="worker-health", daemon=True)
-        self._thread.start()
+        self._server.start()
         log.info("worker health on http://%s:%d/healthz, /readyz and /metrics", self.host, self.port)
 
     def close(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._server.close()
