@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             cases.append((name, pixels, [(faces[i], source) for i in indices]))
         work = {
             "old (working crop, faceweave compositing)": lambda px, ch: base.renderer._batched(
-                base.swapper, px, ch, {}, [None] * len(ch), still=True
+                base.swapper, px, ch, {}, [None] * len(ch), [None] * len(ch), still=True
             ),
             "new, faceweave compositing": lambda px, ch: base.renderer.render(
                 base.swapper, px, ch, {}, [None] * len(ch), still=True
