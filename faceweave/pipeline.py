@@ -258,7 +258,7 @@ class FaceSwapper:
         """Swap each ``(face, source)`` in order (later ones end on top), in
         one batch when the swapper ``batches``, then run the enhancers.
         ``colours``: a fixed colour mapping per face, or ``None`` entries;
-        ``plans``: what each face does with its track's tone plan (video:
+        ``plans``: what each face does with its track's face plan (video:
         :mod:`faceweave.compositing.plans`), or ``None`` entries.
         ``still``: a photo, not a frame of a video; then each new face is
         looked at once and its expression corrected (:meth:`check_expression`,

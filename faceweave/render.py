@@ -36,7 +36,7 @@ from faceweave.compositing.facefusion import (
     smooth_occlusion,
 )
 from faceweave.compositing.plans import PlanUse
-from faceweave.compositing.values import Composite, TonePlan
+from faceweave.compositing.values import Composite, FacePlan
 from faceweave.crops import cut_crop, template_crop, working_face_size
 from faceweave.expression import ExpressionChecker
 from faceweave.maskers import FaceMaskModels
@@ -97,7 +97,7 @@ class FaceRenderer:
         """A new ``(H, W, 3)`` frame with each face of ``chosen`` swapped in
         order (``colours``: a fixed colour mapping per face, or ``None``;
         ``still``: a photo, whose faces are checked and sharpened;
-        ``plans``: per face, whether it makes or reuses its track's tone
+        ``plans``: per face, whether it makes or reuses its track's face
         plan, or ``None``)."""
         held = list(plans) if plans is not None else [None] * len(chosen)
         if isinstance(swapper, NeuralSwapper):
@@ -256,7 +256,7 @@ class FaceRenderer:
         pasted into (so a frame with many faces is copied once), while the
         grain and blur to match are read off ``pixels``, the target's own
         (``keep``: where the mask models let the new face show, see
-        :meth:`kept_face`; ``plan``: this face makes its track's tone plan,
+        :meth:`kept_face`; ``plan``: this face makes its track's face plan,
         or reuses it, :mod:`faceweave.compositing.plans`)."""
         lips = self.keeps_target_lips(still)
         comp = self._planned(crop, out, timings, colour, plan, target_lips=lips, still=still, keep=keep)
@@ -294,20 +294,20 @@ class FaceRenderer:
         still: bool,
         keep: np.ndarray | None,
     ) -> Composite:
-        """:meth:`_composite` with the track's tone plan: reused when this
+        """:meth:`_composite` with the track's face plan: reused when this
         face reuses it (made here when it did not come), handed on when this
         face makes it (nothing, so the later frames make their own, when
         the composite fails)."""
         if plan is None or not plan.makes:
             with timed(timings, "plan"):
-                tone = plan.slot.get() if plan is not None else None
+                held = plan.slot.get() if plan is not None else None
             return self._composite(
-                crop, out, timings, colour, target_lips=target_lips, still=still, keep=keep, tone=tone
+                crop, out, timings, colour, target_lips=target_lips, still=still, keep=keep, plan=held
             )
         made = None
         try:
             comp = self._composite(crop, out, timings, colour, target_lips=target_lips, still=still, keep=keep)
-            made = comp.tone
+            made = comp.plan
             return comp
         finally:
             plan.slot.put(made)
@@ -322,7 +322,7 @@ class FaceRenderer:
         target_lips: bool = False,
         still: bool = False,
         keep: np.ndarray | None = None,
-        tone: TonePlan | None = None,
+        plan: FacePlan | None = None,
     ) -> Composite:
         found = self.occluders.find(crop.pixels, timings)
         person = found.person
@@ -339,7 +339,7 @@ class FaceRenderer:
                 hands_mask=found.hands,
                 target_lips=target_lips,
                 warp_frame=still,
-                tone=tone,
+                plan=plan,
             )
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from faceweave.compositing.plans import HeldPlan, PlanPolicy, PlanSlot, crop_layout, layout_drift
-from faceweave.compositing.values import TonePlan
+from faceweave.compositing.values import FacePlan, MaskPlan, TonePlan
 from faceweave.geometry.align import crop_matrix
 from faceweave.types import BBox
 
@@ -93,14 +93,20 @@ def _tone(value: float = 1.0) -> TonePlan:
     return TonePlan(shading=np.full((8, 8, 3), value, np.float32), amount=0.5, tint=np.zeros((8, 8, 3), np.float32))
 
 
+def _plan(side: int = 8) -> FacePlan:
+    grid = np.ones((side, side), np.float32)
+    masks = MaskPlan(skin=grid, fade=grid, inner=grid, bare=grid, shaven=grid)
+    return FacePlan(masks=masks, tone=_tone())
+
+
 def test_a_slot_hands_the_plan_to_a_reuser_on_another_thread():
     slot, got = PlanSlot(3), []
     reader = threading.Thread(target=lambda: got.append(slot.get(timeout=5.0)))
     reader.start()
-    tone = _tone()
-    slot.put(tone)
+    plan = _plan()
+    slot.put(plan)
     reader.join(5.0)
-    assert got == [tone] and slot.get(timeout=0.0) is tone
+    assert got == [plan] and slot.get(timeout=0.0) is plan
 
 
 def test_a_failed_or_missing_plan_leaves_the_reuser_to_make_its_own():
@@ -112,6 +118,12 @@ def test_a_failed_or_missing_plan_leaves_the_reuser_to_make_its_own():
 
 def test_a_plan_fits_only_its_own_grid():
     assert _tone().fits((8, 8)) and not _tone().fits((9, 8))
+    assert _plan().fits((8, 8)) and not _plan(9).fits((8, 8))
+    with pytest.raises(ValueError):
+        MaskPlan(
+            **{k: np.ones((8, 8), np.float32) for k in ("skin", "fade", "inner", "bare")},
+            shaven=np.ones((4, 4), np.float32),
+        )
     with pytest.raises(ValueError):
         TonePlan(shading=np.zeros((8, 8, 3), np.float32), amount=1.5, tint=np.zeros((8, 8, 3), np.float32))
     with pytest.raises(ValueError):
@@ -146,13 +158,13 @@ def _composite(crop, out, **kw):
 def test_a_reused_plan_gives_the_face_it_was_made_for_exactly_and_a_nearby_frame_nearly(swapped):
     crop, out = swapped
     fresh = _composite(crop, out)
-    assert fresh.tone is not None
-    again = _composite(crop, out, tone=fresh.tone)
-    assert again.tone is fresh.tone
+    assert fresh.plan is not None
+    again = _composite(crop, out, plan=fresh.plan)
+    assert again.plan is fresh.plan
     assert np.array_equal(again.pixels, fresh.pixels)
     # the next frame, a little brighter: the reused plan is within a few levels of a fresh one
     brighter = replace(out, background=np.clip(out.background.astype(int) + 6, 0, 255).astype(np.uint8))
-    new, reused = _composite(crop, brighter), _composite(crop, brighter, tone=fresh.tone)
+    new, reused = _composite(crop, brighter), _composite(crop, brighter, plan=fresh.plan)
     face = fresh.mask > 0.5
     gap = np.abs(new.pixels.astype(int) - reused.pixels.astype(int))[face]
     assert np.percentile(gap, 99) <= 4
@@ -161,11 +173,11 @@ def test_a_reused_plan_gives_the_face_it_was_made_for_exactly_and_a_nearby_frame
 @pytest.mark.slow
 def test_a_hand_that_enters_is_cut_out_on_its_first_frame_with_a_reused_plan(swapped):
     crop, out = swapped
-    tone = _composite(crop, out).tone
+    plan = _composite(crop, out).plan
     hands = np.zeros(crop.pixels.shape[:2], np.float32)
     y, x = np.round(crop.mesh[1, :2]).astype(int)[::-1]  # over the nose
     hands[y - 20 : y + 20, x - 30 : x + 30] = 1.0
-    held = _composite(crop, out, tone=tone, hands_mask=hands)
+    held = _composite(crop, out, plan=plan, hands_mask=hands)
     under = hands > 0.5
     # the hand keeps the target's own pixels and is never pasted over
     assert np.array_equal(held.pixels[under], crop.pixels[under])

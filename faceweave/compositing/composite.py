@@ -25,7 +25,7 @@ from faceweave.compositing.colour import (
     to_rgb,
 )
 from faceweave.compositing.masks import box_mask, combine, feather, polygon_mask
-from faceweave.compositing.occlusion import target_beard, target_occlusion
+from faceweave.compositing.occlusion import OcclusionPlan, occlusion_plan, target_beard, target_occlusion
 from faceweave.compositing.regions import (
     brow_mask,
     eye_mask,
@@ -39,7 +39,15 @@ from faceweave.compositing.regions import (
 )
 from faceweave.compositing.resample import gaussian_lowpass, half, half_mesh, upsample, upsampled_window
 from faceweave.compositing.skin import CENTRE_TOLERANCE, skin_likelihood, skin_statistics
-from faceweave.compositing.values import ColourPlan, Composite, CompositeMasks, HalfCrop, TonePlan
+from faceweave.compositing.values import (
+    ColourPlan,
+    Composite,
+    CompositeMasks,
+    FacePlan,
+    HalfCrop,
+    MaskPlan,
+    TonePlan,
+)
 from faceweave.geometry import topology as topo
 from faceweave.options import MaskOptions
 from faceweave.swappers.base import AlignedCrop, SwapOutput
@@ -124,7 +132,7 @@ def composite(
     hands_mask: np.ndarray | None = None,
     target_lips: bool = False,
     warp_frame: bool = True,
-    tone: TonePlan | None = None,
+    plan: FacePlan | None = None,
 ) -> Composite:
     """Blend ``out.face`` into ``out.background`` and say where to paste.
 
@@ -141,16 +149,19 @@ def composite(
     own resolution by the swapper's reshaping (``Composite.warp``; photos),
     rather than the reshaped crop pasted over it (video, which keeps its
     frame rate; at a working size close to the face's the two look alike).
-    ``tone``: the slow part of the colour made on an earlier frame of the
-    face's track (:class:`~faceweave.compositing.values.TonePlan`), reused;
-    masks, occlusion, the whites of the eyes and the blend are this
-    frame's.  ``Composite.tone`` is the one used (made here without it)."""
+    ``plan``: the slow masks and colour made on an earlier frame of the
+    face's track (:class:`~faceweave.compositing.values.FacePlan`), reused;
+    the mouth, the lips, what is in front, the whites of the eyes and the
+    blend are this frame's.  ``Composite.plan`` is the one used (made here
+    without it)."""
     person_mask = crop_mask(person_mask, target, name="person mask")
     hands = crop_mask(hands_mask, target, name="hands mask")
     hands = None if hands is None else np.clip(hands, 0.0, 1.0)
     behind, person = hold_hands(out.background, target.pixels, hands, person_mask)
     view = half_crop(out, behind, face_size=target.face_size)
     warp = frame_warp(out, hands) if warp_frame else None
+    held = plan if plan is not None and plan.fits(view.size) else None
+    made = held.masks if held is not None else mask_plan(view, options=mask_options)
     masks = blend_masks(
         view,
         out,
@@ -160,12 +171,15 @@ def composite(
         full=target.size,
         target_lips=target_lips,
         pasted_change=None if warp is not None else out.changed,
+        plan=made,
     )
-    plan, tone = colour_plan(view, masks.skin, shading=shading, colour=colour, tone=tone)
+    tone = held.tone if held is not None else None
+    colours, tone = colour_plan(view, masks.skin, shading=shading, colour=colour, tone=tone)
     pixels = blend_face(
-        out, behind, masks.mask, plan, hands=hands, face_size=target.face_size, target=target, folds=target_lips
+        out, behind, masks.mask, colours, hands=hands, face_size=target.face_size, target=target, folds=target_lips
     )
-    return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail, warp=warp, tone=tone)
+    used = held if held is not None else FacePlan(masks=made, tone=tone)
+    return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail, warp=warp, plan=used)
 
 
 def frame_warp(out: SwapOutput, hands: np.ndarray | None) -> np.ndarray | None:
@@ -213,7 +227,9 @@ def half_crop(out: SwapOutput, behind: np.ndarray, *, face_size: float) -> HalfC
     )
 
 
-def face_region(view: HalfCrop, coverage: np.ndarray, options: MaskOptions) -> np.ndarray:
+def face_region(
+    view: HalfCrop, coverage: np.ndarray, options: MaskOptions, *, inner: np.ndarray | None = None
+) -> np.ndarray:
     """``(s, s)`` float32: where the swapper's new face is trusted, feathered.
 
     A partly covered pixel (a faded silhouette or stretched sliver) is not
@@ -224,7 +240,7 @@ def face_region(view: HalfCrop, coverage: np.ndarray, options: MaskOptions) -> n
     size, fs, mesh = view.size, view.face_size, view.mesh
     trusted = np.clip(half(coverage) * 2.0 - 1.0, 0.0, 1.0)
     region = trusted * mouth_mask(size, mesh, grow=0.012 * fs) if options.mouth else trusted
-    region = region * inner_face(size, mesh, fs)
+    region = region * (inner_face(size, mesh, fs) if inner is None else inner)
     if not options.region:
         return np.ones_like(region)
     return feather(region, erode=EDGE_ERODE * fs, blur=EDGE_FEATHER * fs)
@@ -237,18 +253,37 @@ def occlusion_mask(
     *,
     options: MaskOptions,
     person_mask: np.ndarray | None,
+    plan: OcclusionPlan | None = None,
 ) -> np.ndarray | None:
     """``(s, s)`` float32: where nothing is in front of the target face (its
     own hair, hands or glasses, and what the person segmentation calls not
-    person), or ``None`` when neither test is on."""
+    person), or ``None`` when neither test is on (``plan``: the test's slow
+    part, :func:`~faceweave.compositing.occlusion.occlusion_plan`)."""
     occlusion = None
     if options.occlusion:
         clean = None if source_clean is None else half(source_clean)
-        occlusion = target_occlusion(view.behind_lab, view.mesh, skin, view.face_size, clean)
+        occlusion = target_occlusion(view.behind_lab, view.mesh, skin, view.face_size, clean, plan)
     if person_mask is None:
         return occlusion
     person = half(person_mask)
     return person if occlusion is None else combine(occlusion, person)
+
+
+def mask_plan(view: HalfCrop, *, options: MaskOptions) -> MaskPlan:
+    """The masks of :func:`blend_masks` that follow the face's mesh and its
+    slow looks (:class:`~faceweave.compositing.values.MaskPlan`)."""
+    size, fs, mesh = view.size, view.face_size, view.mesh
+    skin = skin_region(size, mesh, fs)
+    occlusion = occlusion_plan(view.behind_lab, mesh, skin, fs) if options.occlusion else None
+    return MaskPlan(
+        skin=skin,
+        fade=forehead_fade(size, mesh, length=FOREHEAD_FADE * fs),
+        inner=inner_face(size, mesh, fs),
+        bare=1.0 - feather(feature_mask(size, mesh, grow=0.02 * fs), erode=0, blur=0.01 * fs),
+        # the target's beard is neither light nor skin texture for the new face
+        shaven=1.0 - target_beard(view.behind_lab, mesh, skin, fs),
+        occlusion=occlusion,
+    )
 
 
 def blend_masks(
@@ -261,31 +296,34 @@ def blend_masks(
     full: tuple[int, int],
     target_lips: bool = False,
     pasted_change: np.ndarray | None = None,
+    plan: MaskPlan | None = None,
 ) -> CompositeMasks:
     """The blend, paste and detail masks at the crop's ``full = (W, H)``,
     and the skin where colour is measured (half resolution);
     ``pasted_change``: where the reshaped crop is pasted as well (the
-    swapper's ``changed``; ``None`` when the frame itself is warped)."""
+    swapper's ``changed``; ``None`` when the frame itself is warped);
+    ``plan``: the masks that follow the mesh (:func:`mask_plan`, made here
+    without it)."""
     size, fs, mesh = view.size, view.face_size, view.mesh
-    skin = skin_region(size, mesh, fs)
-    occlusion = occlusion_mask(view, skin, out.source_clean, options=options, person_mask=person_mask)
+    if plan is None or not plan.fits(size):
+        plan = mask_plan(view, options=options)
+    occlusion = occlusion_mask(
+        view, plan.skin, out.source_clean, options=options, person_mask=person_mask, plan=plan.occlusion
+    )
     box = box_mask(size, inset=0.02, blur=options.box_blur) if options.box else None
-    fade = forehead_fade(size, mesh, length=FOREHEAD_FADE * fs)
-    region = face_region(view, out.coverage, options)
+    region = face_region(view, out.coverage, options, inner=plan.inner)
     if target_lips:
         region = region * (1.0 - lips_zone(size, mesh, grow=LIPS_GROW * fs, soft=LIPS_FEATHER * fs))
-    mask_h = combine(region, fade, occlusion, box)
-    bare = 1.0 - feather(feature_mask(size, mesh, grow=0.02 * fs), erode=0, blur=0.01 * fs)
-    # the target's beard is neither light nor skin texture for the new face
-    shaven = 1.0 - target_beard(view.behind_lab, mesh, skin, fs)
+    mask_h = combine(region, plan.fade, occlusion, box)
+    shaven = plan.shaven
     measured = shaven > 0.5 if occlusion is None else (shaven > 0.5) & (occlusion > 0.5)
     return CompositeMasks(
         mask=upsample(mask_h, full),
         # where the crop was reshaped is pasted too, unless the frame itself
         # is warped (``pasted_change`` None: :func:`frame_warp`)
         paste=paste_mask(mask_h, fs, boxed=box is not None, changed=pasted_change, hands=hands, full=full),
-        detail=upsample(mask_h * bare * shaven, full),
-        skin=skin * measured,
+        detail=upsample(mask_h * plan.bare * shaven, full),
+        skin=plan.skin * measured,
     )
 
 

@@ -9,6 +9,8 @@ occluders.  Pure functions; sizes are fractions of the face size."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 
@@ -37,6 +39,7 @@ from faceweave.compositing.skin import (
 )
 from faceweave.geometry import topology as topo
 from faceweave.swappers.base import AlignedCrop
+from faceweave.types import checked_array
 
 #: the rim of the face where hair hangs (and is looked for by hue and
 #: texture): outside the outline scaled by this, for the source (whose hair
@@ -80,41 +83,86 @@ BEARD_CHIN_SPAN = 0.2
 ISLAND_MAX = 0.03
 
 
+@dataclass(frozen=True, eq=False)
+class OcclusionPlan:
+    """What :func:`target_occlusion` finds from the face's mesh and its slow
+    looks, reusable over the next frames of its track (all ``(H, W)``
+    float32 on its grid): ``rim``, the face's rim where hair is looked
+    for; ``below``, below the nose (a moustache or beard is not an
+    occluder); ``not_tested``, the features left out of the test (closer
+    around the eyes when the face wears ``glasses``); ``covered``, a face
+    mask or a scarf over the lower face, or ``None`` (almost always)."""
+
+    rim: np.ndarray
+    below: np.ndarray
+    not_tested: np.ndarray
+    glasses: bool
+    covered: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        shape = (int(self.rim.shape[0]), int(self.rim.shape[1]))
+        for name in ("rim", "below", "not_tested"):
+            object.__setattr__(self, name, checked_array(getattr(self, name), shape=shape, dtype=np.float32, name=name))
+        if self.covered is not None:
+            object.__setattr__(
+                self, "covered", checked_array(self.covered, shape=shape, dtype=np.float32, name="covered")
+            )
+
+    def fits(self, size: tuple[int, int]) -> bool:
+        """Whether the plan is made for a grid of ``size = (W, H)``."""
+        return (int(self.rim.shape[1]), int(self.rim.shape[0])) == size
+
+
+def occlusion_plan(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray, face_size: float) -> OcclusionPlan:
+    """The slow part of :func:`target_occlusion` (arguments as there)."""
+    size = (lab.shape[1], lab.shape[0])
+    # its brows, eyes, lips and beard are not occluders
+    rim = face_rim(size, mesh, face_size, inner_scale=TARGET_HAIR_RIM)
+    below = below_nose(size, mesh, soft=0.05 * face_size)
+    glasses = wears_glasses(size, mesh, thin_dark(lab[..., 0], width=0.08 * face_size), face_size)
+    # with glasses, thin dark lines count as occluders around the eyes too
+    # (but not the eye openings and brows themselves)
+    not_tested = feature_mask(size, mesh, grow=(0.01 if glasses else 0.05) * face_size)
+    covered = lower_face_cover(lab, mesh, skin, face_size)
+    return OcclusionPlan(rim=rim, below=below, not_tested=not_tested, glasses=glasses, covered=covered)
+
+
 def target_occlusion(
-    lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray, face_size: float, source_clean: np.ndarray | None
+    lab: np.ndarray,
+    mesh: np.ndarray,
+    skin: np.ndarray,
+    face_size: float,
+    source_clean: np.ndarray | None,
+    plan: OcclusionPlan | None = None,
 ) -> np.ndarray:
     """``(H, W)`` float32: where the target face itself shows, low under its
     own hair, hands, glasses or face mask (which stay in front).  ``lab``:
     the target crop in CIELAB; ``skin``: its :func:`skin_region`;
     ``source_clean``: the source's clean map on the same grid, when known
-    (what the source cannot give is not taken from it)."""
+    (what the source cannot give is not taken from it); ``plan``: its slow
+    part made on an earlier frame of the face's track
+    (:func:`occlusion_plan`, made here without it).  What is in front is
+    looked for on this frame's pixels."""
     size = (lab.shape[1], lab.shape[0])
-    # its brows, eyes, lips and beard are not occluders
-    rim = face_rim(size, mesh, face_size, inner_scale=TARGET_HAIR_RIM)
+    if plan is None or not plan.fits(size):
+        plan = occlusion_plan(lab, mesh, skin, face_size)
     # in the middle of the face only colours far from skin count (a
     # shadow beside the nose is not an occluder, a microphone is)
     distance = skin_distance(lab, *skin_statistics(lab, skin))
     middle = likelihood_from_distance(distance, CENTRE_TOLERANCE)
-    free = occluder_free(lab, skin, face_size=face_size, hair_zone=rim, distance=distance)
-    target_skin = rim * free + (1.0 - rim) * middle
+    free = occluder_free(lab, skin, face_size=face_size, hair_zone=plan.rim, distance=distance)
+    target_skin = plan.rim * free + (1.0 - plan.rim) * middle
     if ISLAND_MAX > 0:
         target_skin = without_islands(target_skin, mesh, face_size)
+    if plan.glasses:
+        # keep the whole frame: thin dark lines count as occluders
+        target_skin = np.minimum(target_skin, 1.0 - thin_dark(lab[..., 0], width=0.08 * face_size))
     # the target's moustache and beard are not occluders: the source's
     # mouth and chin replace them
-    below = below_nose(size, mesh, soft=0.05 * face_size)
-    frames = thin_dark(lab[..., 0], width=0.08 * face_size)
-    if wears_glasses(size, mesh, frames, face_size):
-        # keep the whole frame: thin dark lines count as occluders, and
-        # around the eyes too, but not the eye openings and brows themselves
-        target_skin = np.minimum(target_skin, 1.0 - frames)
-        not_tested = feature_mask(size, mesh, grow=0.01 * face_size)
-    else:
-        not_tested = feature_mask(size, mesh, grow=0.05 * face_size)
-    occ = np.maximum(target_skin, np.maximum(not_tested, below))
+    occ = np.maximum(target_skin, np.maximum(plan.not_tested, plan.below))
     # a face mask or a scarf over the nose, mouth and chin stays in front
-    covered = lower_face_cover(lab, mesh, skin, face_size)
-    if covered is not None:
-        occ = np.minimum(occ, 1.0 - covered)
+    if plan.covered is not None:
+        occ = np.minimum(occ, 1.0 - plan.covered)
     if source_clean is not None:
         occ = np.minimum(occ, source_clean)
     occ = cv2.morphologyEx(occ, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3)))

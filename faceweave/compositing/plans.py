@@ -1,19 +1,22 @@
-"""A track's tone plan carried from frame to frame: plan once per track,
+"""A track's face plan carried from frame to frame: plan once per track,
 apply per frame.
 
-The slow part of a face's colour (:class:`~faceweave.compositing.values.TonePlan`:
-the target's shading, skin tint and lids, about a fifth of a video face's
-compositing) depends on the face's place in its working crop and on the
-light, both of which change slowly along a track.  The frame that makes a
+The slow part of a face's compositing (:class:`~faceweave.compositing.values.FacePlan`:
+the masks that follow the mesh, such as its skin, the fade of the forehead,
+the features, the beard and the slow part of the occlusion test, and the
+colour's target shading, skin tint and lids) depends on the face's place in
+its working crop and on its looks and light, which change slowly along a
+track.  The frame that makes a
 plan and the frames that reuse it are decided in frame order, on the
 planning thread (:class:`PlanPolicy`, from the target's mesh in its crop,
 so the decision and the output do not depend on which render thread runs
 first); the plan itself is made by the first frame's render, on a render
 thread, and handed to the later frames' renders through a :class:`PlanSlot`.
 
-What changes from frame to frame stays per frame: the masks (mouth, lips,
-occlusion by hands, hair and objects), the whites of the eyes, the
-colour match and the blend."""
+What changes from frame to frame stays per frame: the mouth and the lips,
+the swapper's coverage, what is in front of the face (hands, hair, objects:
+the occlusion test's pixels), the whites of the eyes, the colour match and
+the blend."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from faceweave.compositing.values import TonePlan
+from faceweave.compositing.values import FacePlan
 
 #: how long a reusing render waits for the plan of its track's earlier
 #: frame (seconds) before it makes its own; the earlier frame started
@@ -31,7 +34,7 @@ SLOT_WAIT_S = 30.0
 
 
 class PlanSlot:
-    """One tone plan handed from the render of the frame that makes it to
+    """One face plan handed from the render of the frame that makes it to
     the renders of the later frames that reuse it (threads: one puts, any
     number get)."""
 
@@ -39,23 +42,23 @@ class PlanSlot:
         #: the index of the frame that makes the plan
         self.frame = frame
         self._ready = threading.Event()
-        self._tone: TonePlan | None = None
+        self._plan: FacePlan | None = None
 
-    def put(self, tone: TonePlan | None) -> None:
+    def put(self, plan: FacePlan | None) -> None:
         """Hand over the plan (``None``: the making render failed, so the
         later frames make their own)."""
-        self._tone = tone
+        self._plan = plan
         self._ready.set()
 
-    def get(self, timeout: float = SLOT_WAIT_S) -> TonePlan | None:
+    def get(self, timeout: float = SLOT_WAIT_S) -> FacePlan | None:
         """The plan once made (waiting for it), or ``None`` when it failed
         or did not come within ``timeout`` seconds."""
-        return self._tone if self._ready.wait(timeout) else None
+        return self._plan if self._ready.wait(timeout) else None
 
 
 @dataclass(frozen=True, eq=False)
 class PlanUse:
-    """What one face of a frame does with its track's tone plan: make it
+    """What one face of a frame does with its track's face plan: make it
     into ``slot`` (``makes``), or reuse what ``slot`` gets."""
 
     slot: PlanSlot
@@ -92,7 +95,7 @@ class HeldPlan:
 
 @dataclass(frozen=True)
 class PlanPolicy:
-    """When a track's tone plan is made anew: every ``every`` frames at the
+    """When a track's face plan is made anew: every ``every`` frames at the
     latest (1: every frame, no reuse), and sooner when the face moved in
     its crop by more than ``drift`` of the face size (root mean square over
     the mesh: it turned, tilted or changed expression), when its crop's

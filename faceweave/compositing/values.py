@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from faceweave.compositing.colour import ColourMatch
+from faceweave.compositing.occlusion import OcclusionPlan
 from faceweave.types import MESH_POINTS, checked_array
 
 
@@ -103,6 +104,48 @@ class TonePlan:
 
 
 @dataclass(frozen=True, eq=False)
+class MaskPlan:
+    """The masks of a face that follow its mesh and its slow looks, made
+    once and reusable over the next frames of its track, all ``(s, s)``
+    float32 on the half grid: ``skin``, its skin region; ``fade``, the fade
+    from the top of the forehead; ``inner``, the face inside the mesh's
+    outline; ``bare``, away from the eyes, brows and lips; ``shaven``, away
+    from the target's beard; ``occlusion``, the slow part of the occlusion
+    test (``None`` when it is off).  The mouth, the lips, the swapper's
+    coverage and what is in front are this frame's."""
+
+    skin: np.ndarray
+    fade: np.ndarray
+    inner: np.ndarray
+    bare: np.ndarray
+    shaven: np.ndarray
+    occlusion: OcclusionPlan | None = None
+
+    def __post_init__(self) -> None:
+        shape = _grid(self.skin, "skin")
+        for name in ("skin", "fade", "inner", "bare", "shaven"):
+            object.__setattr__(self, name, checked_array(getattr(self, name), shape=shape, dtype=np.float32, name=name))
+
+    def fits(self, size: tuple[int, int]) -> bool:
+        """Whether the plan is made for a half grid of ``size = (W, H)``."""
+        return (int(self.skin.shape[1]), int(self.skin.shape[0])) == size
+
+
+@dataclass(frozen=True, eq=False)
+class FacePlan:
+    """A face's plan: its slow masks and the slow part of its colour, made
+    on one frame of its track and reused by the next ones
+    (:mod:`faceweave.compositing.plans`)."""
+
+    masks: MaskPlan
+    tone: TonePlan
+
+    def fits(self, size: tuple[int, int]) -> bool:
+        """Whether the plan is made for a half grid of ``size = (W, H)``."""
+        return self.masks.fits(size) and self.tone.fits(size)
+
+
+@dataclass(frozen=True, eq=False)
 class ColourPlan:
     """How the new face's colour is changed: ``match`` maps its skin colour
     to the target's; ``regional`` gives it the target's skin tint;
@@ -135,15 +178,15 @@ class Composite:
     new face, where the target's own fine grain may be added back at full
     resolution; ``warp`` ``(S, S, 2)`` float32 or ``None``: the reshaping
     warp's offsets in crop pixels, to apply to the frame itself before the
-    paste (nothing moves under hands); ``tone``: the slow part of the
-    colour it was made with (made here, or reused from an earlier frame)."""
+    paste (nothing moves under hands); ``plan``: the slow masks and colour
+    it was made with (made here, or reused from an earlier frame)."""
 
     pixels: np.ndarray
     mask: np.ndarray
     paste: np.ndarray
     detail: np.ndarray
     warp: np.ndarray | None = None
-    tone: TonePlan | None = None
+    plan: FacePlan | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

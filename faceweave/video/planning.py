@@ -38,7 +38,7 @@ COLOUR_INTERVAL = 0.1
 class PlannedFace(NamedTuple):
     """One face of a frame to swap: where, with which source, the colour
     mapping held for its track, and whether it makes or reuses its track's
-    tone plan (:mod:`faceweave.compositing.plans`)."""
+    face plan (:mod:`faceweave.compositing.plans`)."""
 
     face: Face
     source: SourceFace
@@ -80,7 +80,7 @@ class TrackState:
     :class:`PeopleMap`, whether the track's person was looked up
     (``identified``; done once per track) and who it is (``None``: nobody
     mapped); the skin colour held for it (``None`` until measured); and its
-    current tone plan (``None`` until the first frame makes one)."""
+    current face plan (``None`` until the first frame makes one)."""
 
     identified: bool = False
     person: int | None = None
@@ -113,7 +113,7 @@ class TrackStates:
 class FramePlanner:
     """Which source each tracked face of a frame gets, with a
     :class:`FaceSwapper`'s selection options and models; each source's skin
-    colour is measured once per planner; ``policy``: when a track's tone
+    colour is measured once per planner; ``policy``: when a track's face
     plan is made anew."""
 
     def __init__(self, swapper: FaceSwapper, policy: PlanPolicy = PlanPolicy()) -> None:
@@ -205,7 +205,7 @@ class FramePlanner:
     def _plan_use(
         self, frame: VideoFrame, track: Track, states: TrackStates, source: SourceFace, colour: ColourMatch
     ) -> PlanUse:
-        """Whether this frame makes the track's tone plan anew or reuses it
+        """Whether this frame makes the track's face plan anew or reuses it
         (:class:`PlanPolicy`, from the face's mesh in its working crop)."""
         size = working_face_size(track.face, self.swapper.options.working_size)
         matrix, _ = crop_matrix(track.face.bbox, face_size=size, margin=CROP_MARGIN)
