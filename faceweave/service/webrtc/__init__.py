@@ -7,6 +7,8 @@ same connection, with the browser's microphone when it sends one.
 
 - :mod:`~faceweave.service.webrtc.stats`: what a session measures (frames
   received, swapped, dropped; fps; latency) and exports to ``/metrics``.
+- :mod:`~faceweave.service.webrtc.sdp`: an offer's lines checked before
+  aiortc reads them, each problem said in our words (a 422, never a 500).
 - :mod:`~faceweave.service.webrtc.peer`: one peer connection and its
   session (:class:`~faceweave.service.webrtc.peer.PeerSession`).
 - :mod:`~faceweave.service.webrtc.hub`: the node's sessions, capped by

@@ -1,6 +1,7 @@
 """A browser's WebRTC offer as ``POST /v1/live`` receives it (:func:`parse_offer`):
 checked before anything is reserved or loaded, so that an offer without a
-camera is refused at once with a reason."""
+camera, or one aiortc could not read (:func:`~faceweave.service.webrtc.sdp.offer_problem`),
+is refused at once with a reason."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from faceweave.errors import InvalidOptionError, NoVideoTrackError
+from faceweave.service.webrtc.sdp import offer_problem
 
 #: the text fields of ``POST /v1/live`` (the photo is the file part ``source``)
 OFFER_FIELDS = frozenset({"sdp", "type"})
@@ -28,7 +30,7 @@ def parse_offer(fields: Mapping[str, list[str]]) -> Offer:
 
     Raises:
         InvalidOptionError: an unknown field, no SDP, a type other than
-            ``offer``, or text that is not SDP.
+            ``offer``, text that is not SDP, or SDP with a line aiortc cannot read.
         NoVideoTrackError: the offer sends no video (no camera track).
     """
     unknown = sorted(set(fields) - OFFER_FIELDS)
@@ -51,6 +53,9 @@ def parse_offer(fields: Mapping[str, list[str]]) -> Offer:
         raise NoVideoTrackError(
             "the offer sends no video track: allow the camera and offer its video (getUserMedia({video: true}))"
         )
+    problem = offer_problem(sdp)
+    if problem is not None:
+        raise InvalidOptionError(f"the SDP offer cannot be answered: {problem}")
     return Offer(sdp=sdp)
 
 

@@ -43,6 +43,7 @@ from faceweave.provenance.audit import AuditInput
 from faceweave.service.settings import LiveSettings
 from faceweave.service.webrtc.ice import ice_servers_for
 from faceweave.service.webrtc.offer import Offer
+from faceweave.service.webrtc.sdp import TAKEN
 from faceweave.service.webrtc.stats import LiveStats, StatsView
 from faceweave.service.webrtc.sync import AvSync
 
@@ -233,14 +234,12 @@ class PeerSession:
         pc.on("connectionstatechange", self._on_state)
         try:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type=offer.type))
-        except OperationError as exc:  # no codec in common, for one
+        except OperationError:  # no codec in common
             raise InvalidOptionError(
-                f"the SDP offer cannot be answered ({exc}): this server takes VP8 or H.264 video"
+                "the SDP offer cannot be answered: it offers no video codec this server takes (VP8 or H.264)"
             ) from None
-        except (ValueError, KeyError, IndexError, TypeError) as exc:  # aiortc's SDP parsing and checks
-            raise InvalidOptionError(
-                f"the SDP offer cannot be answered ({exc}); send the browser's RTCPeerConnection offer as it is"
-            ) from None
+        except Exception as exc:  # noqa: BLE001 - aiortc asserts and indexes its way through an offer
+            raise self._unanswerable(exc) from None
         if self._video_track is None:
             raise NoVideoTrackError("the offer sends no video track: allow the camera and offer its video")
         pc.addTrack(SwappedTrack(self.handoff, self._changed, self.sync, self._progress))  # the camera's transceiver
@@ -248,11 +247,23 @@ class PeerSession:
             self.audio_back = HeldAudioTrack(self.sync, self._progress, self.stats)
             pc.addTrack(self.audio_back)
             self._tasks.append(asyncio.ensure_future(self._receive_audio(self._audio_track, self.audio_back)))
-        await pc.setLocalDescription(await pc.createAnswer())
+        try:
+            await pc.setLocalDescription(await pc.createAnswer())
+        except Exception as exc:  # noqa: BLE001 - likewise, for what it read but cannot answer
+            raise self._unanswerable(exc) from None
         self._thread = threading.Thread(target=self._run, name=f"faceweave-live-{self.id[:8]}", daemon=True)
         self._thread.start()
         self._tasks.append(asyncio.ensure_future(self._watch()))
         return pc.localDescription.sdp
+
+    def _unanswerable(self, exc: Exception) -> InvalidOptionError:
+        """The refusal of an offer aiortc raised ``exc`` on, in our words (its
+        own text goes to the server log, once, without a traceback)."""
+        log.info("live session %s: aiortc cannot answer the offer (%s: %s)", self.id, type(exc).__name__, exc)
+        return InvalidOptionError(
+            "the SDP offer cannot be answered: this server takes an offer with a video section (VP8 or H.264) that"
+            f" sends, ICE credentials (a=ice-ufrag, a=ice-pwd), a=fingerprint, a=setup and a=rtcp-mux; {TAKEN}"
+        )
 
     def _on_track(self, track: MediaStreamTrack) -> None:
         if track.kind == "video" and self._video_track is None:
