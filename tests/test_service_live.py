@@ -357,6 +357,58 @@ def test_a_session_without_frames_ends_after_the_connect_timeout(tmp_path, photo
         assert _post(client, _offer(), photo).status_code == 201  # its place is free again
 
 
+async def _stall(base: str, photo: bytes, frames: list[np.ndarray]) -> dict:
+    import httpx
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+    from tests.live_peer import Received, offer_sdp, stalling_camera
+
+    pc = RTCPeerConnection()
+    camera = stalling_camera(frames, sends=14)
+    pc.addTrack(camera)
+    received = Received()
+    pc.on("track", received.on_track)
+    await pc.setLocalDescription(await pc.createOffer())
+    seen: dict = {}
+    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        opened = await http.post("/v1/live", files={"source": ("s.jpg", photo)}, data={"sdp": pc.localDescription.sdp})
+        assert opened.status_code == 201, opened.text
+        url = opened.json()["links"]["self"]
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=opened.json()["sdp"], type="answer"))
+        await asyncio.wait_for(camera.stalled.wait(), 60)
+        stalled_at, seen["connection"] = time.monotonic(), pc.connectionState
+        while (body := (await http.get(url)).json())["state"] == "running" and time.monotonic() < stalled_at + 30:
+            await asyncio.sleep(0.1)
+        seen["ended_after_s"] = time.monotonic() - stalled_at
+        seen["body"] = body
+        pc_next, sdp_next = await offer_sdp(frames=frames)
+        again = await http.post("/v1/live", files={"source": ("s.jpg", photo)}, data={"sdp": sdp_next})
+        seen["next"] = again.status_code
+        if again.status_code == 201:
+            await http.delete(again.json()["links"]["self"])
+        await pc_next.close()
+    await pc.close()
+    return seen
+
+
+@pytest.mark.slow
+def test_a_peer_that_stops_sending_gives_its_place_back(tmp_path, faces_dir, astronaut):
+    """The issue's repro: 14 frames, then nothing, the connection kept: the
+    session ends ``frame_timeout_s`` later (not at ``max_seconds``), says why,
+    and its place is free for the next caller."""
+    from tests.live_peer import serving
+
+    photo = (faces_dir / "single" / "biden2.jpg").read_bytes()
+    config = settings(tmp_path, live={"sessions": 1, "frame_timeout_s": 1.5, "connect_timeout_s": 20})
+    with serving(config) as base:
+        seen = asyncio.run(_stall(base, photo, [np.ascontiguousarray(astronaut)]))
+    body = seen["body"]
+    assert body["state"] == "ended", seen
+    assert body["reason"].startswith("no video frame arrived for 1.5 s (live.frame_timeout_s)"), body
+    assert 1.0 <= seen["ended_after_s"] < 10, seen  # the bound, not the hour of max_seconds
+    assert 1 <= body["received"] <= 14 and seen["connection"] == "connected", seen  # it stalled, it did not leave
+    assert seen["next"] == 201
+
+
 async def _until_it_ends(base: str, photo: bytes, frames: list[np.ndarray]) -> tuple[dict, int]:
     import httpx
 

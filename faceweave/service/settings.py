@@ -234,6 +234,12 @@ class LiveSettings(_Settings):
         20.0, gt=0, description="a session whose browser sends no video frame within this many seconds is ended"
     )
     max_seconds: float = Field(3600.0, gt=0, description="the longest a live session runs before it is ended")
+    frame_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="a session whose browser has sent frames and then sends none for this many seconds is ended"
+        " (a stalled peer gives its place back)",
+    )
     node: str | None = Field(
         None,
         min_length=1,

@@ -9,7 +9,8 @@ back on the same connection.
 Everything but the session's thread runs on the server's event loop.  The
 session ends (:meth:`PeerSession.close`, once, whichever comes first) when
 the caller deletes it, the browser's track ends or its connection fails or
-closes, no frame arrives within ``live.connect_timeout_s``, it runs for
+closes, no frame arrives within ``live.connect_timeout_s``, or none for
+``live.frame_timeout_s`` after the first (a stalled peer), it runs for
 ``live.max_seconds``, or the swap fails; the reason is kept."""
 
 from __future__ import annotations
@@ -209,6 +210,8 @@ class PeerSession:
         self.sync = AvSync()
         self._progress = asyncio.Event()
         self._closed: asyncio.Future | None = None
+        #: when the last camera frame arrived (monotonic), ``None`` before the first
+        self._last_frame: float | None = None
 
     def _wake(self) -> None:
         """A swapped frame is ready (called from the session's thread)."""
@@ -289,6 +292,7 @@ class PeerSession:
                 return
             if not isinstance(frame, av.VideoFrame):
                 continue
+            self._last_frame = time.monotonic()
             pixels = frame.to_ndarray(format="rgb24")
             t = self.stats.arrived()
             self.sync.camera_frame(t, time.monotonic())
@@ -327,16 +331,36 @@ class PeerSession:
             return
 
     async def _watch(self) -> None:
-        wait = self.settings.connect_timeout_s
-        await asyncio.sleep(wait)
-        if self.stats.received == 0:
-            await self.close(
-                f"no video frame arrived within {wait:g} s (live.connect_timeout_s): the camera is off, or the"
-                " browser cannot reach this server over UDP"
-            )
-            return
-        await asyncio.sleep(max(0.0, self.settings.max_seconds - wait))
-        await self.close(f"the session reached its limit of {self.settings.max_seconds:g} s (live.max_seconds)")
+        """End the session when its first frame is late, its frames stop, or its time is up."""
+        started = time.monotonic()
+        while self.running:
+            reason, wait = self._watchdog(time.monotonic() - started)
+            if reason is not None:
+                await self.close(reason)
+                return
+            await asyncio.sleep(wait)
+
+    def _watchdog(self, elapsed: float) -> tuple[str | None, float]:
+        """Why the session ends ``elapsed`` s after it started, or ``None``
+        and how long until that may change."""
+        live = self.settings
+        if elapsed >= live.max_seconds:
+            return f"the session reached its limit of {live.max_seconds:g} s (live.max_seconds)", 0.0
+        if self._last_frame is None:
+            if elapsed >= live.connect_timeout_s:
+                return (
+                    f"no video frame arrived within {live.connect_timeout_s:g} s (live.connect_timeout_s): the"
+                    " camera is off, or the browser cannot reach this server over UDP"
+                ), 0.0
+            # looked at again within frame_timeout_s, so that a first frame and a stall soon after are seen
+            return None, min(live.connect_timeout_s, live.max_seconds, elapsed + live.frame_timeout_s) - elapsed
+        quiet = time.monotonic() - self._last_frame
+        if quiet >= live.frame_timeout_s:
+            return (
+                f"no video frame arrived for {live.frame_timeout_s:g} s (live.frame_timeout_s): the browser stopped"
+                " sending (its camera stopped, or the network dropped)"
+            ), 0.0
+        return None, min(live.frame_timeout_s - quiet, live.max_seconds - elapsed)
 
     # -- control --------------------------------------------------------------
     def set_sources(self, sources: Sequence[ImageInput], inputs: Sequence[AuditInput] = ()) -> int:
