@@ -178,6 +178,7 @@ def test_a_full_node_refuses_the_next_session_and_takes_it_once_one_ends(tmp_pat
         assert full.status_code == 503, full.text
         error = _error(full)
         assert error["code"] == "at_capacity" and "at most 1 live session" in error["message"]
+        assert full.headers["Retry-After"] == "10"  # live.retry_after_s
         text = client.get("/metrics").text
         assert "faceweave_live_sessions 1.0" in text
         assert 'faceweave_live_sessions_refused_total{reason="full"} 1.0' in text

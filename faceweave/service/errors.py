@@ -82,9 +82,10 @@ ERROR_STATUSES: dict[int, str] = {
     " (the ingress's affinity cookie)",
     422: "no face, an invalid or unknown option (such as a model this server does not have), or a target too"
     " small to carry the watermark",
-    429: "rate limited (see Retry-After)",
+    429: "rate limited, or the caller holds as many live places as one caller may (see Retry-After)",
     500: "internal error (the details are in the server log)",
-    503: "not ready: the models are loading, no model slot is free, or the live sessions are all taken",
+    503: "not ready: the models are loading, no model slot is free, or the live sessions are all taken"
+    " (with Retry-After)",
 }
 
 
@@ -214,7 +215,7 @@ def error_headers(exc: fe.FaceweaveError) -> dict[str, str]:
     headers: dict[str, str] = {}
     if isinstance(exc, fe.AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, fe.RateLimitedError):
+    if isinstance(exc, fe.RateLimitedError | fe.AtCapacityError):
         headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
     if isinstance(exc, fe.RequestTimeoutError):
         headers["Connection"] = "close"

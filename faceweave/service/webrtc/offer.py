@@ -12,17 +12,20 @@ from faceweave.errors import InvalidOptionError, NoVideoTrackError
 from faceweave.service.webrtc.sdp import offer_problem
 
 #: the text fields of ``POST /v1/live`` (the photo is the file part ``source``)
-OFFER_FIELDS = frozenset({"sdp", "type"})
+OFFER_FIELDS = frozenset({"sdp", "type", "reservation"})
 #: the longest SDP taken (a browser's offer with one video track is a few kB)
 MAX_SDP_CHARS = 60_000
 
 
 @dataclass(frozen=True)
 class Offer:
-    """An SDP offer (``type`` is always ``"offer"``) that sends video."""
+    """An SDP offer (``type`` is always ``"offer"``) that sends video;
+    ``reservation``: the id of the place ``POST /v1/live/reservations`` held
+    for it (the session's id then), or ``None`` to take a place now."""
 
     sdp: str
     type: str = "offer"
+    reservation: str | None = None
 
 
 def parse_offer(fields: Mapping[str, list[str]]) -> Offer:
@@ -36,7 +39,8 @@ def parse_offer(fields: Mapping[str, list[str]]) -> Offer:
     unknown = sorted(set(fields) - OFFER_FIELDS)
     if unknown:
         raise InvalidOptionError(
-            f"unknown field '{unknown[0][:60]}'; POST /v1/live takes the fields sdp and type and the file part source"
+            f"unknown field '{unknown[0][:60]}'; POST /v1/live takes the fields sdp, type and reservation and the"
+            " file part source"
         )
     values = {name: items[-1] for name, items in fields.items() if items}
     kind = values.get("type", "offer").strip()
@@ -56,7 +60,7 @@ def parse_offer(fields: Mapping[str, list[str]]) -> Offer:
     problem = offer_problem(sdp)
     if problem is not None:
         raise InvalidOptionError(f"the SDP offer cannot be answered: {problem}")
-    return Offer(sdp=sdp)
+    return Offer(sdp=sdp, reservation=values.get("reservation", "").strip() or None)
 
 
 def sends_video(sdp: str) -> bool:

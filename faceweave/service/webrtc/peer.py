@@ -55,11 +55,12 @@ VIDEO_CLOCK = 90_000
 _AUDIO_HELD = 250
 
 
-def server_configuration(settings: LiveSettings, owner: str) -> RTCConfiguration:
-    """The server side's peer connection settings: its ICE servers (TURN with
-    fresh time-limited credentials) and transport policy; none: host
-    candidates only (aiortc's own default would be a public STUN server)."""
-    config = ice_servers_for(settings, "server", owner)
+def server_configuration(settings: LiveSettings, session_id: str) -> RTCConfiguration:
+    """The server side's peer connection settings for session ``session_id``:
+    its ICE servers (TURN with fresh time-limited credentials bound to the
+    session) and transport policy; none: host candidates only (aiortc's own
+    default would be a public STUN server)."""
+    config = ice_servers_for(settings, "server", session_id)
     servers = [RTCIceServer(urls=list(s.urls), username=s.username, credential=s.credential) for s in config.servers]
     policy = RTCIceTransportPolicy.RELAY if config.transport_policy == "relay" else RTCIceTransportPolicy.ALL
     return RTCConfiguration(iceServers=servers, iceTransportPolicy=policy)
@@ -232,7 +233,7 @@ class PeerSession:
             InvalidOptionError: aiortc cannot use the offer (the caller closes the session).
             NoVideoTrackError: the offer's tracks have no video (likewise).
         """
-        pc = self.pc = RTCPeerConnection(server_configuration(self.settings, self.owner))
+        pc = self.pc = RTCPeerConnection(server_configuration(self.settings, self.id))
         pc.on("track", self._on_track)
         pc.on("connectionstatechange", self._on_state)
         try:
