@@ -138,6 +138,10 @@ def test_a_real_offer_has_no_problem(offer):
     assert asyncio.run(_aiortc_answers(offer)) is None
 
 
+#: what a fuzzed word becomes: out of range, negative, not a number, empty, a digit int() refuses ("²"), one it takes
+WORDS = ("300", "-1", "x", "", "1.5", "99999999999", ":", "\u00b2", "\u0663")
+
+
 def _mutations(offer: str, count: int, seed: int) -> list[str]:
     """``count`` copies of ``offer`` with one line dropped, cut short, doubled, or a word replaced."""
     rng = random.Random(seed)
@@ -155,7 +159,7 @@ def _mutations(offer: str, count: int, seed: int) -> list[str]:
             edited.insert(at, edited[at])
         else:
             words = edited[at].split(" ")
-            words[rng.randrange(len(words))] = rng.choice(("300", "-1", "x", "", "1.5", "99999999999", ":"))
+            words[rng.randrange(len(words))] = rng.choice(WORDS)
             edited[at] = " ".join(words)
         out.append("\r\n".join(edited))
     return out
@@ -176,6 +180,23 @@ def test_fuzzed_offers_aiortc_cannot_answer_are_all_named(offer):
 
     missed = asyncio.run(run())
     assert missed == [], missed[:3]
+
+
+def test_offer_problem_never_raises_on_any_text(offer):
+    """Whatever the lines, the check answers (a problem or none): lines shuffled,
+    cut anywhere, joined by other line ends, or random characters."""
+    from faceweave.service.webrtc.sdp import offer_problem
+
+    rng = random.Random(7)
+    lines = offer.split("\r\n")
+    alphabet = "v=0amc:/ IN4.\u00b2\u0663-\r\n9"
+    texts = ["v=0", "v=0\r\nm=", "v=0\na=fmtp:\u00b2 apt=1", "v=0\nm=video 9 X/Y \u00b2"]
+    for _ in range(300):
+        shuffled = rng.sample(lines, len(lines))
+        texts.append("\n".join(line[: rng.randrange(len(line) + 1)] for line in shuffled))
+        texts.append("v=0\r\n" + "".join(rng.choice(alphabet) for _ in range(rng.randrange(200))))
+    for text in texts:
+        assert offer_problem(text) is None or isinstance(offer_problem(text), str)
 
 
 # ------------------------------------------------------------------ through the API, on loopback

@@ -107,7 +107,7 @@ def _media_line(line: str) -> str | None:
         return f"the port {found.group(2)[:10]} is not 0-65535"
     if found.group(1) in ("audio", "video"):
         for token in found.group(4).split():
-            if not token.isdigit() or int(token) not in _PAYLOAD_TYPES:
+            if not token.isdecimal() or int(token) not in _PAYLOAD_TYPES:
                 return f"the payload type {token[:10]!r} is not one of 0-71 or 77-127 (RTP's, outside RTCP's 72-76)"
     return None
 
@@ -198,7 +198,7 @@ def _rtpmap(value: str | None, line: str, kind: str) -> str | None:
     head, _, encoding = (value or "").partition(" ")
     parts = encoding.split("/")
     numbers = parts[1:3] if kind == "audio" else parts[1:2]
-    if not (head.isdigit() and len(parts) >= 2 and parts[0] and all(p.isdigit() for p in numbers)):
+    if not (head.isdecimal() and len(parts) >= 2 and parts[0] and all(p.isdecimal() for p in numbers)):
         return f"{_clip(line)} must be a=rtpmap:PAYLOAD_TYPE NAME/CLOCK_RATE[/CHANNELS] (a=rtpmap:96 VP8/90000)"
     return None
 
@@ -209,7 +209,7 @@ def _candidate(value: str | None, line: str) -> str | None:
     related = [bits[i + 1] for i in range(8, len(bits) - 1, 2) if bits[i] == "rport"]
     if (
         len(bits) < 8
-        or not all(n.isdigit() for n in numbers + related)
+        or not all(n.isdecimal() for n in numbers + related)
         or bits[2].lower() not in ("udp", "tcp")
         or bits[6] != "typ"
         or bits[7] not in _CANDIDATE_TYPES
@@ -223,14 +223,14 @@ def _candidate(value: str | None, line: str) -> str | None:
 
 def _extmap(value: str | None, line: str) -> str | None:
     bits = _tokens(value)
-    if len(bits) != 2 or not bits[0].split("/", 1)[0].isdigit() or bits[0].count("/") > 1:
+    if len(bits) != 2 or not bits[0].split("/", 1)[0].isdecimal() or bits[0].count("/") > 1:
         return f"{_clip(line)} must be a=extmap:ID[/DIRECTION] URI"
     return None
 
 
 def _rtcp(value: str | None, line: str) -> str | None:
     port, space, rest = (value or "").partition(" ")
-    if not port.isdigit() or (space and _connection("c=" + rest) is not None):
+    if not port.isdecimal() or (space and _connection("c=" + rest) is not None):
         return f"{_clip(line)} must be a=rtcp:PORT [IN IP4 ADDRESS] (a=rtcp:9 IN IP4 0.0.0.0)"
     return None
 
@@ -241,7 +241,7 @@ def _leading_number(form: str, *, colon: bool = False) -> Callable[[str | None, 
 
     def check(value: str | None, line: str) -> str | None:
         head, space, rest = (value or "").partition(" ")
-        if not head.isdigit() or not space or (colon and ":" not in rest):
+        if not head.isdecimal() or not space or (colon and ":" not in rest):
             return f"{_clip(line)} must be {form}"
         return None
 
@@ -260,22 +260,22 @@ def _fmtp(value: str | None, line: str) -> str | None:
 
 
 def _is_int(text: str) -> bool:
-    return text.strip().lstrip("+-").isdigit()
+    return text.strip().lstrip("+-").isdecimal()
 
 
 def _number(form: str) -> Callable[[str | None, str], str | None]:
-    return lambda value, line: None if (value or "").isdigit() else f"{_clip(line)} must be {form}"
+    return lambda value, line: None if (value or "").isdecimal() else f"{_clip(line)} must be {form}"
 
 
 def _rtcp_feedback(value: str | None, line: str) -> str | None:
     bits = (value or "").split(" ", 2)
-    if value is None or (len(bits) < 2 and (bits[0] == "*" or bits[0].isdigit())):
+    if value is None or (len(bits) < 2 and (bits[0] == "*" or bits[0].isdecimal())):
         return f"{_clip(line)} must be a=rtcp-fb:PAYLOAD_TYPE|* FEEDBACK"
     return None
 
 
 def _ssrc_group(value: str | None, line: str) -> str | None:
-    if value is None or not all(bit.isdigit() for bit in value.split()[1:]):
+    if value is None or not all(bit.isdecimal() for bit in value.split()[1:]):
         return f"{_clip(line)} must be a=ssrc-group:SEMANTICS SSRC..."
     return None
 
