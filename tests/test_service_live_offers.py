@@ -252,3 +252,21 @@ def test_an_offer_past_the_checks_that_aiortc_cannot_answer_is_still_422(tmp_pat
         good = client.post("/v1/live", files={"source": ("s.jpg", photo)}, data={"sdp": _real_offer()})
         assert good.status_code == 201, good.text
         client.delete(good.json()["links"]["self"])
+
+
+@pytest.mark.slow
+def test_fuzzed_offers_through_the_api_are_201_or_422(tmp_path, faces_dir, offer):
+    """Line edits of a real offer, posted: each opens a session (closed again)
+    or is a 422 in our words; none is a 500."""
+    photo = (faces_dir / "single" / "biden2.jpg").read_bytes()
+    answers = []
+    with running_app(settings(tmp_path, live={"sessions": 1})) as client:
+        for sdp in _mutations(offer, 40, seed=330):
+            response = client.post("/v1/live", files={"source": ("s.jpg", photo)}, data={"sdp": sdp})
+            answers.append(response.status_code)
+            if response.status_code == 201:
+                client.delete(response.json()["links"]["self"])
+                continue
+            assert response.status_code == 422, response.text
+            assert not PYTHON_TEXT.search(response.json()["error"]["message"]), response.text
+    assert 201 in answers and 422 in answers, answers  # both kinds were posted
