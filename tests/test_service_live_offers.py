@@ -88,6 +88,11 @@ MALFORMED = [
     ("no-ice-password", _sub(r"a=ice-pwd:.*", None), "a=ice-pwd"),
     ("empty-ice-ufrag", _sub(r"a=ice-ufrag:.*", "a=ice-ufrag:"), "a=ice-ufrag"),
     ("no-rtcp-mux", _sub(r"a=rtcp-mux", None), "there is no a=rtcp-mux"),
+    (
+        "rtcp-mux-for-the-session",
+        lambda sdp: _sub(r"a=rtcp-mux", None)(sdp).replace("t=0 0\r\n", "t=0 0\r\na=rtcp-mux\r\n"),
+        "there is no a=rtcp-mux",
+    ),
     ("fingerprint-word", _sub(r"a=fingerprint:.*", "a=fingerprint:sha-256", 1), "a=fingerprint:ALGORITHM HASH"),
     ("rtpmap-no-clock", _sub(r"a=rtpmap:(\d+) VP8/90000", r"a=rtpmap:\1 VP8"), "NAME/CLOCK_RATE"),
     ("fmtp-unknown-type", _sub(r"(a=rtpmap:\d+ opus/48000/2)", r"\1\r\na=fmtp:55 minptime=10"), "no a=rtpmap"),

@@ -124,12 +124,13 @@ def _media_attribute(line: str, kind: str, payload_types: set[int]) -> str | Non
 
 
 def _transport_problem(kind: str, lines: list[str], session: list[str]) -> str | None:
-    """What aiortc needs of every audio and video section: a direction, and
-    DTLS and ICE (said in it or in the session), RTCP on the RTP port."""
+    """What aiortc needs of every audio and video section: a direction and RTCP
+    on the RTP port (said in it), DTLS and ICE (in it or in the session)."""
     if kind not in ("audio", "video"):
         return None
     said = {name: value for name, value in (_attribute(line) for line in (*session, *lines) if line.startswith("a="))}
-    if not _DIRECTIONS & {_attribute(line)[0] for line in lines if line.startswith("a=")}:
+    own = {_attribute(line)[0] for line in lines if line.startswith("a=")}  # aiortc reads these in the section only
+    if not _DIRECTIONS & own:
         return "there is no direction (a=sendrecv, a=sendonly, a=recvonly or a=inactive)"
     if "setup" not in said:
         return "there is no a=setup (actpass, active or passive): the DTLS role is not said"
@@ -137,7 +138,7 @@ def _transport_problem(kind: str, lines: list[str], session: list[str]) -> str |
         return "there is no a=fingerprint: the DTLS certificate's hash is not said"
     if not said.get("ice-ufrag") or not said.get("ice-pwd"):
         return "there is no a=ice-ufrag and a=ice-pwd: the ICE credentials are not said"
-    if "rtcp-mux" not in said:
+    if "rtcp-mux" not in own:
         return "there is no a=rtcp-mux: this server takes RTP and RTCP on one port"
     return None
 
