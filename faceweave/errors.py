@@ -244,9 +244,21 @@ class StorageUnavailableError(NotReadyError):
 
 class AtCapacityError(NotReadyError):
     """Every place of a bounded resource of this node is taken (the live
-    sessions of ``live.sessions``); try again once one ends, or another node."""
+    sessions of ``live.sessions``); try again once one ends (``retry_after``
+    seconds, a guess: HTTP's ``Retry-After``), or another node."""
 
     code = "at_capacity"
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class LiveCallerLimitError(RateLimitedError):
+    """The caller already holds as many live places as one caller may
+    (``live.sessions_per_caller``), however many the node has free."""
+
+    code = "live_sessions_per_caller"
 
 
 class NoVideoTrackError(InvalidOptionError):

@@ -70,6 +70,32 @@ def camera_track(frames: list[np.ndarray], fps: int = 15):
     return Camera()
 
 
+def stalling_camera(frames: list[np.ndarray], sends: int, fps: int = 15):
+    """A camera track that sends ``sends`` frames, then none (its connection stays up)."""
+    import av
+    from aiortc import MediaStreamTrack
+
+    class Stalling(MediaStreamTrack):
+        kind = "video"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.sent = 0
+            self.stalled = asyncio.Event()
+
+        async def recv(self):
+            if self.sent >= sends:
+                self.stalled.set()
+                await asyncio.Event().wait()  # never: the sender waits on the camera for good
+            await asyncio.sleep(1 / fps)
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(frames[self.sent % len(frames)]), format="rgb24")
+            frame.pts, frame.time_base = self.sent * (90_000 // fps), Fraction(1, 90_000)
+            self.sent += 1
+            return frame
+
+    return Stalling()
+
+
 #: the test tone a peer's microphone plays, and its sample rate
 TONE_HZ, AUDIO_RATE = 440, 48_000
 

@@ -21,6 +21,11 @@ pytest.importorskip("aiortc", reason="the webrtc extra (aiortc) is not installed
 SOURCE = "single/biden2.jpg"
 _AUDIO_ONLY = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=sendrecv\r\n"
 _VIDEO = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n"
+#: what aiortc needs of a video section besides its direction (a=rtpmap, DTLS, ICE, RTCP on the RTP port)
+_TRANSPORT = (
+    "a=rtpmap:96 VP8/90000\r\na=setup:actpass\r\na=fingerprint:sha-256 AB:CD\r\na=ice-ufrag:u\r\n"
+    "a=ice-pwd:p\r\na=rtcp-mux\r\n"
+)
 
 
 def _error(response) -> dict:
@@ -32,9 +37,10 @@ def _error(response) -> dict:
 @pytest.mark.parametrize(
     ("fields", "outcome"),
     [
-        ({"sdp": [_VIDEO + "a=sendrecv\r\n"]}, None),
-        ({"sdp": [_VIDEO + "a=sendonly\r\n"], "type": ["offer"]}, None),
-        ({"sdp": [_VIDEO]}, None),  # no direction: sendrecv
+        ({"sdp": [_VIDEO + "a=sendrecv\r\n" + _TRANSPORT]}, None),
+        ({"sdp": [_VIDEO + "a=sendonly\r\n" + _TRANSPORT], "type": ["offer"]}, None),
+        ({"sdp": [_VIDEO + _TRANSPORT]}, "there is no direction (a=sendrecv"),  # SDP's default; aiortc needs one
+        ({"sdp": [_VIDEO + "a=sendrecv\r\n"]}, "there is no a=setup"),
         ({"sdp": [_AUDIO_ONLY]}, "no_video_track"),
         ({"sdp": [_VIDEO + "a=recvonly\r\n"]}, "no_video_track"),
         ({"sdp": [_VIDEO.replace("video 9", "video 0")]}, "no_video_track"),
@@ -138,9 +144,10 @@ def test_offers_without_video_and_sources_without_a_face_are_refused(tmp_path, p
             error = _error(response)
             assert error["code"] == "no_video_track" and "allow the camera" in error["message"]
         broken = _post(client, _VIDEO + "a=sendrecv\r\n", photo)  # video, but nothing to connect with
-        assert broken.status_code == 422 and "the SDP offer cannot be answered (ICE" in _error(broken)["message"]
+        assert broken.status_code == 422 and "the SDP offer cannot be answered: " in _error(broken)["message"]
+        assert "there is no a=setup" in _error(broken)["message"]
         av1 = _post(client, _only_codec(_offer(), "AV1"), photo)
-        assert av1.status_code == 422 and "this server takes VP8 or H.264 video" in _error(av1)["message"]
+        assert av1.status_code == 422 and "no video codec this server takes (VP8 or H.264)" in _error(av1)["message"]
         faceless = _post(client, _offer(), png_bytes(256, 256))
         assert faceless.status_code == 422 and _error(faceless)["code"] == "no_face"
         video = _post(client, _offer(), b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 64)
@@ -151,7 +158,7 @@ def test_offers_without_video_and_sources_without_a_face_are_refused(tmp_path, p
         assert "faceweave_live_sessions 0.0" in text and "faceweave_live_sessions_started_total 0.0" in text
     lines = [json.loads(line) for line in (tmp_path / "storage" / "audit.jsonl").read_text().splitlines()]
     refused = [(line["outcome"], line["code"], line["options"]["end"]) for line in lines]
-    assert refused == [("error", "invalid_option", "the offer was refused")] * 2  # the two aiortc could not answer
+    assert refused == [("error", "invalid_option", "the offer was refused")]  # AV1: aiortc read it, had no codec
 
 
 def test_live_off_is_503(tmp_path, photo):
@@ -171,6 +178,7 @@ def test_a_full_node_refuses_the_next_session_and_takes_it_once_one_ends(tmp_pat
         assert full.status_code == 503, full.text
         error = _error(full)
         assert error["code"] == "at_capacity" and "at most 1 live session" in error["message"]
+        assert full.headers["Retry-After"] == "10"  # live.retry_after_s
         text = client.get("/metrics").text
         assert "faceweave_live_sessions 1.0" in text
         assert 'faceweave_live_sessions_refused_total{reason="full"} 1.0' in text
@@ -348,6 +356,58 @@ def test_a_session_without_frames_ends_after_the_connect_timeout(tmp_path, photo
         ended = wait_for(lambda: (b := client.get(url).json())["state"] == "ended" and b, what="the session to end")
         assert ended["reason"].startswith("no video frame arrived within 0.5 s (live.connect_timeout_s)")
         assert _post(client, _offer(), photo).status_code == 201  # its place is free again
+
+
+async def _stall(base: str, photo: bytes, frames: list[np.ndarray]) -> dict:
+    import httpx
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+    from tests.live_peer import Received, offer_sdp, stalling_camera
+
+    pc = RTCPeerConnection()
+    camera = stalling_camera(frames, sends=14)
+    pc.addTrack(camera)
+    received = Received()
+    pc.on("track", received.on_track)
+    await pc.setLocalDescription(await pc.createOffer())
+    seen: dict = {}
+    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        opened = await http.post("/v1/live", files={"source": ("s.jpg", photo)}, data={"sdp": pc.localDescription.sdp})
+        assert opened.status_code == 201, opened.text
+        url = opened.json()["links"]["self"]
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=opened.json()["sdp"], type="answer"))
+        await asyncio.wait_for(camera.stalled.wait(), 60)
+        stalled_at, seen["connection"] = time.monotonic(), pc.connectionState
+        while (body := (await http.get(url)).json())["state"] == "running" and time.monotonic() < stalled_at + 30:
+            await asyncio.sleep(0.1)
+        seen["ended_after_s"] = time.monotonic() - stalled_at
+        seen["body"] = body
+        pc_next, sdp_next = await offer_sdp(frames=frames)
+        again = await http.post("/v1/live", files={"source": ("s.jpg", photo)}, data={"sdp": sdp_next})
+        seen["next"] = again.status_code
+        if again.status_code == 201:
+            await http.delete(again.json()["links"]["self"])
+        await pc_next.close()
+    await pc.close()
+    return seen
+
+
+@pytest.mark.slow
+def test_a_peer_that_stops_sending_gives_its_place_back(tmp_path, faces_dir, astronaut):
+    """The issue's repro: 14 frames, then nothing, the connection kept: the
+    session ends ``frame_timeout_s`` later (not at ``max_seconds``), says why,
+    and its place is free for the next caller."""
+    from tests.live_peer import serving
+
+    photo = (faces_dir / "single" / "biden2.jpg").read_bytes()
+    config = settings(tmp_path, live={"sessions": 1, "frame_timeout_s": 1.5, "connect_timeout_s": 20})
+    with serving(config) as base:
+        seen = asyncio.run(_stall(base, photo, [np.ascontiguousarray(astronaut)]))
+    body = seen["body"]
+    assert body["state"] == "ended", seen
+    assert body["reason"].startswith("no video frame arrived for 1.5 s (live.frame_timeout_s)"), body
+    assert 1.0 <= seen["ended_after_s"] < 10, seen  # the bound, not the hour of max_seconds
+    assert 1 <= body["received"] <= 14 and seen["connection"] == "connected", seen  # it stalled, it did not leave
+    assert seen["next"] == 201
 
 
 async def _until_it_ends(base: str, photo: bytes, frames: list[np.ndarray]) -> tuple[dict, int]:

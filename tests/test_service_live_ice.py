@@ -1,8 +1,9 @@
 """ICE servers for live sessions (``live.ice_servers``, ``live.turn_secret``):
 the settings' checks, the TURN REST credentials (coturn's use-auth-secret:
 HMAC-SHA1 over "EXPIRY:USER", base64) verified by hand and by a real coturn
-on loopback, ``GET /v1/live/config`` (what the page gets: never the secret,
-never a server-only entry), and a whole live session through TURN relay
+on loopback, ``POST /v1/live/reservations`` (what the page gets: credentials
+made for the reserved session, never the secret, never a server-only entry;
+``GET /v1/live/config`` makes none), and a whole live session through TURN relay
 candidates only on both sides.  Also the node tag in session ids: a request
 for another node's session answers 421."""
 
@@ -170,7 +171,7 @@ def test_coturn_takes_the_time_limited_credentials(tmp_path):
     assert wrong == [] and expired == []
 
 
-# ------------------------------------------------------------------ GET /v1/live/config
+# ------------------------------------------------------------------ POST /v1/live/reservations, GET /v1/live/config
 def test_the_page_gets_the_browser_servers_and_never_the_secret(tmp_path):
     live = {
         "turn_secret": SECRET,
@@ -183,26 +184,41 @@ def test_the_page_gets_the_browser_servers_and_never_the_secret(tmp_path):
     config = settings(tmp_path, auth={"api_keys": [{"user": "alice", "key": ALICE_KEY}]}, live=live)
     with running_app(config) as client:
         assert client.get("/v1/live/config").status_code == 401
+        assert client.post("/v1/live/reservations").status_code == 401
         began = int(time.time())
-        response = client.get("/v1/live/config", headers={"Authorization": f"Bearer {ALICE_KEY}"})
-    assert response.status_code == 200, response.text
-    assert SECRET not in response.text and "hidden-pass" not in response.text and "inside" not in response.text
+        response = client.post("/v1/live/reservations", headers={"Authorization": f"Bearer {ALICE_KEY}"})
+        plain = client.get("/v1/live/config", headers={"Authorization": f"Bearer {ALICE_KEY}"})
+    assert response.status_code == 201, response.text
+    for text in (response.text, plain.text):
+        assert SECRET not in text and "hidden-pass" not in text and "inside" not in text
     body = response.json()
-    assert body["ice_transport_policy"] == "all" and body["sessions"] == config.live.sessions
+    assert body["ice_transport_policy"] == "all"
     stun, turn = body["ice_servers"]
     assert stun == {"urls": ["stun:stun.example.org:3478"]}
     assert turn["urls"] == live["ice_servers"][1]["urls"]
     expiry, _, user = turn["username"].partition(":")
-    assert user == "key_alice" and int(expiry) == body["expires_at"]  # the caller (owner "key:alice")
+    assert user == body["id"] and int(expiry) == body["expires_at"]  # made for the reserved session alone
     assert began + config.live.turn_ttl_s <= int(expiry) <= time.time() + config.live.turn_ttl_s
     signed = hmac.new(SECRET.encode(), turn["username"].encode(), hashlib.sha1).digest()
     assert turn["credential"] == base64.b64encode(signed).decode()
+    # without a reservation: no time-limited credentials at all
+    assert plain.json()["ice_servers"] == [stun] and plain.json()["expires_at"] is None
+    assert plain.json()["sessions"] == config.live.sessions
 
 
 def test_without_ice_servers_the_page_gets_none(tmp_path):
     with running_app(settings(tmp_path)) as client:
         body = client.get("/v1/live/config").json()
-    assert body == {"ice_servers": [], "ice_transport_policy": "all", "expires_at": None, "sessions": 2}
+        reserved = client.post("/v1/live/reservations").json()
+    assert body == {
+        "ice_servers": [],
+        "ice_transport_policy": "all",
+        "expires_at": None,
+        "sessions": 2,
+        "links": {"reserve": "/v1/live/reservations"},
+    }
+    assert reserved["ice_servers"] == [] and reserved["expires_at"] is None
+    assert reserved["links"] == {"offer": "/v1/live"}
 
 
 # ------------------------------------------------------------------ a session's calls on another node
@@ -259,13 +275,15 @@ async def _through_turn(base: str, photo: bytes, frames, *, policy: str) -> tupl
     from tests.live_peer import Received, offer_sdp
 
     async with httpx.AsyncClient(base_url=base, timeout=60) as http:
-        config = (await http.get("/v1/live/config")).json()
+        config = (await http.post("/v1/live/reservations")).json()
         assert config["ice_transport_policy"] == policy
         servers = [RTCIceServer(**server) for server in config["ice_servers"]]
         pc, sdp = await offer_sdp(frames=frames, ice_servers=servers, relay=True)
         received = Received()
         pc.on("track", received.on_track)
-        response = await http.post("/v1/live", files={"source": ("s.jpg", photo)}, data={"sdp": sdp})
+        response = await http.post(
+            "/v1/live", files={"source": ("s.jpg", photo)}, data={"sdp": sdp, "reservation": config["id"]}
+        )
         assert response.status_code == 201, response.text
         answer = response.json()
         await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))

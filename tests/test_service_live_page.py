@@ -6,6 +6,8 @@ a frame rate and a latency, a faceless photo mid-stream keeps the source
 and says so, another photo changes the identity, and Stop ends the session;
 the page asks for the API key first, as the server requires one.  With the
 microphone ticked, a fake microphone's tone comes back in the swapped stream.
+A camera that stops sending ends the session after ``live.frame_timeout_s``,
+and the page says why.
 
 Needs Debian's ``chromium``, ``playwright`` and ``aiortc``; skipped without
 them (and without ../shared).  The screenshot lands in
@@ -276,3 +278,55 @@ def test_live_page_sends_the_microphone_back_with_the_swapped_video(tmp_path, fa
     assert level > 0.05, f"the swapped stream's sound peaks at {level}"  # the tone, not silence
     audio = next(line for line in metrics.splitlines() if line.startswith('faceweave_live_frames_total{kind="audio"}'))
     assert float(audio.split()[-1]) > 0
+
+
+#: every RTCPeerConnection the page makes, kept where the test can reach it
+KEEP_PEERS = """(() => {
+  const Native = window.RTCPeerConnection;
+  window.__peers = [];
+  window.RTCPeerConnection = function (...args) {
+    const pc = new Native(...args);
+    window.__peers.push(pc);
+    return pc;
+  };
+  window.RTCPeerConnection.prototype = Native.prototype;
+})();"""
+
+
+def test_live_page_says_why_a_stalled_session_ended(tmp_path, faces_dir):
+    """The camera stops sending (``replaceTrack(null)``: the connection stays
+    up, no frame comes): the server ends the session after
+    ``live.frame_timeout_s`` and the page says so, with the setting's name."""
+    from playwright.sync_api import sync_playwright
+    from tests.live_peer import serving
+
+    chromium = _chromium()
+    clip = tmp_path / "clip.y4m"
+    make_y4m(faces_dir / CLIP, clip)
+    args = [
+        "--use-fake-device-for-media-stream",
+        "--use-fake-ui-for-media-stream",
+        f"--use-file-for-fake-video-capture={clip}",
+    ]
+    with serving(settings(tmp_path, live={"sessions": 1, "frame_timeout_s": 2.0})) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=args)
+        try:
+            page = browser.new_context().new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.add_init_script(KEEP_PEERS)
+            page.goto(base + "/live")
+            page.set_input_files("#live-source", str(faces_dir / SOURCE))
+            page.click("#live-start")
+            _frames_back(page, 5)
+            page.evaluate(
+                "() => Promise.all(window.__peers[0].getSenders()"
+                ".filter((s) => s.track && s.track.kind === 'video').map((s) => s.replaceTrack(null)))"
+            )
+            page.wait_for_selector("#message >> text=The live session ended", timeout=30_000)
+            message = page.inner_text("#message")
+            page.wait_for_selector("#live-state >> text=stopped")
+            assert errors == [], "JavaScript errors on the page"
+        finally:
+            browser.close()
+    assert "no video frame arrived for 2 s (live.frame_timeout_s)" in message, message

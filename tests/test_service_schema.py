@@ -47,6 +47,7 @@ OPERATIONS = (
     "POST /v1/faces",
     "POST /swap",
     "POST /v1/live",
+    "POST /v1/live/reservations",
     "GET /v1/live/config",
     "GET /v1/live/{session_id}",
     "POST /v1/live/{session_id}/source",

@@ -82,7 +82,7 @@ ERROR_STATUSES: dict[int, str] = {
     " (the ingress's affinity cookie)",
     422: "no face, an invalid or unknown option (such as a model this server does not have), or a target too"
     " small to carry the watermark",
-    429: "rate limited (see Retry-After)",
+    429: "rate limited, or the caller holds as many live places as one caller may (see Retry-After)",
     500: "internal error (the details are in the server log)",
     503: "not ready (see Retry-After): the models are loading, no model slot is free, the live sessions are all"
     " taken, or the job storage does not answer (storage_unavailable)",
@@ -217,7 +217,7 @@ def error_headers(exc: fe.FaceweaveError) -> dict[str, str]:
         headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
     if isinstance(exc, fe.AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, fe.RateLimitedError):
+    if isinstance(exc, fe.RateLimitedError | fe.AtCapacityError):
         headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
     if isinstance(exc, fe.RequestTimeoutError):
         headers["Connection"] = "close"

@@ -234,6 +234,29 @@ class LiveSettings(_Settings):
         20.0, gt=0, description="a session whose browser sends no video frame within this many seconds is ended"
     )
     max_seconds: float = Field(3600.0, gt=0, description="the longest a live session runs before it is ended")
+    frame_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="a session whose browser has sent frames and then sends none for this many seconds is ended"
+        " (a stalled peer gives its place back)",
+    )
+    sessions_per_caller: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="live places (sessions and reservations) one caller holds at once, the next answered 429;"
+        " default 1 when the service requires authentication, else live.sessions (every caller is 'local')",
+    )
+    reservation_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="how long POST /v1/live/reservations holds a place (and its TURN credentials' session id)"
+        " for the POST /v1/live that names it",
+    )
+    retry_after_s: float = Field(
+        10.0, gt=0, le=3600, description="the Retry-After of a live place refused (503 at_capacity, 429 per caller)"
+    )
     node: str | None = Field(
         None,
         min_length=1,
@@ -245,7 +268,7 @@ class LiveSettings(_Settings):
         (),
         max_length=8,
         description="STUN and TURN servers for the server's side (aiortc: the first STUN and the first TURN URL"
-        " of those it uses) and the page (GET /v1/live/config); none: host candidates only",
+        " of those it uses) and the page (POST /v1/live/reservations); none: host candidates only",
     )
     ice_transport_policy: Literal["all", "relay"] = Field(
         "all", description="relay: both sides use TURN relay candidates only (hides the addresses; needs TURN)"

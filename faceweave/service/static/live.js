@@ -3,8 +3,9 @@
 // back on the same peer connection; a new source photo while live goes to
 // POST /v1/live/{id}/source (the photos chosen are kept on the page, to go
 // back to one with a click); with "microphone" its sound is sent too and comes
-// back on the same stream as the swapped video; the ICE servers (STUN, TURN
-// with time-limited credentials) come from GET /v1/live/config; the figures
+// back on the same stream as the swapped video; the place and its ICE servers
+// (STUN, TURN with time-limited credentials made for that session) come from
+// POST /v1/live/reservations, whose id the offer names; the figures
 // are the browser's (frames decoded, round trip) and the server's
 // (GET /v1/live/{id}: swap latency, drops).
 "use strict";
@@ -153,15 +154,15 @@
     showRecent();
     $("live-start").disabled = true;
     try {
-      // the ICE servers (TURN with time-limited credentials) before the offer is made
-      const config = await (await api("/v1/live/config")).json();
       const audio = $("live-audio").checked;
       setState(audio ? "Starting the camera and the microphone…" : "Starting the camera…");
       state.camera = await navigator.mediaDevices.getUserMedia({ video: true, audio });
       $("camera").srcObject = state.camera;
+      // a place held for this session, with its ICE servers (TURN with credentials made for it alone)
+      const place = await (await api("/v1/live/reservations", { method: "POST" })).json();
       const pc = state.pc = new RTCPeerConnection({
-        iceServers: config.ice_servers,
-        iceTransportPolicy: config.ice_transport_policy,
+        iceServers: place.ice_servers,
+        iceTransportPolicy: place.ice_transport_policy,
       });
       for (const track of state.camera.getTracks()) pc.addTrack(track, state.camera);
       // the swapped video and, with the microphone, its sound: one stream, played in sync
@@ -175,6 +176,7 @@
       form.append("source", photo);
       form.append("sdp", pc.localDescription.sdp);
       form.append("type", "offer");
+      form.append("reservation", place.id);
       state.session = await (await api("/v1/live", { method: "POST", body: form })).json();
       await pc.setRemoteDescription({ type: "answer", sdp: state.session.sdp });
       setState(`Live session ${state.session.id.slice(0, 8)}: connecting…`);

@@ -1,5 +1,7 @@
 """The live sessions of one node (:class:`LiveHub`): at most
-``live.sessions`` at once (a clear 503 when full), each with its own models
+``live.sessions`` at once (a clear 503 when full) and ``live.sessions_per_caller``
+of one caller's (429), counted by :class:`~faceweave.service.webrtc.places.LivePlaces`
+with the reservations that hold a place for a session to come, each with its own models
 (a face tracker's mesh graphs and the analyser are one thread's at a time),
 loaded when first needed and kept for the next session; the sessions'
 figures exported to ``/metrics``; every session closed when the app stops.
@@ -16,15 +18,23 @@ import socket
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from faceweave.errors import AtCapacityError, LiveSessionElsewhereError, NotFoundError, NotReadyError
+from faceweave.errors import (
+    AtCapacityError,
+    FaceweaveError,
+    LiveCallerLimitError,
+    LiveSessionElsewhereError,
+    NotFoundError,
+    NotReadyError,
+)
 from faceweave.service.jobs import RunConfig
 from faceweave.service.metrics import Metrics
 from faceweave.service.settings import ServiceSettings
 from faceweave.service.webrtc.offer import Offer
+from faceweave.service.webrtc.places import LivePlaces, Reservation, places_per_caller
 from faceweave.service.webrtc.stats import LiveStats, StatsView
 
 if TYPE_CHECKING:
@@ -36,6 +46,7 @@ if TYPE_CHECKING:
     from faceweave.service.webrtc.peer import PeerSession
 
 log = logging.getLogger("faceweave.service.live")
+_T = TypeVar("_T")
 #: ended sessions whose reason is still answered (the newest)
 _ENDED_KEPT = 64
 #: the hex digits of a node's tag at the start of its session ids
@@ -70,35 +81,51 @@ class LiveHub:
         #: the start of every session id this node makes (:func:`node_tag`)
         self.tag = node_tag(settings.live.node)
         self._lock = threading.Lock()
-        self._taken = 0  # sessions running and being opened
+        live = settings.live
+        self.places = LivePlaces(
+            capacity=live.sessions,
+            per_caller=places_per_caller(settings),
+            hold_s=live.reservation_s,
+            retry_after_s=live.retry_after_s,
+        )
         self._sessions: dict[str, PeerSession] = {}
         self._ended: OrderedDict[str, EndedSession] = OrderedDict()
         self._models: list[JobModels] = []  # free ones
         self._all_models: list[JobModels] = []
 
     # -- places ---------------------------------------------------------------
-    def reserve(self) -> None:
-        """Take one place for a session being opened.
+    def reserve(self, owner: str) -> Reservation:
+        """A place held for a session of ``owner`` to be opened under the
+        reservation's id (``POST /v1/live`` naming it, within ``live.reservation_s``).
 
         Raises:
             NotReadyError: live sessions are off on this node (``live.sessions = 0``).
-            AtCapacityError: every place is taken.
+            LiveCallerLimitError: ``owner`` holds as many places as one caller may (429).
+            AtCapacityError: every place is taken (503).
         """
-        with self._lock:
-            if self.capacity == 0:
-                self.metrics.live_refused.labels(reason="off").inc()
-                raise NotReadyError("live sessions are off on this node (live.sessions = 0)")
-            if self._taken >= self.capacity:
-                self.metrics.live_refused.labels(reason="full").inc()
-                raise AtCapacityError(
-                    f"this node carries at most {self.capacity} live session(s) at once (live.sessions) and all are"
-                    " in use; try again when one ends"
-                )
-            self._taken += 1
+        return self._counted(lambda: self.places.reserve(owner, self.tag + uuid.uuid4().hex))
 
-    def _release(self) -> None:
-        with self._lock:
-            self._taken = max(0, self._taken - 1)
+    def _take(self, owner: str, reservation: str | None) -> str:
+        """The id of a session of ``owner`` being opened, and its place: the
+        reservation's, or one taken now (raises as :meth:`reserve`, and
+        :class:`NotFoundError` or :class:`LiveSessionElsewhereError` for a reservation it does not hold)."""
+        if reservation is None:
+            self._counted(lambda: self.places.take(owner))
+            return self.tag + uuid.uuid4().hex
+        if self.elsewhere(reservation):
+            raise self._elsewhere(reservation, "reservation")
+        self.places.claim(reservation, owner)
+        return reservation
+
+    def _counted(self, take: Callable[[], _T]) -> _T:
+        """``take()``, each refusal counted in ``/metrics`` by its reason."""
+        try:
+            return take()
+        except FaceweaveError as exc:
+            reason = {AtCapacityError: "full", LiveCallerLimitError: "caller", NotReadyError: "off"}.get(type(exc))
+            if reason is not None:
+                self.metrics.live_refused.labels(reason=reason).inc()
+            raise
 
     # -- models ---------------------------------------------------------------
     def swap_options(self) -> SwapOptions:
@@ -155,12 +182,15 @@ class LiveHub:
         Raises:
             NotReadyError: live sessions are off, or aiortc is not installed.
             AtCapacityError: the node is full.
+            LiveCallerLimitError: ``owner`` holds as many places as one caller may.
+            NotFoundError: the offer names a reservation ``owner`` does not hold (now).
+            LiveSessionElsewhereError: the offer names another node's reservation.
             NoFaceError: a source photo has no face.
             NoVideoTrackError: the offer's tracks have no video.
         """
         from starlette.concurrency import run_in_threadpool
 
-        self.reserve()
+        session_id = self._take(owner, offer.reservation)
         models = None
         try:
             peer = _peer_module()
@@ -169,10 +199,10 @@ class LiveHub:
         except BaseException:
             if models is not None:
                 self._give_back(models)
-            self._release()
+            self.places.release(owner)
             raise
         session = peer.PeerSession(
-            session_id=self.tag + uuid.uuid4().hex,
+            session_id=session_id,
             owner=owner,
             live=live,
             settings=self.settings.live,
@@ -198,7 +228,7 @@ class LiveHub:
             while len(self._ended) > _ENDED_KEPT:
                 self._ended.popitem(last=False)
         self._give_back(models)
-        self._release()
+        self.places.release(session.owner)
         self._write_audit(session)
 
     def _write_audit(self, session: PeerSession) -> None:
@@ -240,14 +270,17 @@ class LiveHub:
         with self._lock:
             found: PeerSession | EndedSession | None = self._sessions.get(session_id) or self._ended.get(session_id)
         if found is None and self.elsewhere(session_id):
-            raise LiveSessionElsewhereError(
-                f"live session {session_id[:64]!r} is held by another node, and this request reached node"
-                f" {self.tag}: a session's calls go to the node that opened it (keep the ingress's affinity"
-                " cookie that POST /v1/live set, docs/DEPLOY.md)"
-            )
+            raise self._elsewhere(session_id, "session")
         if found is None or found.owner != owner:
             raise NotFoundError(f"no live session {session_id[:64]!r}")
         return found
+
+    def _elsewhere(self, session_id: str, what: str) -> LiveSessionElsewhereError:
+        return LiveSessionElsewhereError(
+            f"live {what} {session_id[:64]!r} is held by another node, and this request reached node"
+            f" {self.tag}: a session's calls go to the node that reserved or opened it (keep the ingress's"
+            " affinity cookie that POST /v1/live/reservations or POST /v1/live set, docs/DEPLOY.md)"
+        )
 
     def elsewhere(self, session_id: str) -> bool:
         """Whether ``session_id`` is a session id another node made (its tag is not this node's)."""

@@ -4,8 +4,11 @@ TURN server without a username of its own given time-limited credentials
 made from ``live.turn_secret`` (:func:`turn_credentials`, coturn's
 ``use-auth-secret``, the TURN REST scheme): the user name is
 ``"EXPIRY:USER"`` (EXPIRY in Unix seconds) and the password is
-base64(HMAC-SHA1(secret, user name)).  The browser gets only those
-credentials, never the secret; they expire after ``live.turn_ttl_s``."""
+base64(HMAC-SHA1(secret, user name)).  USER is a live session's id: the
+credentials are made for one session (the server's side when it opens, the
+browser's when ``POST /v1/live/reservations`` holds its place), so a TURN
+log names the session.  The browser gets only those credentials, never the
+secret; they expire after ``live.turn_ttl_s``."""
 
 from __future__ import annotations
 
@@ -57,16 +60,21 @@ def turn_credentials(secret: str, user: str, *, expires_at: int) -> tuple[str, s
 
 
 def ice_servers_for(
-    settings: LiveSettings, side: Literal["browser", "server"], user: str, *, now: float | None = None
+    settings: LiveSettings, side: Literal["browser", "server"], user: str | None, *, now: float | None = None
 ) -> IceConfig:
-    """The ICE servers of ``side`` for the caller ``user``, with fresh time-limited TURN credentials."""
+    """The ICE servers of ``side`` for the session ``user``, with fresh
+    time-limited TURN credentials; ``user`` ``None``: no credentials are made
+    (the TURN servers that need them are left out)."""
     expires_at = int((time.time() if now is None else now) + settings.turn_ttl_s)
     minted = False
     servers = []
     for server in settings.ice_servers:
         if server.use not in ("both", side):
             continue
-        view, made = _view(server, settings.turn_secret, user, expires_at)
+        mints = server.username is None and server.turn and settings.turn_secret is not None
+        if mints and user is None:
+            continue
+        view, made = _view(server, settings.turn_secret, user or "", expires_at)
         minted = minted or made
         servers.append(view)
     return IceConfig(tuple(servers), settings.ice_transport_policy, expires_at if minted else None)

@@ -1,6 +1,7 @@
 """A browser's WebRTC offer as ``POST /v1/live`` receives it (:func:`parse_offer`):
 checked before anything is reserved or loaded, so that an offer without a
-camera is refused at once with a reason."""
+camera, or one aiortc could not read (:func:`~faceweave.service.webrtc.sdp.offer_problem`),
+is refused at once with a reason."""
 
 from __future__ import annotations
 
@@ -8,19 +9,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from faceweave.errors import InvalidOptionError, NoVideoTrackError
+from faceweave.service.webrtc.sdp import offer_problem
 
 #: the text fields of ``POST /v1/live`` (the photo is the file part ``source``)
-OFFER_FIELDS = frozenset({"sdp", "type"})
+OFFER_FIELDS = frozenset({"sdp", "type", "reservation"})
 #: the longest SDP taken (a browser's offer with one video track is a few kB)
 MAX_SDP_CHARS = 60_000
 
 
 @dataclass(frozen=True)
 class Offer:
-    """An SDP offer (``type`` is always ``"offer"``) that sends video."""
+    """An SDP offer (``type`` is always ``"offer"``) that sends video;
+    ``reservation``: the id of the place ``POST /v1/live/reservations`` held
+    for it (the session's id then), or ``None`` to take a place now."""
 
     sdp: str
     type: str = "offer"
+    reservation: str | None = None
 
 
 def parse_offer(fields: Mapping[str, list[str]]) -> Offer:
@@ -28,13 +33,14 @@ def parse_offer(fields: Mapping[str, list[str]]) -> Offer:
 
     Raises:
         InvalidOptionError: an unknown field, no SDP, a type other than
-            ``offer``, or text that is not SDP.
+            ``offer``, text that is not SDP, or SDP with a line aiortc cannot read.
         NoVideoTrackError: the offer sends no video (no camera track).
     """
     unknown = sorted(set(fields) - OFFER_FIELDS)
     if unknown:
         raise InvalidOptionError(
-            f"unknown field '{unknown[0][:60]}'; POST /v1/live takes the fields sdp and type and the file part source"
+            f"unknown field '{unknown[0][:60]}'; POST /v1/live takes the fields sdp, type and reservation and the"
+            " file part source"
         )
     values = {name: items[-1] for name, items in fields.items() if items}
     kind = values.get("type", "offer").strip()
@@ -51,7 +57,10 @@ def parse_offer(fields: Mapping[str, list[str]]) -> Offer:
         raise NoVideoTrackError(
             "the offer sends no video track: allow the camera and offer its video (getUserMedia({video: true}))"
         )
-    return Offer(sdp=sdp)
+    problem = offer_problem(sdp)
+    if problem is not None:
+        raise InvalidOptionError(f"the SDP offer cannot be answered: {problem}")
+    return Offer(sdp=sdp, reservation=values.get("reservation", "").strip() or None)
 
 
 def sends_video(sdp: str) -> bool:

@@ -9,7 +9,8 @@ back on the same connection.
 Everything but the session's thread runs on the server's event loop.  The
 session ends (:meth:`PeerSession.close`, once, whichever comes first) when
 the caller deletes it, the browser's track ends or its connection fails or
-closes, no frame arrives within ``live.connect_timeout_s``, it runs for
+closes, no frame arrives within ``live.connect_timeout_s``, or none for
+``live.frame_timeout_s`` after the first (a stalled peer), it runs for
 ``live.max_seconds``, or the swap fails; the reason is kept."""
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from faceweave.provenance.audit import AuditInput
 from faceweave.service.settings import LiveSettings
 from faceweave.service.webrtc.ice import ice_servers_for
 from faceweave.service.webrtc.offer import Offer
+from faceweave.service.webrtc.sdp import TAKEN
 from faceweave.service.webrtc.stats import LiveStats, StatsView
 from faceweave.service.webrtc.sync import AvSync
 
@@ -53,11 +55,12 @@ VIDEO_CLOCK = 90_000
 _AUDIO_HELD = 250
 
 
-def server_configuration(settings: LiveSettings, owner: str) -> RTCConfiguration:
-    """The server side's peer connection settings: its ICE servers (TURN with
-    fresh time-limited credentials) and transport policy; none: host
-    candidates only (aiortc's own default would be a public STUN server)."""
-    config = ice_servers_for(settings, "server", owner)
+def server_configuration(settings: LiveSettings, session_id: str) -> RTCConfiguration:
+    """The server side's peer connection settings for session ``session_id``:
+    its ICE servers (TURN with fresh time-limited credentials bound to the
+    session) and transport policy; none: host candidates only (aiortc's own
+    default would be a public STUN server)."""
+    config = ice_servers_for(settings, "server", session_id)
     servers = [RTCIceServer(urls=list(s.urls), username=s.username, credential=s.credential) for s in config.servers]
     policy = RTCIceTransportPolicy.RELAY if config.transport_policy == "relay" else RTCIceTransportPolicy.ALL
     return RTCConfiguration(iceServers=servers, iceTransportPolicy=policy)
@@ -208,6 +211,8 @@ class PeerSession:
         self.sync = AvSync()
         self._progress = asyncio.Event()
         self._closed: asyncio.Future | None = None
+        #: when the last camera frame arrived (monotonic), ``None`` before the first
+        self._last_frame: float | None = None
 
     def _wake(self) -> None:
         """A swapped frame is ready (called from the session's thread)."""
@@ -228,19 +233,17 @@ class PeerSession:
             InvalidOptionError: aiortc cannot use the offer (the caller closes the session).
             NoVideoTrackError: the offer's tracks have no video (likewise).
         """
-        pc = self.pc = RTCPeerConnection(server_configuration(self.settings, self.owner))
+        pc = self.pc = RTCPeerConnection(server_configuration(self.settings, self.id))
         pc.on("track", self._on_track)
         pc.on("connectionstatechange", self._on_state)
         try:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type=offer.type))
-        except OperationError as exc:  # no codec in common, for one
+        except OperationError:  # no codec in common
             raise InvalidOptionError(
-                f"the SDP offer cannot be answered ({exc}): this server takes VP8 or H.264 video"
+                "the SDP offer cannot be answered: it offers no video codec this server takes (VP8 or H.264)"
             ) from None
-        except (ValueError, KeyError, IndexError, TypeError) as exc:  # aiortc's SDP parsing and checks
-            raise InvalidOptionError(
-                f"the SDP offer cannot be answered ({exc}); send the browser's RTCPeerConnection offer as it is"
-            ) from None
+        except Exception as exc:  # noqa: BLE001 - aiortc asserts and indexes its way through an offer
+            raise self._unanswerable(exc) from None
         if self._video_track is None:
             raise NoVideoTrackError("the offer sends no video track: allow the camera and offer its video")
         pc.addTrack(SwappedTrack(self.handoff, self._changed, self.sync, self._progress))  # the camera's transceiver
@@ -248,11 +251,23 @@ class PeerSession:
             self.audio_back = HeldAudioTrack(self.sync, self._progress, self.stats)
             pc.addTrack(self.audio_back)
             self._tasks.append(asyncio.ensure_future(self._receive_audio(self._audio_track, self.audio_back)))
-        await pc.setLocalDescription(await pc.createAnswer())
+        try:
+            await pc.setLocalDescription(await pc.createAnswer())
+        except Exception as exc:  # noqa: BLE001 - likewise, for what it read but cannot answer
+            raise self._unanswerable(exc) from None
         self._thread = threading.Thread(target=self._run, name=f"faceweave-live-{self.id[:8]}", daemon=True)
         self._thread.start()
         self._tasks.append(asyncio.ensure_future(self._watch()))
         return pc.localDescription.sdp
+
+    def _unanswerable(self, exc: Exception) -> InvalidOptionError:
+        """The refusal of an offer aiortc raised ``exc`` on, in our words (its
+        own text goes to the server log, once, without a traceback)."""
+        log.info("live session %s: aiortc cannot answer the offer (%s: %s)", self.id, type(exc).__name__, exc)
+        return InvalidOptionError(
+            "the SDP offer cannot be answered: this server takes an offer with a video section (VP8 or H.264) that"
+            f" sends, ICE credentials (a=ice-ufrag, a=ice-pwd), a=fingerprint, a=setup and a=rtcp-mux; {TAKEN}"
+        )
 
     def _on_track(self, track: MediaStreamTrack) -> None:
         if track.kind == "video" and self._video_track is None:
@@ -278,6 +293,7 @@ class PeerSession:
                 return
             if not isinstance(frame, av.VideoFrame):
                 continue
+            self._last_frame = time.monotonic()
             pixels = frame.to_ndarray(format="rgb24")
             t = self.stats.arrived()
             self.sync.camera_frame(t, time.monotonic())
@@ -316,16 +332,36 @@ class PeerSession:
             return
 
     async def _watch(self) -> None:
-        wait = self.settings.connect_timeout_s
-        await asyncio.sleep(wait)
-        if self.stats.received == 0:
-            await self.close(
-                f"no video frame arrived within {wait:g} s (live.connect_timeout_s): the camera is off, or the"
-                " browser cannot reach this server over UDP"
-            )
-            return
-        await asyncio.sleep(max(0.0, self.settings.max_seconds - wait))
-        await self.close(f"the session reached its limit of {self.settings.max_seconds:g} s (live.max_seconds)")
+        """End the session when its first frame is late, its frames stop, or its time is up."""
+        started = time.monotonic()
+        while self.running:
+            reason, wait = self._watchdog(time.monotonic() - started)
+            if reason is not None:
+                await self.close(reason)
+                return
+            await asyncio.sleep(wait)
+
+    def _watchdog(self, elapsed: float) -> tuple[str | None, float]:
+        """Why the session ends ``elapsed`` s after it started, or ``None``
+        and how long until that may change."""
+        live = self.settings
+        if elapsed >= live.max_seconds:
+            return f"the session reached its limit of {live.max_seconds:g} s (live.max_seconds)", 0.0
+        if self._last_frame is None:
+            if elapsed >= live.connect_timeout_s:
+                return (
+                    f"no video frame arrived within {live.connect_timeout_s:g} s (live.connect_timeout_s): the"
+                    " camera is off, or the browser cannot reach this server over UDP"
+                ), 0.0
+            # looked at again within frame_timeout_s, so that a first frame and a stall soon after are seen
+            return None, min(live.connect_timeout_s, live.max_seconds, elapsed + live.frame_timeout_s) - elapsed
+        quiet = time.monotonic() - self._last_frame
+        if quiet >= live.frame_timeout_s:
+            return (
+                f"no video frame arrived for {live.frame_timeout_s:g} s (live.frame_timeout_s): the browser stopped"
+                " sending (its camera stopped, or the network dropped)"
+            ), 0.0
+        return None, min(live.frame_timeout_s - quiet, live.max_seconds - elapsed)
 
     # -- control --------------------------------------------------------------
     def set_sources(self, sources: Sequence[ImageInput], inputs: Sequence[AuditInput] = ()) -> int:

@@ -1,13 +1,24 @@
 """The live routes, authenticated and rate-limited like the rest of ``/v1``:
 
+- ``POST /v1/live/reservations``: a place held for ``live.reservation_s``
+  for the session it names, and the ICE servers and transport policy the
+  page sets its peer connection up with (TURN with time-limited credentials
+  made for that session only).  Answers 201 ``{"id", "ice_servers",
+  "ice_transport_policy", "expires_at", "reserved_s", "links"}``.
 - ``POST /v1/live`` (``multipart/form-data``): file part ``source`` (one or
-  more photos) and fields ``sdp`` (the browser's offer, with a video track)
-  and ``type`` (``offer``).  Answers 201 ``{"id", "type": "answer", "sdp",
-  "links"}``; 503 ``at_capacity`` when the node's ``live.sessions`` are all
-  taken, 422 ``no_video_track`` for an offer without a camera, 422
-  ``no_face`` for a source photo without a face.
-- ``GET /v1/live/config``: the ICE servers and transport policy the page
-  sets its peer connection up with (TURN with time-limited credentials).
+  more photos) and fields ``sdp`` (the browser's offer, with a video track),
+  ``type`` (``offer``) and ``reservation`` (optional: the id a reservation
+  answered, which the session then has).  Answers 201 ``{"id", "type":
+  "answer", "sdp", "links"}``; 503 ``at_capacity`` when the node's
+  ``live.sessions`` are all taken and 429 ``live_sessions_per_caller`` when
+  the caller holds ``live.sessions_per_caller`` places (both with
+  ``Retry-After``), 404 for a reservation the caller does not hold (used, or
+  its time up), 422 ``no_video_track`` for an offer without a camera, 422
+  ``invalid_option`` for one the server cannot answer, 422 ``no_face`` for a
+  source photo without a face.
+- ``GET /v1/live/config``: the node's places, and the ICE servers that need
+  no credentials made (STUN; TURN with a long-term user of its own); the
+  time-limited TURN credentials come only with a reservation.
 - ``GET /v1/live/{id}``: its state (``running`` or ``ended`` with the reason)
   and figures (frames received, swapped and dropped, fps, latency).
 - ``POST /v1/live/{id}/source``: new source photo(s) from the next frame;
@@ -32,7 +43,7 @@ from faceweave.service.node import Service
 from faceweave.service.openapi import BINARY, multipart_body
 from faceweave.service.uploads import UploadedFile, UploadedForm, inspect_upload, receive_form
 from faceweave.service.webrtc.hub import EndedSession
-from faceweave.service.webrtc.ice import ice_servers_for
+from faceweave.service.webrtc.ice import IceConfig, ice_servers_for
 from faceweave.service.webrtc.offer import parse_offer
 
 live_router = APIRouter()
@@ -102,9 +113,10 @@ def _view(session_id: str, found: Any) -> dict[str, Any]:
     tags=["live"],
     status_code=201,
     openapi_extra=multipart_body(
-        ["source", "sdp"], {**_SOURCE_BODY, "sdp": {"type": "string"}, "type": {"type": "string"}}
+        ["source", "sdp"],
+        {**_SOURCE_BODY, "sdp": {"type": "string"}, "type": {"type": "string"}, "reservation": {"type": "string"}},
     ),
-    responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 503),
+    responses=error_responses(*AUTH_STATUSES, *UPLOAD_STATUSES, 404, 421, 503),
 )
 async def open_live(request: Request, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
     """Start a live session: the browser's camera in, swapped video back on the same connection."""
@@ -113,22 +125,50 @@ async def open_live(request: Request, caller: CallerDep, service: ServiceDep) ->
         photos = await run_in_threadpool(_source_photos, form, service)
         offer = parse_offer(form.fields)
         session, answer = await service.live.open(caller.owner, offer, [p.path for p in photos], _audited(photos))
+    except BaseException:  # a reservation whose offer was refused before it was used gives its place back now
+        for named in form.fields.get("reservation", []):
+            service.live.places.cancel(named.strip(), caller.owner)
+        raise
     finally:
         form.cleanup()
     base = f"/v1/live/{session.id}"
     return {"id": session.id, "type": "answer", "sdp": answer, "links": {"self": base, "source": base + "/source"}}
 
 
+@live_router.post(
+    "/v1/live/reservations", tags=["live"], status_code=201, responses=error_responses(*AUTH_STATUSES, 503)
+)
+async def reserve_live(caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
+    """Hold a place for a session (``live.reservation_s``) and get what the page
+    sets its peer connection up with: the ICE servers (TURN with time-limited
+    credentials made for this session, never the shared secret) and the transport policy."""
+    reservation = service.live.reserve(caller.owner)
+    config = ice_servers_for(service.settings.live, "browser", reservation.session_id)
+    return {
+        "id": reservation.session_id,
+        **_ice_json(config),
+        "reserved_s": service.settings.live.reservation_s,
+        "links": {"offer": "/v1/live"},
+    }
+
+
 @live_router.get("/v1/live/config", tags=["live"], responses=error_responses(*AUTH_STATUSES))
 async def live_config(caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
-    """What the page sets its peer connection up with: the ICE servers (TURN
-    with time-limited credentials, never the shared secret) and the transport policy."""
-    config = ice_servers_for(service.settings.live, "browser", caller.owner)
+    """The node's places and the ICE servers that need no credentials made
+    (STUN, TURN with a user of its own); TURN with time-limited credentials
+    comes with a reservation (``POST /v1/live/reservations``)."""
+    return {
+        **_ice_json(ice_servers_for(service.settings.live, "browser", None)),
+        "sessions": service.live.capacity,
+        "links": {"reserve": "/v1/live/reservations"},
+    }
+
+
+def _ice_json(config: IceConfig) -> dict[str, Any]:
     return {
         "ice_servers": [server.as_json() for server in config.servers],
         "ice_transport_policy": config.transport_policy,
         "expires_at": config.expires_at,
-        "sessions": service.live.capacity,
     }
 
 
