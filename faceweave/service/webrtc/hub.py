@@ -122,7 +122,12 @@ class LiveHub:
         try:
             return take()
         except FaceweaveError as exc:
-            reason = {AtCapacityError: "full", LiveCallerLimitError: "caller", NotReadyError: "off"}.get(type(exc))
+            reasons: dict[type[FaceweaveError], str] = {
+                AtCapacityError: "full",
+                LiveCallerLimitError: "caller",
+                NotReadyError: "off",
+            }
+            reason = reasons.get(type(exc))
             if reason is not None:
                 self.metrics.live_refused.labels(reason=reason).inc()
             raise
