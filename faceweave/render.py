@@ -19,11 +19,12 @@ the template crop (:func:`~faceweave.crops.template_crop`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from faceweave.analysis.occluders import Occluders
-from faceweave.compositing.blend import match_detail, paste_back, refine_photo_face, warp_frame
+from faceweave.compositing.blend import match_detail_planned, paste_back, refine_photo_face, warp_frame
 from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.composite import composite
 from faceweave.compositing.facefusion import (
@@ -258,22 +259,36 @@ class FaceRenderer:
         (``keep``: where the mask models let the new face show, see
         :meth:`kept_face`; ``plan``: this face makes its track's face plan,
         or reuses it, :mod:`faceweave.compositing.plans`)."""
-        lips = self.keeps_target_lips(still)
-        comp = self._planned(crop, out, timings, colour, plan, target_lips=lips, still=still, keep=keep)
-        with timed(timings, "paste"):
-            if comp.warp is not None:
-                warp_frame(into, comp.warp, crop.matrix, out=into)
-            paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
-            if not still:  # a video keeps its frame rate: grain and blur only
-                match_detail(pixels, into, comp.detail, crop.matrix, out=into, blur_mask=comp.mask)
-                return
-            # photos: grain, blur and sharpness, and the skin's texture when the face is large enough
-            width = crop.face_size / _scale(crop.matrix)
-            sigma = TEXTURE_SCALE * width
-            texture = sigma if sigma >= MIN_TEXTURE_SIGMA else None
-            refine_photo_face(
-                pixels, into, comp.detail, comp.mask, crop.matrix, face_width=width, texture_sigma=texture, out=into
-            )
+        held = self._reused(plan, timings)
+        made: FacePlan | None = None
+        try:
+            lips = self.keeps_target_lips(still)
+            comp = self._composite(crop, out, timings, colour, target_lips=lips, still=still, keep=keep, plan=held)
+            with timed(timings, "paste"):
+                if comp.warp is not None:
+                    warp_frame(into, comp.warp, crop.matrix, out=into)
+                paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
+                if not still:  # a video keeps its frame rate: grain and blur only
+                    detail = None if held is None else held.detail
+                    detail = match_detail_planned(
+                        pixels, into, comp.detail, crop.matrix, blur_mask=comp.mask, plan=detail
+                    )
+                    made = None if comp.plan is None else replace(comp.plan, detail=detail)
+                    return
+                self._refine_photo(pixels, crop, comp, into=into)
+        finally:
+            if plan is not None and plan.makes:
+                plan.slot.put(made)  # nothing when this face failed: the later frames make their own
+
+    def _refine_photo(self, pixels: np.ndarray, crop: AlignedCrop, comp: Composite, *, into: np.ndarray) -> None:
+        """A photo's grain, blur and sharpness, and the skin's texture when
+        the face is large enough."""
+        width = crop.face_size / _scale(crop.matrix)
+        sigma = TEXTURE_SCALE * width
+        texture = sigma if sigma >= MIN_TEXTURE_SIGMA else None
+        refine_photo_face(
+            pixels, into, comp.detail, comp.mask, crop.matrix, face_width=width, texture_sigma=texture, out=into
+        )
 
     def keeps_target_lips(self, still: bool) -> bool:
         """Whether the target's own lips stay (``MaskOptions.target_lips``:
@@ -282,35 +297,14 @@ class FaceRenderer:
         keep = self.options.masks.target_lips
         return keep == "always" or (keep == "video" and not still)
 
-    def _planned(
-        self,
-        crop: AlignedCrop,
-        out: SwapOutput,
-        timings: dict[str, float],
-        colour: ColourMatch | None,
-        plan: PlanUse | None,
-        *,
-        target_lips: bool,
-        still: bool,
-        keep: np.ndarray | None,
-    ) -> Composite:
-        """:meth:`_composite` with the track's face plan: reused when this
-        face reuses it (made here when it did not come), handed on when this
-        face makes it (nothing, so the later frames make their own, when
-        the composite fails)."""
-        if plan is None or not plan.makes:
-            with timed(timings, "plan"):
-                held = plan.slot.get() if plan is not None else None
-            return self._composite(
-                crop, out, timings, colour, target_lips=target_lips, still=still, keep=keep, plan=held
-            )
-        made = None
-        try:
-            comp = self._composite(crop, out, timings, colour, target_lips=target_lips, still=still, keep=keep)
-            made = comp.plan
-            return comp
-        finally:
-            plan.slot.put(made)
+    @staticmethod
+    def _reused(plan: PlanUse | None, timings: dict[str, float]) -> FacePlan | None:
+        """The track's face plan when this face reuses it (waiting for the
+        earlier frame's render to hand it over), else ``None``."""
+        if plan is None or plan.makes:
+            return None
+        with timed(timings, "plan"):
+            return plan.slot.get()
 
     def _composite(
         self,

@@ -631,3 +631,26 @@ def test_edge_connected_keeps_the_parts_that_touch_the_edge():
     assert out[5:8, 2:10].all() and out[15, 15] == 1
     assert not out[12:14, 12:14].any()
     assert not out[edge > 0].any()  # the edge itself is not in the result
+
+
+@pytest.mark.parametrize(("orig_noise", "frame_noise"), [(8.0, 0.0), (0.0, 8.0), (4.0, 4.0)])
+def test_planned_detail_measured_here_is_match_detail_and_reused_applies_the_same_step(orig_noise, frame_noise):
+    """A video face's detail plan (blend.DetailPlan): measured on a frame it
+    gives exactly what match_detail gives; reused on that frame it gives it
+    again without measuring; a plan of no blur and no grain step changes
+    nothing."""
+    from faceweave.compositing.blend import DetailPlan, match_detail_planned
+
+    original, frame = detail_frames(orig_noise, seed=2), detail_frames(frame_noise, seed=0)
+    whole = detail_mask()
+    expected = match_detail(original, frame, detail_mask(), DETAIL_MATRIX, blur_mask=whole)
+    measured = frame.copy()
+    plan = match_detail_planned(original, measured, detail_mask(), DETAIL_MATRIX, blur_mask=whole, plan=None)
+    assert plan is not None and np.array_equal(measured, expected)
+    reused = frame.copy()
+    again = match_detail_planned(original, reused, detail_mask(), DETAIL_MATRIX, blur_mask=whole, plan=plan)
+    assert again is plan and np.array_equal(reused, expected)
+    still = frame.copy()
+    nothing = DetailPlan(blur=0.0, grain=0.0, add_grain=False)
+    match_detail_planned(original, still, detail_mask(), DETAIL_MATRIX, blur_mask=whole, plan=nothing)
+    assert np.array_equal(still, frame)

@@ -3,6 +3,8 @@ face's fine detail and blur to the photo's.  Pure functions."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 
@@ -126,27 +128,52 @@ def match_blur(
     ``sharpen``, a face clearly softer than the photo is sharpened towards it
     (:func:`_sharpen`; photos only: in a video the amount would change from
     frame to frame).  Otherwise unchanged."""
+    found = _blur_measure(original, new, sel)
+    if found is None:
+        return new
+    want, have, n_luma, w_sel = found
+    if sharpen and have * _SHARPER < want:
+        return _sharpen(new, n_luma, mask, w_sel, want)
+    return soften(new, mask, _blur_sigma(want, have, n_luma, w_sel))
+
+
+def _blur_measure(
+    original: np.ndarray, new: np.ndarray, sel: np.ndarray
+) -> tuple[float, float, np.ndarray, np.ndarray] | None:
+    """The photo's and the new face's detail ratios (:func:`_sharpness`),
+    the new face's luma and the selection, in a window in the middle of the
+    face; ``None`` for an empty selection."""
     # blur is even over a face: on a large face a window in its middle says
     # as much as the whole, for a fraction of the cost
     moments = cv2.moments(sel.astype(np.uint8), binaryImage=True)
     if moments["m00"] <= 0:
-        return new
+        return None
     cy, cx = int(moments["m01"] / moments["m00"]), int(moments["m10"] / moments["m00"])
     half = _BLUR_WINDOW // 2
     win = (slice(max(cy - half, 0), cy + half), slice(max(cx - half, 0), cx + half))
     o_luma, n_luma, w_sel = _luma(original[win]), _luma(new[win]), sel[win]
     if w_sel.sum() < 64:
-        o_luma, n_luma, w_sel, win = _luma(original), _luma(new), sel, (slice(None), slice(None))
-    want = _sharpness(o_luma, w_sel)
-    have = _sharpness(n_luma, w_sel)
-    if sharpen and have * _SHARPER < want:
-        return _sharpen(new, n_luma, mask, w_sel, want)
+        o_luma, n_luma, w_sel = _luma(original), _luma(new), sel
+    return _sharpness(o_luma, w_sel), _sharpness(n_luma, w_sel), n_luma, w_sel
+
+
+def _blur_sigma(want: float, have: float, n_luma: np.ndarray, w_sel: np.ndarray) -> float:
+    """The smallest of :data:`_BLUR_STEPS` that softens the new face to the
+    photo's detail ratio ``want`` (the largest when none does), or 0 when it
+    is not clearly sharper."""
     if have <= want * _SHARPER:
-        return new
-    blurred, sigma = new, 0.0
+        return 0.0
+    sigma = 0.0
     for sigma in _BLUR_STEPS:
         if _sharpness(cv2.GaussianBlur(n_luma, (0, 0), sigma), w_sel) <= want * _SHARPER:
             break
+    return sigma
+
+
+def soften(new: np.ndarray, mask: np.ndarray, sigma: float) -> np.ndarray:
+    """``new`` (float32 RGB) blurred at ``sigma`` under ``mask`` (unchanged at 0)."""
+    if sigma <= 0.0:
+        return new
     blurred = gaussian_lowpass(new, sigma)
     # a little beyond the mask too, so the face's own outline (the jaw, the
     # hairline) is softened like the rest; the photo there is as soft anyway
@@ -169,6 +196,19 @@ def _sharpen(new: np.ndarray, n_luma: np.ndarray, mask: np.ndarray, w_sel: np.nd
     luma = _luma(new)
     detail = (luma - cv2.GaussianBlur(luma, (0, 0), _SHARPEN_SIGMA)) * (amount * np.clip(mask, 0.0, 1.0))
     return new + per_channel(detail, new.shape[2])
+
+
+@dataclass(frozen=True)
+class DetailPlan:
+    """How a video face's detail is matched, measured on one frame of its
+    track and reused by the next ones (:mod:`faceweave.compositing.plans`):
+    the blur that softens it to the photo's (``blur``, frame pixels; 0: not
+    softened), and the step of its grain match (``grain``, towards the
+    photo's grain when ``add_grain``, else away from its own detail)."""
+
+    blur: float
+    grain: float
+    add_grain: bool
 
 
 def match_detail(
@@ -210,6 +250,45 @@ def match_detail(
     return out
 
 
+def match_detail_planned(
+    original: np.ndarray,
+    frame: np.ndarray,
+    mask: np.ndarray,
+    matrix: np.ndarray,
+    *,
+    blur_mask: np.ndarray,
+    plan: DetailPlan | None,
+    sigma: float = 0.6,
+) -> DetailPlan | None:
+    """:func:`match_detail` into ``frame`` (no sharpening: video) with the
+    blur and grain step of ``plan`` when given (measured here otherwise);
+    returns the plan used, or ``None`` when too little of the face is there
+    to measure (nothing is changed then)."""
+    window = _detail_window(frame.shape, mask, blur_mask, matrix)
+    if window is None:
+        return None
+    (x1, y1, x2, y2), m, whole = window
+    sel = (m > 0.5).astype(np.uint8)
+    if cv2.countNonZero(sel) < 64:
+        return None
+    orig = original[y1:y2, x1:x2].astype(np.float32)
+    new = frame[y1:y2, x1:x2].astype(np.float32)
+    whole_sel = whole is not None and cv2.countNonZero((whole > 0.5).astype(np.uint8)) >= 64
+    if plan is None:
+        blur = 0.0
+        if whole is not None and whole_sel:
+            found = _blur_measure(orig, new, whole > 0.5)
+            blur = 0.0 if found is None else _blur_sigma(*found)
+        new = soften(new, whole, blur) if whole is not None and whole_sel else new
+        grain, add_grain = _grain_step(orig, new, m, sel, sigma)
+        plan = DetailPlan(blur=blur, grain=grain, add_grain=add_grain)
+    elif whole is not None and whole_sel:
+        new = soften(new, whole, plan.blur)
+    _add_grain_step(new, orig, m, plan.grain, plan.add_grain, sigma)
+    _put(frame, (x1, y1, x2, y2), new)
+    return plan
+
+
 def _put(out: np.ndarray, box: tuple[int, int, int, int], new: np.ndarray) -> None:
     """Write the float32 window ``new`` into ``out`` at ``box``, rounded to the nearest level."""
     x1, y1, x2, y2 = box
@@ -230,14 +309,21 @@ def _matched_detail(
     if whole is not None and cv2.countNonZero((whole > 0.5).astype(np.uint8)) >= 64:
         new = match_blur(orig, new, whole, whole > 0.5, sharpen=sharpen)
     c, add_grain = _grain_step(orig, new, m, sel, sigma)
-    if c != 0.0:
-        # (-band) * w added is band * w taken away, exactly
-        step = per_channel(c * m, new.shape[2])
-        if add_grain:
-            new += _band(orig, sigma) * step
-        else:
-            new -= _band(new, sigma) * step
+    _add_grain_step(new, orig, m, c, add_grain, sigma)
     return new
+
+
+def _add_grain_step(new: np.ndarray, orig: np.ndarray, m: np.ndarray, c: float, add_grain: bool, sigma: float) -> None:
+    """Move ``new``'s detail band (in place) by ``c`` under ``m``: towards
+    ``orig``'s grain when ``add_grain``, else away from its own detail."""
+    if c == 0.0:
+        return
+    # (-band) * w added is band * w taken away, exactly
+    step = per_channel(c * m, new.shape[2])
+    if add_grain:
+        new += _band(orig, sigma) * step
+    else:
+        new -= _band(new, sigma) * step
 
 
 def restore_detail(
