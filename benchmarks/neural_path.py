@@ -152,13 +152,18 @@ def main(argv: list[str] | None = None) -> int:
             cases.append((name, pixels, [(faces[i], source) for i in indices]))
         work = {
             "old (working crop, faceweave compositing)": lambda px, ch: base.renderer._batched(
-                base.swapper, px, ch, {}, [None] * len(ch), [None] * len(ch), still=True
+                base.swapper, px, ch, {}, [None] * len(ch), [None] * len(ch), profile=base.renderer.profile("photo")
             ),
             "new, faceweave compositing": lambda px, ch: base.renderer.render(
-                base.swapper, px, ch, {}, [None] * len(ch), still=True
+                base.swapper, px, ch, {}, [None] * len(ch), profile=base.renderer.profile("photo")
             ),
             "new, facefusion compositing": lambda px, ch: routes["facefusion"].renderer.render(
-                routes["facefusion"].swapper, px, ch, {}, [None] * len(ch), still=True
+                routes["facefusion"].swapper,
+                px,
+                ch,
+                {},
+                [None] * len(ch),
+                profile=routes["facefusion"].renderer.profile("photo"),
             ),
         }
         times: dict[tuple[str, str], list[float]] = {}

@@ -33,6 +33,7 @@ from faceweave.expression import ExpressionChecker
 from faceweave.maskers import FaceMaskModels
 from faceweave.models.needed import check_present, needed_models
 from faceweave.options import SwapOptions
+from faceweave.profiles import RenderKind
 from faceweave.provenance.stamp import Provenance, stamp_image
 from faceweave.render import FaceRenderer
 from faceweave.sessions import ModelSessions
@@ -253,20 +254,23 @@ class FaceSwapper:
         *,
         colours: Sequence[ColourMatch | None] | None = None,
         plans: Sequence[PlanUse | None] | None = None,
-        still: bool = False,
+        kind: RenderKind = "video",
     ) -> np.ndarray:
         """Swap each ``(face, source)`` in order (later ones end on top), in
         one batch when the swapper ``batches``, then run the enhancers.
         ``colours``: a fixed colour mapping per face, or ``None`` entries;
         ``plans``: what each face does with its track's face plan (video:
         :mod:`faceweave.compositing.plans`), or ``None`` entries.
-        ``still``: a photo, not a frame of a video; then each new face is
-        looked at once and its expression corrected (:meth:`check_expression`,
-        when the options ask for it) and a face softer than the photo is
-        sharpened (in a video both would change from frame to frame)."""
+        ``kind``: the output the faces are rendered for
+        (:class:`~faceweave.profiles.RenderProfile`): a ``"photo"``'s new
+        faces are looked at once and their expression corrected
+        (:meth:`check_expression`, when the options ask for it) and a face
+        softer than the photo is sharpened (in a ``"video"`` or ``"live"``
+        stream both would change from frame to frame)."""
         timings = {} if timings is None else timings
         colours = list(colours) if colours is not None else [None] * len(chosen)
-        out = self.renderer.render(self.swapper, pixels, chosen, timings, colours, still=still, plans=plans)
+        profile = self.renderer.profile(kind)
+        out = self.renderer.render(self.swapper, pixels, chosen, timings, colours, profile=profile, plans=plans)
         return self.enhance(out, [face for face, _ in chosen], timings)
 
     def swap_faces(
@@ -282,7 +286,7 @@ class FaceSwapper:
         timings = {} if timings is None else timings
         order = sorted(indices, key=lambda k: faces[k].bbox.area)
         chosen = [(faces[i], self.choose_source(sources, faces[i])) for i in order]
-        out = self.swap_many(pixels, chosen, timings, still=True)
+        out = self.swap_many(pixels, chosen, timings, kind="photo")
         swapped = []
         for i, (face, source) in zip(order, chosen, strict=False):
             gap = source.face.pose.view_distance(face.pose)

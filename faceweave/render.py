@@ -42,6 +42,7 @@ from faceweave.crops import cut_crop, template_crop, working_face_size
 from faceweave.expression import ExpressionChecker
 from faceweave.maskers import FaceMaskModels
 from faceweave.options import SwapOptions
+from faceweave.profiles import RenderKind, RenderProfile, resolve_profiles
 from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, Swapper
 from faceweave.swappers.neural.base import NeuralSwapper, TemplateSwap
 from faceweave.timing import timed
@@ -83,6 +84,8 @@ class FaceRenderer:
         self.occluders = occluders
         self.expression = expression
         self.face_masks = face_masks if face_masks is not None else FaceMaskModels()
+        #: the steps of each kind of output (:mod:`faceweave.profiles`)
+        self.profiles = resolve_profiles(options.masks)
 
     def render(
         self,
@@ -92,20 +95,25 @@ class FaceRenderer:
         timings: dict[str, float],
         colours: Sequence[ColourMatch | None],
         *,
-        still: bool = False,
+        profile: RenderProfile | None = None,
         plans: Sequence[PlanUse | None] | None = None,
     ) -> np.ndarray:
         """A new ``(H, W, 3)`` frame with each face of ``chosen`` swapped in
         order (``colours``: a fixed colour mapping per face, or ``None``;
-        ``still``: a photo, whose faces are checked and sharpened;
-        ``plans``: per face, whether it makes or reuses its track's face
-        plan, or ``None``)."""
+        ``profile``: the steps of the output, default the video's
+        (:meth:`profile`); ``plans``: per face, whether it makes or reuses
+        its track's face plan, or ``None``)."""
         held = list(plans) if plans is not None else [None] * len(chosen)
+        how = profile if profile is not None else self.profile("video")
         if isinstance(swapper, NeuralSwapper):
-            return self._from_template(swapper, pixels, chosen, timings, colours, held, still=still)
+            return self._from_template(swapper, pixels, chosen, timings, colours, held, profile=how)
         if len(chosen) > 1 and swapper.batches:
-            return self._batched(swapper, pixels, chosen, timings, colours, held, still=still)
-        return self._in_turn(swapper, pixels, chosen, timings, colours, held, still=still)
+            return self._batched(swapper, pixels, chosen, timings, colours, held, profile=how)
+        return self._in_turn(swapper, pixels, chosen, timings, colours, held, profile=how)
+
+    def profile(self, kind: RenderKind) -> RenderProfile:
+        """The steps of ``kind``'s output under this renderer's options (resolved once)."""
+        return self.profiles[kind]
 
     def _batched(
         self,
@@ -116,7 +124,7 @@ class FaceRenderer:
         colours: Sequence[ColourMatch | None],
         plans: Sequence[PlanUse | None],
         *,
-        still: bool,
+        profile: RenderProfile,
     ) -> np.ndarray:
         """One inference per source for all its faces (crops are cut from the
         frame before any face is pasted), then each face is finished in order."""
@@ -130,7 +138,7 @@ class FaceRenderer:
                 outputs.update(zip(members, results, strict=False))
         out = pixels.copy()
         for k, (crop, colour) in enumerate(zip(crops, colours, strict=False)):
-            self.finish(pixels, crop, outputs[k], timings, into=out, colour=colour, still=still, plan=plans[k])
+            self.finish(pixels, crop, outputs[k], timings, into=out, colour=colour, profile=profile, plan=plans[k])
         return out
 
     def _from_template(
@@ -142,7 +150,7 @@ class FaceRenderer:
         colours: Sequence[ColourMatch | None],
         plans: Sequence[PlanUse | None],
         *,
-        still: bool,
+        profile: RenderProfile,
     ) -> np.ndarray:
         """A neural swapper's faces: one inference per source, each face warped
         once from the frame onto the model's template, then pasted back in
@@ -162,7 +170,7 @@ class FaceRenderer:
                 crop, result = template_crop(pixels, face, swaps[k], face_size=self.face_size(face))
                 keep = self.kept_face(swaps[k], crop, timings, face=face)
                 self.finish(
-                    pixels, crop, result, timings, into=out, colour=colour, still=still, keep=keep, plan=plans[k]
+                    pixels, crop, result, timings, into=out, colour=colour, profile=profile, keep=keep, plan=plans[k]
                 )
         return out
 
@@ -220,7 +228,7 @@ class FaceRenderer:
         colours: Sequence[ColourMatch | None],
         plans: Sequence[PlanUse | None],
         *,
-        still: bool,
+        profile: RenderProfile,
     ) -> np.ndarray:
         """Face by face into one copy of the frame, each cut from the frame
         as swapped so far."""
@@ -230,9 +238,9 @@ class FaceRenderer:
                 crop = cut_crop(out, face, face_size=self.face_size(face))
             with timed(timings, "swap"):
                 result = swapper.swap(source, crop)
-            if still and self.expression.wanted(face.size):
+            if profile.expression_check and self.expression.wanted(face.size):
                 result = self.expression.check(swapper, crop, source, result, timings, colour)
-            self.finish(pixels, crop, result, timings, into=out, colour=colour, still=still, plan=plan)
+            self.finish(pixels, crop, result, timings, into=out, colour=colour, profile=profile, plan=plan)
         return out
 
     def face_size(self, face: Face) -> int:
@@ -248,7 +256,7 @@ class FaceRenderer:
         *,
         into: np.ndarray,
         colour: ColourMatch | None = None,
-        still: bool = False,
+        profile: RenderProfile | None = None,
         keep: np.ndarray | None = None,
         plan: PlanUse | None = None,
     ) -> None:
@@ -257,18 +265,19 @@ class FaceRenderer:
         pasted into (so a frame with many faces is copied once), while the
         grain and blur to match are read off ``pixels``, the target's own
         (``keep``: where the mask models let the new face show, see
-        :meth:`kept_face`; ``plan``: this face makes its track's face plan,
-        or reuses it, :mod:`faceweave.compositing.plans`)."""
+        :meth:`kept_face`; ``profile``: the steps of the output, default
+        the video's; ``plan``: this face makes its track's face plan, or
+        reuses it, :mod:`faceweave.compositing.plans`)."""
+        how = profile if profile is not None else self.profile("video")
         held = self._reused(plan, timings)
         made: FacePlan | None = None
         try:
-            lips = self.keeps_target_lips(still)
-            comp = self._composite(crop, out, timings, colour, target_lips=lips, still=still, keep=keep, plan=held)
+            comp = self._composite(crop, out, timings, colour, profile=how, keep=keep, plan=held)
             with timed(timings, "paste"):
                 if comp.warp is not None:
                     warp_frame(into, comp.warp, crop.matrix, out=into)
                 paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
-                if not still:  # a video keeps its frame rate: grain and blur only
+                if not how.photo_detail:  # a video keeps its frame rate: grain and blur only
                     detail = None if held is None else held.detail
                     detail = match_detail_planned(
                         pixels, into, comp.detail, crop.matrix, blur_mask=comp.mask, plan=detail
@@ -290,13 +299,6 @@ class FaceRenderer:
             pixels, into, comp.detail, comp.mask, crop.matrix, face_width=width, texture_sigma=texture, out=into
         )
 
-    def keeps_target_lips(self, still: bool) -> bool:
-        """Whether the target's own lips stay (``MaskOptions.target_lips``:
-        in videos and live streams by default, where the mouth must follow the
-        speech; a photo's mouth is corrected by the expression check)."""
-        keep = self.options.masks.target_lips
-        return keep == "always" or (keep == "video" and not still)
-
     @staticmethod
     def _reused(plan: PlanUse | None, timings: dict[str, float]) -> FacePlan | None:
         """The track's face plan when this face reuses it (waiting for the
@@ -313,8 +315,7 @@ class FaceRenderer:
         timings: dict[str, float],
         colour: ColourMatch | None,
         *,
-        target_lips: bool = False,
-        still: bool = False,
+        profile: RenderProfile,
         keep: np.ndarray | None = None,
         plan: FacePlan | None = None,
     ) -> Composite:
@@ -331,8 +332,9 @@ class FaceRenderer:
                 person_mask=person,
                 colour=colour,
                 hands_mask=found.hands,
-                target_lips=target_lips,
-                warp_frame=still,
+                target_lips=profile.target_lips,
+                folds=profile.folds,
+                warp_frame=profile.warp_frame,
                 plan=plan,
             )
 

@@ -248,8 +248,12 @@ def test_faceweave_compositing_reads_the_target_at_the_working_size(models_dir, 
         (swap,) = swapper.swapper.swap_frame(source, image.pixels, [face.kps5])
         crop, out = template_crop(image.pixels, face, swap, face_size=256)
         chosen = [(face, source)]
-        old = swapper.renderer._batched(swapper.swapper, image.pixels, chosen, {}, [None], [None], still=True)
-        new = swapper.renderer.render(swapper.swapper, image.pixels, chosen, {}, [None], still=True)
+        old = swapper.renderer._batched(
+            swapper.swapper, image.pixels, chosen, {}, [None], [None], profile=swapper.renderer.profile("photo")
+        )
+        new = swapper.renderer.render(
+            swapper.swapper, image.pixels, chosen, {}, [None], profile=swapper.renderer.profile("photo")
+        )
     side = crop.pixels.shape[0]
     assert side > 128 and crop.face_size == pytest.approx(256, rel=0.02)
     on_big = face.kps5 @ crop.matrix[:, :2].T + crop.matrix[:, 2]

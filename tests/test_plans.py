@@ -151,7 +151,9 @@ def _composite(crop, out, **kw):
     from faceweave.compositing.composite import composite
     from faceweave.options import MaskOptions
 
-    return composite(crop, out, mask_options=MaskOptions(), shading=0.5, target_lips=True, warp_frame=False, **kw)
+    return composite(
+        crop, out, mask_options=MaskOptions(), shading=0.5, target_lips=True, folds=True, warp_frame=False, **kw
+    )
 
 
 @pytest.mark.slow

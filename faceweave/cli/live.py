@@ -384,7 +384,7 @@ def _session(swapper, args: LiveArgs, provenance) -> LiveSession:
 
     sources = list(args.sources or [])
     options = LiveOptions(provenance=provenance)
-    return LiveSession(VideoSwapper(swapper), sources, reference=args.reference_face, options=options)
+    return LiveSession(VideoSwapper(swapper, kind="live"), sources, reference=args.reference_face, options=options)
 
 
 def _output(spec: OutputSpec, args: LiveArgs, reader: LiveReader, provenance) -> LiveOutput:

@@ -131,6 +131,7 @@ def composite(
     colour: ColourMatch | None = None,
     hands_mask: np.ndarray | None = None,
     target_lips: bool = False,
+    folds: bool = False,
     warp_frame: bool = True,
     plan: FacePlan | None = None,
 ) -> Composite:
@@ -145,7 +146,9 @@ def composite(
     pixels show there.  Both masks are float32 of the crop's size
     (``ValueError`` otherwise).  ``target_lips``: the target's own lips and
     the skin just around them stay (:data:`LIPS_GROW`), so the mouth moves
-    as the target's did.  ``warp_frame``: the frame is to be warped at its
+    as the target's did; ``folds``: the target's creases along the
+    nasolabial folds stay (:func:`target_folds`; with its lips, as their
+    mouth follows the target's).  ``warp_frame``: the frame is to be warped at its
     own resolution by the swapper's reshaping (``Composite.warp``; photos),
     rather than the reshaped crop pasted over it (video, which keeps its
     frame rate; at a working size close to the face's the two look alike).
@@ -176,7 +179,7 @@ def composite(
     tone = held.tone if held is not None else None
     colours, tone = colour_plan(view, masks.skin, shading=shading, colour=colour, tone=tone)
     pixels = blend_face(
-        out, behind, masks.mask, colours, hands=hands, face_size=target.face_size, target=target, folds=target_lips
+        out, behind, masks.mask, colours, hands=hands, face_size=target.face_size, target=target, folds=folds
     )
     used = held if held is not None else FacePlan(masks=made, tone=tone)
     return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail, warp=warp, plan=used)

@@ -27,6 +27,7 @@ from faceweave.compositing.plans import PlanPolicy
 from faceweave.errors import NoFaceError, NoMatchingFaceError, TooSmallToMarkError
 from faceweave.io import write_image
 from faceweave.pipeline import FaceSwapper, ImageInput
+from faceweave.profiles import RenderKind
 from faceweave.provenance.stamp import Provenance, image_metadata, stamp_image, writer_stamp
 from faceweave.swappers import SourceFace
 from faceweave.threads import single_threaded_blas
@@ -103,12 +104,14 @@ def check_markable(size: tuple[int, int], provenance: Provenance | None) -> None
 
 class VideoSwapper:
     """Swap faces in a video with a :class:`FaceSwapper`'s models and
-    options; ``plans``: when a track's tone plan is made anew
+    options; ``plans``: when a track's face plan is made anew
     (:mod:`faceweave.compositing.plans`; ``PlanPolicy(every=1)``: on every
-    frame)."""
+    frame); ``kind``: the output its frames are rendered for, a file
+    (``"video"``) or a live stream (``"live"``: :mod:`faceweave.profiles`)."""
 
-    def __init__(self, swapper: FaceSwapper, *, plans: PlanPolicy = PlanPolicy()) -> None:
+    def __init__(self, swapper: FaceSwapper, *, plans: PlanPolicy = PlanPolicy(), kind: RenderKind = "video") -> None:
         self.swapper = swapper
+        self.kind = kind
         self.planner = FramePlanner(swapper, plans)
         #: the track states of trackers planned without states of their own
         #: (:meth:`plan_frame`), held while the tracker lives
@@ -148,6 +151,7 @@ class VideoSwapper:
             timings,
             colours=[p.colour for p in plan],
             plans=[p.plan for p in plan],
+            kind=self.kind,
         )
 
     def swap_frame(

@@ -174,7 +174,7 @@ class LiveHub:
         from faceweave.live.session import LiveOptions, LiveSession
         from faceweave.video.pipeline import VideoSwapper
 
-        video = VideoSwapper(models.swapper(self.swap_options()))
+        video = VideoSwapper(models.swapper(self.swap_options()), kind="live")
         return LiveSession(video, sources, options=LiveOptions(provenance=self.config.provenance()))
 
     # -- sessions -------------------------------------------------------------
