@@ -20,8 +20,8 @@ LAYOUT = np.random.default_rng(0).uniform(0.2, 1.6, (478, 2)).astype(np.float32)
 LIGHT = np.array([60.0, 12.0, 15.0])
 
 
-def _held(frame: int = 10, **change) -> HeldPlan:
-    values = {"frame": frame, "source": SOURCE, "layout": LAYOUT, "face_size": 192, "light": LIGHT}
+def _held(uses: int = 1, **change) -> HeldPlan:
+    values = {"frame": 10, "source": SOURCE, "layout": LAYOUT, "face_size": 192, "light": LIGHT, "uses": uses}
     values.update(change)
     return HeldPlan(slot=PlanSlot(values["frame"]), **values)
 
@@ -31,8 +31,9 @@ def _held(frame: int = 10, **change) -> HeldPlan:
     [
         (None, 0, {}, True),  # a new track (or a second face) makes its own
         (_held(), 11, {}, False),
-        (_held(), 15, {}, False),  # 5 frames on: still within every=6
-        (_held(), 16, {}, True),  # 6 frames on: made anew
+        (_held(uses=5), 15, {}, False),  # used by 5 frames: a sixth may use it (every=6)
+        (_held(uses=6), 16, {}, True),  # used by 6 frames: made anew
+        (_held(uses=2), 40, {}, False),  # frames dropped between (live): counted as used, not as read
         (_held(), 11, {"source": OTHER}, True),
         (_held(), 11, {"face_size": 180}, True),  # another grid
         (_held(), 11, {"layout": LAYOUT + 0.005}, False),  # drift 0.007 < 0.01
@@ -50,7 +51,7 @@ def test_when_a_track_makes_its_plan_anew(held, frame, change, renews):
         assert kept is not held and kept.frame == frame and use.slot is kept.slot and use.slot is not None
         assert held is None or use.slot is not held.slot
     else:
-        assert kept is held and use.slot is held.slot
+        assert kept.uses == held.uses + 1 and kept.frame == held.frame and use.slot is held.slot
 
 
 def test_every_one_makes_a_plan_on_every_frame():

@@ -21,7 +21,7 @@ the blend."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -83,7 +83,10 @@ class HeldPlan:
     """A track's current plan as the planner sees it: made by frame
     ``frame`` for ``source``, with the face laid out as ``layout``
     (:func:`crop_layout`) in a crop of face size ``face_size``, under the
-    target skin colour ``light`` (CIELAB mean)."""
+    target skin colour ``light`` (CIELAB mean); ``uses``: the frames that
+    have used it so far (the one that made it included).  Frames are
+    counted as planned, not as read: a live stream that drops frames keeps
+    a plan as many of its rendered frames as a file does."""
 
     slot: PlanSlot
     frame: int
@@ -91,12 +94,13 @@ class HeldPlan:
     layout: np.ndarray
     face_size: int
     light: np.ndarray
+    uses: int = 1
 
 
 @dataclass(frozen=True)
 class PlanPolicy:
-    """When a track's face plan is made anew: every ``every`` frames at the
-    latest (1: every frame, no reuse), and sooner when the face moved in
+    """When a track's face plan is made anew: after ``every`` frames have
+    used it at the latest (1: every frame, no reuse), and sooner when the face moved in
     its crop by more than ``drift`` of the face size (root mean square over
     the mesh: it turned, tilted or changed expression), when its crop's
     face size changed (the grids differ), when its source changed, or when
@@ -125,7 +129,7 @@ class PlanPolicy:
         if held is None or self.every == 1:
             return True
         return (
-            frame - held.frame >= self.every
+            held.uses >= self.every
             or held.source is not source
             or held.face_size != face_size
             or layout_drift(held.layout, layout) > self.drift
@@ -146,7 +150,7 @@ class PlanPolicy:
         if held is not None and not self.renews(
             held, frame=frame, source=source, layout=layout, face_size=face_size, light=light
         ):
-            return PlanUse(held.slot, makes=False), held
+            return PlanUse(held.slot, makes=False), replace(held, uses=held.uses + 1)
         slot = PlanSlot(frame)
         made = HeldPlan(slot, frame, source, layout, face_size, np.asarray(light, np.float64))
         return PlanUse(slot, makes=True), made
