@@ -10,7 +10,13 @@ Cases (``../shared/data/faces``):
 - ``talking head``: ``lp_d18_talking_face.mp4`` as it is;
 - ``1080p street``: ``fn_pedestrians_1080p.mp4``, ``--faces many``;
 - ``1080p photo``: one face scaled and cut to 1920x1080, one whole
-  ``FaceSwapper.swap()`` call (PNG decoded, faces found, source recalled).
+  ``FaceSwapper.swap()`` call (PNG decoded, faces found, source recalled);
+- ``live 720p``, ``live 480p``: one ``faceweave live`` session fed the
+  talking head on a 1280x720 or 854x480 canvas at 30 fps over UDP on
+  loopback (``benchmarks/live.py``'s feeder and reader, in the measuring
+  process); fps is the rate read back, CPU the session process's whole CPU
+  (start-up included) over the frames it wrote, and the glass-to-glass and
+  the session's own latency are printed under the row.
 
 Each run is its own process.  ``process CPU`` is the process's user + system
 time over the frames (FFmpeg's own threads included); the stage columns are
@@ -18,8 +24,7 @@ the CPU time of the threads that ran each stage (``faceweave.timing``), so
 they add up to less than the process: ``other`` is the rest (FFmpeg's
 codec threads, mediapipe's graph threads, where the detector and mesh
 models run, model start-up such as the tracker's pool of mesh graphs, the
-interpreter and the queues).  Live sessions have their own benchmark
-(``benchmarks/live.py``).  The machine drifts: compare within one run.
+interpreter and the queues).  The machine drifts: compare within one run.
 
     .venv/bin/python benchmarks/budget.py [--repeat 3] [--frames 150] [--against REV] [--only NAME]
 
@@ -127,6 +132,23 @@ def child_photo(source: str, target: str, repeat: int) -> dict:
     return {"frames": 1, "fps": 1.0 / walls[middle], "cpu_ms": 1000.0 * cpus[middle], "stages": stages[middle]}
 
 
+def child_live(size: str, source: str, video: str, seconds: float) -> dict:
+    from live import SIZES, canvas_frames, run_streams
+
+    frames, rate = canvas_frames(Path(video), SIZES[size])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    (stream,) = run_streams(1, frames, rate, 30.0, seconds, Path(source))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {
+        "frames": stream.frames_out,
+        "fps": stream.fps,
+        "cpu_ms": 1000.0 * cpu / max(stream.frames_out, 1),
+        "stages": {stage: None for stage in STAGES},
+        "latency": [stream.latency_p50_ms, stream.latency_p95_ms, stream.session_p95_ms, stream.dropped_share],
+    }
+
+
 def run_child(tree: Path, args: list[str]) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
     proc = subprocess.run(
@@ -151,6 +173,8 @@ def cases(data: Path, tmp: Path) -> list[tuple[str, list[str]]]:
         ("talking head", ["video", str(talking), str(source), "many"]),
         ("1080p street", ["video", str(data / "video" / "fn_pedestrians_1080p.mp4"), str(source), "many"]),
         ("1080p photo", ["photo", str(source), str(photo)]),
+        ("live 720p", ["live", "720p", str(source), str(talking)]),
+        ("live 480p", ["live", "480p", str(source), str(talking)]),
     ]
 
 
@@ -167,6 +191,8 @@ def measure(trees: dict[str, Path], child: list[str], tmp: Path, repeat: int, fr
             elif child[0] == "video":
                 args = ["swap", child[1], child[2], str(tmp / "swap.mp4"), child[3], str(frames)]
                 result = run_child(trees[who], args)
+            elif child[0] == "live":
+                result = run_child(trees[who], [*child, str(max(5.0, frames / 30.0))])
             else:
                 result = run_child(trees[who], ["photo", child[1], child[2], str(max(3, repeat * 2 + 1))])
             runs.setdefault(who, []).append(result)
@@ -195,13 +221,20 @@ def report(results: list[tuple[str, dict[str, list[dict]]]]) -> None:
     for name, runs in results:
         copy = median_run(runs["copy"]) if "copy" in runs else None
         for who, group in runs.items():
-            print(row(name, who, median_run(group), None if who == "copy" else copy))
+            run = median_run(group)
+            print(row(name, who, run, None if who == "copy" else copy))
+            if "latency" in run:
+                p50, p95, session, dropped = run["latency"]
+                print(
+                    f"{'':25s} glass-to-glass p50 {p50:.0f} / p95 {p95:.0f} ms, session p95 {session} ms,"
+                    f" {100 * dropped:.0f} % of the input dropped"
+                )
     print(
         "fps: wall frames per second after models are loaded (photo: whole swap() calls per second), median run;"
         "\nratio: swap fps over the plain decode + x264 encode of the same frames ('copy', the product's preset);"
         "\nCPU ms: the process's user + system CPU per frame; stage columns: CPU ms per frame of the threads that"
         "\nran each stage; other: the rest (FFmpeg's and mediapipe's own threads, start-up, the interpreter);"
-        " working size 192"
+        " working size 192;\nlive: fps read back, CPU of the session's process (start-up included) per frame written"
     )
 
 
@@ -218,6 +251,8 @@ def main() -> int:
         kind, rest = sys.argv[2], sys.argv[3:]
         if kind == "photo":
             print(json.dumps(child_photo(rest[0], rest[1], int(rest[2]))))
+        elif kind == "live":
+            print(json.dumps(child_live(rest[0], rest[1], rest[2], float(rest[3]))))
         else:
             print(json.dumps(child_video(kind, rest[0], rest[1], rest[2], rest[3], int(rest[4]))))
         return 0

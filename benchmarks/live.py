@@ -159,12 +159,15 @@ class StreamFigures:
     dropped_share: float
     session_p50_ms: float | None = None
     session_p95_ms: float | None = None
+    #: frames the session wrote (its whole run, warm-up included)
+    frames_out: int = 0
 
 
 def figures(catcher: Catcher, report: dict) -> StreamFigures:
     inside = report.get("latency_p50_ms"), report.get("latency_p95_ms")
+    written = int(report.get("frames_out", 0))
     if not catcher.received:
-        return StreamFigures(float("nan"), float("nan"), 0.0, 1.0, *inside)
+        return StreamFigures(float("nan"), float("nan"), 0.0, 1.0, *inside, frames_out=written)
     first = catcher.received[0][0]
     steady = [(t, lat) for t, lat in catcher.received if t >= first + WARM_UP_S] or catcher.received
     # the reader's MPEG-TS demuxer holds a frame until the next begins: the last ones come at the end
@@ -173,7 +176,7 @@ def figures(catcher: Catcher, report: dict) -> StreamFigures:
     span = max(steady[-1][0] - steady[0][0], 1e-6)
     p50, p95 = np.percentile([lat * 1000 for _, lat in steady], [50, 95])
     dropped = report.get("dropped", 0) / max(report.get("frames_in", 1), 1)
-    return StreamFigures(float(p50), float(p95), (len(steady) - 1) / span, dropped, *inside)
+    return StreamFigures(float(p50), float(p95), (len(steady) - 1) / span, dropped, *inside, frames_out=written)
 
 
 def run_streams(count: int, frames: list[np.ndarray], rate: Fraction, fps: float, seconds: float, source: Path):
