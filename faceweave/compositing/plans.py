@@ -115,25 +115,17 @@ class PlanPolicy:
         if self.every < 1 or self.drift < 0 or self.light < 0:
             raise ValueError(f"plan policy: every >= 1, drift >= 0 and light >= 0; got {self}")
 
-    def renews(
-        self,
-        held: HeldPlan | None,
-        *,
-        frame: int,
-        source: object,
-        layout: np.ndarray,
-        face_size: int,
-        light: np.ndarray,
-    ) -> bool:
-        """Whether frame ``frame`` makes a new plan rather than reuse ``held``."""
+    def renews(self, held: HeldPlan | None, now: HeldPlan) -> bool:
+        """Whether the frame that would make ``now`` makes a new plan rather
+        than reuse ``held``."""
         if held is None or self.every == 1:
             return True
         return (
             held.uses >= self.every
-            or held.source is not source
-            or held.face_size != face_size
-            or layout_drift(held.layout, layout) > self.drift
-            or float(np.linalg.norm(np.asarray(light, np.float64) - held.light)) > self.light
+            or held.source is not now.source
+            or held.face_size != now.face_size
+            or layout_drift(held.layout, now.layout) > self.drift
+            or float(np.linalg.norm(now.light - held.light)) > self.light
         )
 
     def use(
@@ -147,10 +139,7 @@ class PlanPolicy:
         light: np.ndarray,
     ) -> tuple[PlanUse, HeldPlan]:
         """This frame's use of the track's plan, and the plan held after it."""
-        if held is not None and not self.renews(
-            held, frame=frame, source=source, layout=layout, face_size=face_size, light=light
-        ):
+        now = HeldPlan(PlanSlot(frame), frame, source, layout, face_size, np.asarray(light, np.float64))
+        if held is not None and not self.renews(held, now):
             return PlanUse(held.slot, makes=False), replace(held, uses=held.uses + 1)
-        slot = PlanSlot(frame)
-        made = HeldPlan(slot, frame, source, layout, face_size, np.asarray(light, np.float64))
-        return PlanUse(slot, makes=True), made
+        return PlanUse(now.slot, makes=True), now
