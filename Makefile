@@ -17,7 +17,7 @@ SYSTEM_PACKAGES ?= chromium redis-server postgresql podman runc mmdebstrap prome
 
 .PHONY: system-deps setup run swap lint test bench bench-service bench-watermark evaluate image clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml faceweave/kernels/_raster.c
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,lint,c2pa,distributed]'

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from faceweave import kernels
+
 
 def ellipse_ring(center: tuple[float, float], radii: tuple[float, float], count: int) -> np.ndarray:
     """``(count, 2)`` points on an axis-aligned ellipse."""
@@ -132,21 +134,21 @@ def triangle_facing(points3d: np.ndarray, triangles: np.ndarray) -> np.ndarray:
     return (n[:, 2] / (np.linalg.norm(n, axis=1) + 1e-9)).astype(np.float32)
 
 
+#: how far outside a triangle a pixel centre is still drawn (pixels)
+RASTER_REACH = 0.5
+
+
 def rasterize_triangles(
     points2d: np.ndarray, triangles: np.ndarray, depth: np.ndarray, size: tuple[int, int]
 ) -> np.ndarray:
     """``(H, W)`` int32 map of the index of the triangle covering each pixel
     (-1 for none); triangles with larger ``depth`` (farther) are drawn first so
-    nearer ones win."""
-    w, h = size
-    ids = np.full((h, w), -1, np.int32)
-    pts = np.round(np.asarray(points2d, np.float64) * 16.0).astype(np.int32)  # 4 bits of sub-pixel precision
-    order = np.argsort(-np.asarray(depth))
-    fill = cv2.fillConvexPoly
-    # one C call per triangle: the loop body is kept to the call itself
-    for poly, t in zip(pts[triangles[order]], order.tolist(), strict=False):
-        fill(ids, poly, t, cv2.LINE_8, 4)
-    return ids
+    nearer ones win.  A pixel is covered when its centre lies within half a
+    pixel of the triangle (as ``cv2.fillConvexPoly``, which also fills the
+    pixels its edges pass through), so each pixel is the nearest triangle's
+    where they overlap; compiled (:func:`faceweave.kernels.rasterize`)."""
+    order = np.argsort(-np.asarray(depth), kind="stable")
+    return kernels.rasterize(points2d, triangles, order, size, reach=RASTER_REACH)
 
 
 def triangle_affines(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
@@ -180,16 +182,8 @@ def piecewise_affine_maps(
     """Backward maps for ``cv2.remap`` from a triangle-index map and per
     triangle affines; pixels with no triangle map to ``-1`` (outside).
     ``origin``: where ``ids``'s first pixel lies in the affines' frame (a
-    window of a larger map)."""
-    h, w = ids.shape
-    # one more "affine" for pixels with no triangle: everything to -1
-    table = np.concatenate([affines.reshape(-1, 6), np.array([[0, 0, -1, 0, 0, -1]], np.float32)]).astype(np.float32)
-    a = table[np.where(ids >= 0, ids, len(affines))]  # (H, W, 6)
-    xf = np.arange(origin[0], origin[0] + w, dtype=np.float32)[None, :]
-    yf = np.arange(origin[1], origin[1] + h, dtype=np.float32)[:, None]
-    map_x = a[..., 0] * xf + a[..., 1] * yf + a[..., 2]
-    map_y = a[..., 3] * xf + a[..., 4] * yf + a[..., 5]
-    return map_x, map_y
+    window of a larger map).  Compiled (:func:`faceweave.kernels.affine_maps`)."""
+    return kernels.affine_maps(ids, affines, origin=origin)
 
 
 def piecewise_remap(images: Sequence[np.ndarray], ids: np.ndarray, affines: np.ndarray) -> list[np.ndarray]:

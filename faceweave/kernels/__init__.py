@@ -1,0 +1,22 @@
+"""Compiled kernels for per-frame work that NumPy and OpenCV cannot do in
+a few calls.
+
+A kernel is a small C function, built when faceweave is installed
+(``_raster.c``, a CPython extension with no dependency beyond a C
+compiler), that replaces a Python-level loop of many small calls and runs
+with the interpreter lock released, so the video's render threads run it
+side by side.  Today that is the mesh swapper's rasterizer and its
+piecewise-affine maps (:mod:`faceweave.kernels.raster`).
+
+Where no C compiler was there at install time, the same functions run
+their NumPy formulations (:mod:`faceweave.kernels.reference`), which give
+the same values to the bit, only slower: :func:`compiled` says which.
+Nothing is compiled at run time, so there is no compile cache, no cold
+start, and a read-only root filesystem needs nothing.
+"""
+
+from __future__ import annotations
+
+from faceweave.kernels.raster import affine_maps, compiled, rasterize
+
+__all__ = ["affine_maps", "compiled", "rasterize"]

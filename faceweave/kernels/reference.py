@@ -1,0 +1,84 @@
+"""The NumPy formulations of the compiled kernels (``_raster.c``): the
+same arithmetic in the same order, so the same values to the bit; they run
+where the kernels were not built, and the tests hold the kernels to them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: candidate pixels tested at once by :func:`rasterize` (bounds its memory)
+_CHUNK = 1 << 20
+
+
+def rasterize(
+    points: np.ndarray, triangles: np.ndarray, order: np.ndarray, size: tuple[int, int], *, reach: float
+) -> np.ndarray:
+    """:func:`faceweave.kernels.raster.rasterize` (float64 ``points`` ``(N,
+    2)``, int64 ``triangles`` ``(T, 3)`` and ``order``): every triangle's
+    box of pixels tested at once, the latest in ``order`` kept per pixel."""
+    w, h = size
+    rank = np.full(h * w, -1, np.int64)
+    corners = points[triangles[order]]  # (K, 3, 2)
+    a, b, c = corners[:, 0], corners[:, 1].copy(), corners[:, 2].copy()
+    flip = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0]) < 0.0
+    b[flip], c[flip] = corners[flip, 2], corners[flip, 1]
+    lo, hi = np.minimum(np.minimum(a, b), c) - reach, np.maximum(np.maximum(a, b), c) + reach
+    on = (
+        np.isfinite(corners).all(axis=(1, 2))
+        & (hi[:, 0] >= 0.0)
+        & (hi[:, 1] >= 0.0)
+        & (lo[:, 0] <= w - 1)
+        & (lo[:, 1] <= h - 1)
+    )
+    kept = np.flatnonzero(on)
+    start = np.maximum(np.floor(lo[kept]), 0).astype(np.int64)
+    stop = np.minimum(np.ceil(hi[kept]), (w - 1, h - 1)).astype(np.int64)
+    spans = stop - start + 1
+    edges = [(b, c), (c, a), (a, b)]  # each edge's start and end
+    limits = [-reach * (np.hypot(q[:, 0] - p[:, 0], q[:, 1] - p[:, 1]) + 1e-12) for p, q in edges]
+    for part in _chunks(spans):
+        ks, x0, n = kept[part], start[part], spans[part]
+        dy, dx = np.mgrid[: int(n[:, 1].max()), : int(n[:, 0].max())]
+        x, y = x0[:, 0, None, None] + dx, x0[:, 1, None, None] + dy
+        inside = (dx < n[:, 0, None, None]) & (dy < n[:, 1, None, None])
+        xf, yf = x.astype(np.float64), y.astype(np.float64)
+        for (p, q), limit in zip(edges, limits, strict=True):
+            px, py = p[ks, 0, None, None], p[ks, 1, None, None]
+            qx, qy = q[ks, 0, None, None], q[ks, 1, None, None]
+            inside &= (qx - px) * (yf - py) - (qy - py) * (xf - px) >= limit[ks, None, None]
+        np.maximum.at(rank, (y * w + x)[inside], np.broadcast_to(ks[:, None, None], inside.shape)[inside])
+    ids = np.where(rank >= 0, order[np.maximum(rank, 0)], -1).astype(np.int32)
+    return ids.reshape(h, w)
+
+
+def _chunks(spans: np.ndarray) -> list[np.ndarray]:
+    """Groups of rows of ``spans`` ``(K, 2)`` with boxes of about one size
+    (sorted by area), each group's count times its largest box at most
+    :data:`_CHUNK` pixels."""
+    byarea = np.argsort(spans[:, 0] * spans[:, 1], kind="stable")
+    groups, first = [], 0
+    while first < len(byarea):
+        # boxes grow along byarea: the group's last box bounds its others' area
+        count = 128
+        while count > 1:
+            box = spans[byarea[first : first + count]].max(axis=0)
+            if count * int(box[0] * box[1]) <= _CHUNK:
+                break
+            count //= 2
+        groups.append(byarea[first : first + count])
+        first += count
+    return groups
+
+
+def affine_maps(ids: np.ndarray, affines: np.ndarray, *, origin: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`faceweave.kernels.raster.affine_maps` (int32 ``ids``, float32
+    ``affines`` ``(T, 2, 3)``), by gathering each pixel's affine."""
+    h, w = ids.shape
+    # one more "affine" for pixels with no triangle: everything to -1
+    table = np.concatenate([affines.reshape(-1, 6), np.array([[0, 0, -1, 0, 0, -1]], np.float32)]).astype(np.float32)
+    a = table[np.where(ids >= 0, ids, len(table) - 1)]  # (H, W, 6)
+    xf = np.arange(origin[0], origin[0] + w, dtype=np.float32)[None, :]
+    yf = np.arange(origin[1], origin[1] + h, dtype=np.float32)[:, None]
+    map_x = a[..., 0] * xf + a[..., 1] * yf + a[..., 2]
+    map_y = a[..., 3] * xf + a[..., 4] * yf + a[..., 5]
+    return map_x.astype(np.float32), map_y.astype(np.float32)

@@ -1,0 +1,175 @@
+"""The compiled kernels (faceweave/kernels/_raster.c) against their NumPy
+formulations (faceweave/kernels/reference.py), to the bit, and the new
+rasterizer against the OpenCV loop it replaced."""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+import threading
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from faceweave import kernels
+from faceweave.geometry import topology as topo
+from faceweave.geometry.warp import RASTER_REACH, piecewise_affine_maps, rasterize_triangles
+from faceweave.kernels import raster, reference
+
+needs_compiled = pytest.mark.skipif(
+    not kernels.compiled(), reason="the compiled kernels were not built (no C compiler at install)"
+)
+
+
+def face_mesh(size: int = 346, yaw: float = 0.3, seed: int = 0) -> np.ndarray:
+    """mediapipe's reference face turned by ``yaw`` and placed in a ``size`` crop, with a little noise."""
+    ref = np.asarray(topo.reference_mesh(), np.float64)
+    c, s = np.cos(yaw), np.sin(yaw)
+    turned = ref @ np.array([[c, 0, -s], [0, 1, 0], [s, 0, c]]).T
+    points = turned * (size * 0.28) + (size / 2, size / 2, 0)
+    return points + np.random.default_rng(seed).normal(0, 0.3, points.shape)
+
+
+def random_case(seed: int, size: tuple[int, int] = (61, 47)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    w, h = size
+    points = rng.uniform(-15, max(w, h) + 15, (40, 2))
+    points[rng.integers(0, 40, 3)] = points[rng.integers(0, 40, 3)]  # repeated points: degenerate triangles
+    triangles = rng.integers(0, 40, (60, 3))
+    order = rng.permutation(60)[: rng.integers(1, 61)]
+    return points, triangles, order
+
+
+def cv2_loop(points: np.ndarray, triangles: np.ndarray, depth: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The rasterizer this one replaced: one ``cv2.fillConvexPoly`` per triangle, 4 bits of sub-pixel."""
+    w, h = size
+    ids = np.full((h, w), -1, np.int32)
+    pts = np.round(points[:, :2] * 16.0).astype(np.int32)
+    order = np.argsort(-depth)
+    for poly, t in zip(pts[triangles[order]], order.tolist(), strict=False):
+        cv2.fillConvexPoly(ids, poly, t, cv2.LINE_8, 4)
+    return ids
+
+
+def test_the_kernels_are_built_wherever_a_c_compiler_is():
+    if shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc") is None:
+        pytest.skip("no C compiler here: the NumPy formulations run")
+    assert kernels.compiled(), "a C compiler is here but faceweave/kernels/_raster.c was not built (run make setup)"
+    assert Path(raster.__file__).with_name("_raster.c").is_file()
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(40))
+def test_rasterize_is_its_reference_to_the_bit_on_random_triangles(seed):
+    points, triangles, order = random_case(seed)
+    got = raster.rasterize(points, triangles, order, (61, 47), reach=RASTER_REACH)
+    want = reference.rasterize(points, triangles.astype(np.int64), order.astype(np.int64), (61, 47), reach=RASTER_REACH)
+    assert got.dtype == np.int32 and got.shape == (47, 61)
+    np.testing.assert_array_equal(got, want)
+
+
+@needs_compiled
+@pytest.mark.parametrize("reach", [0.0, 0.5, 2.0])
+def test_rasterize_is_its_reference_on_a_turned_face(reach):
+    mesh = face_mesh()
+    tris = topo.triangles().astype(np.int64)
+    order = np.argsort(-mesh[tris, 2].mean(axis=1), kind="stable")
+    got = raster.rasterize(mesh, tris, order, (346, 346), reach=reach)
+    np.testing.assert_array_equal(got, reference.rasterize(mesh[:, :2].copy(), tris, order, (346, 346), reach=reach))
+
+
+def test_rasterize_covers_what_the_opencv_loop_covered():
+    """Half a pixel of reach fills what fillConvexPoly's edges filled: the
+    face's cover differs on a few pixels of its outline (the triangles
+    inside share their edges, where either side's affine gives the same
+    place)."""
+    for seed, yaw in enumerate((0.0, 0.4, -0.7)):
+        mesh = face_mesh(yaw=yaw, seed=seed)
+        tris = topo.triangles()
+        depth = mesh[tris, 2].mean(axis=1)
+        new, old = rasterize_triangles(mesh, tris, depth, (346, 346)), cv2_loop(mesh, tris, depth, (346, 346))
+        cover = max(int((old >= 0).sum()), 1)
+        assert ((new >= 0) != (old >= 0)).sum() / cover < 0.01
+        assert (new[old >= 0] == old[old >= 0]).mean() > 0.97
+
+
+def test_nearer_triangles_win_and_winding_does_not_matter():
+    points = np.array([[2.0, 2.0], [20.0, 2.0], [2.0, 20.0], [20.0, 20.0]])
+    triangles = np.array([[0, 1, 2], [3, 2, 1]])  # one clockwise, one not (in image coordinates)
+    far_first = rasterize_triangles(points, triangles, np.array([1.0, 0.0]), (24, 24))
+    near_first = rasterize_triangles(points, triangles, np.array([0.0, 1.0]), (24, 24))
+    assert far_first[11, 11] == 1 and near_first[11, 11] == 0  # the diagonal: the nearer one
+    assert far_first[5, 5] == 0 and far_first[18, 18] == 1
+    assert far_first[0, 0] == -1 and (far_first[2:19, 2] == 0).all()  # the edge itself is drawn
+
+
+def test_triangles_off_the_map_or_not_finite_draw_nothing():
+    points = np.array([[-50.0, -50.0], [-40.0, -50.0], [-50.0, -40.0], [np.nan, 3.0], [5.0, 5.0], [9.0, 2.0]])
+    ids = raster.rasterize(points, np.array([[0, 1, 2], [3, 4, 5]]), np.array([0, 1]), (16, 16), reach=0.5)
+    assert (ids == -1).all()
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(10))
+def test_affine_maps_are_their_reference_to_the_bit(seed):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(-1, 30, (23, 37)).astype(np.int32)
+    affines = rng.normal(0, 3, (30, 2, 3)).astype(np.float32)
+    got = raster.affine_maps(ids, affines, origin=(5, 11))
+    want = reference.affine_maps(ids, affines, origin=(5, 11))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == np.float32
+        np.testing.assert_array_equal(g, w)
+
+
+def test_piecewise_maps_of_a_window_are_those_of_the_whole():
+    rng = np.random.default_rng(3)
+    ids = rng.integers(-1, 8, (30, 40)).astype(np.int32)
+    affines = rng.normal(0, 2, (8, 2, 3)).astype(np.float32)
+    whole = piecewise_affine_maps(ids, affines)
+    part = piecewise_affine_maps(ids[4:20, 6:31], affines, origin=(6, 4))
+    for w, p in zip(whole, part, strict=True):
+        np.testing.assert_array_equal(w[4:20, 6:31], p)
+    assert (whole[0][ids < 0] == -1).all() and (whole[1][ids < 0] == -1).all()
+
+
+@needs_compiled
+def test_bad_sizes_and_indices_are_refused_not_read_past():
+    from faceweave.kernels import _raster  # type: ignore[attr-defined]
+
+    points, tris, order = np.zeros((3, 2)), np.array([[0, 1, 2]], np.int64), np.zeros(1, np.int64)
+    with pytest.raises(ValueError, match="height x width"):
+        _raster.rasterize(points, tris, order, np.empty((4, 4), np.int32), 5, 4, 0.5)
+    with pytest.raises(ValueError, match="not a point index"):
+        _raster.rasterize(points, np.array([[0, 1, 7]], np.int64), order, np.empty((4, 4), np.int32), 4, 4, 0.5)
+    with pytest.raises(ValueError, match="not a triangle index"):
+        _raster.rasterize(points, tris, np.array([3], np.int64), np.empty((4, 4), np.int32), 4, 4, 0.5)
+    maps = np.empty((2, 2), np.float32), np.empty((2, 2), np.float32)
+    with pytest.raises(ValueError, match="affines"):
+        _raster.affine_maps(np.full((2, 2), 4, np.int32), np.zeros((1, 2, 3), np.float32), *maps, 2, 2, 0, 0)
+    with pytest.raises(TypeError):
+        ids, affines = np.zeros((2, 2), np.int32), np.zeros((1, 2, 3), np.float32)
+        _raster.affine_maps(ids, affines, b"read-only", maps[1], 2, 2, 0, 0)
+
+
+@needs_compiled
+def test_the_kernels_run_side_by_side_in_threads():
+    """Each thread's result is its own (the loop runs without the lock, on the thread's buffers)."""
+    meshes = [face_mesh(yaw=y, seed=k) for k, y in enumerate((0.0, 0.3, -0.3, 0.6))]
+    tris = topo.triangles()
+    want = [rasterize_triangles(m, tris, m[tris, 2].mean(axis=1), (346, 346)) for m in meshes]
+    got: list[np.ndarray | None] = [None] * len(meshes)
+
+    def run(k: int) -> None:
+        for _ in range(20):
+            got[k] = rasterize_triangles(meshes[k], tris, meshes[k][tris, 2].mean(axis=1), (346, 346))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(meshes))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
