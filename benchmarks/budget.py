@@ -42,6 +42,7 @@ import os
 import resource
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -243,7 +244,18 @@ def against_tree(rev: str, tmp: Path) -> Path:
     subprocess.run(
         ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True, capture_output=True
     )
+    build_kernels(tree)
     return tree
+
+
+def build_kernels(tree: Path) -> None:
+    """The compiled kernels of a checked-out release, built in place as its
+    install would (``faceweave/kernels/*.c``, when it has them)."""
+    include, suffix = sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX")
+    for source in sorted((tree / "faceweave" / "kernels").glob("*.c")):
+        target = source.with_name(source.stem + suffix)
+        command = ["cc", "-O2", "-ffp-contract=off", "-shared", "-fPIC", f"-I{include}", str(source), "-o", str(target)]
+        subprocess.run(command, check=True, capture_output=True)
 
 
 def main() -> int:
