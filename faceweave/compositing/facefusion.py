@@ -105,9 +105,10 @@ def paste_face(frame: np.ndarray, face: np.ndarray, mask: np.ndarray, matrix: np
     """Mix the crop ``face`` ``(S, S, 3)`` (float in ``[0, 255]`` or uint8)
     into ``frame`` under ``mask`` ``(S, S)``, both taken back to the frame by
     one inverse warp of ``matrix`` (frame -> crop; bilinear, the face's edges
-    replicated, the mask's zero), in floating point and rounded once.  Only
-    the frame's region under the crop is written, into ``out`` (``frame``
-    itself or a copy of it)."""
+    replicated, the mask's zero), in floating point and cut to whole levels
+    once, truncating as FaceFusion's ``paste_back`` does (``astype``, not
+    rounding).  Only the frame's region under the crop is written, into
+    ``out`` (``frame`` itself or a copy of it)."""
     side = int(face.shape[0])
     x1, y1, x2, y2 = paste_area(frame.shape, side, matrix)
     if x2 <= x1 or y2 <= y1:
@@ -122,7 +123,7 @@ def paste_face(frame: np.ndarray, face: np.ndarray, mask: np.ndarray, matrix: np
     )
     region = frame[y1:y2, x1:x2].astype(np.float32)
     mixed = region * (1.0 - m) + back * m
-    out[y1:y2, x1:x2] = np.clip(np.rint(mixed), 0, 255).astype(np.uint8)
+    out[y1:y2, x1:x2] = np.clip(mixed, 0, 255).astype(np.uint8)
 
 
 def move_mask(mask: np.ndarray, source: np.ndarray, target: np.ndarray, side: int) -> np.ndarray:
