@@ -167,3 +167,59 @@ def test_facefusion_compositing_is_facefusions_swap(models_dir, swapper_file, fa
     (y1, x1), (y2, x2) = changed.min(axis=0), changed.max(axis=0) + 1
     assert psnr(result.image[y1:y2, x1:x2], frame[y1:y2, x1:x2]) < 40.0  # the stand-in changes the face
     assert psnr(result.image[y1:y2, x1:x2], expected[y1:y2, x1:x2]) >= 60.0
+
+
+# --- the face enhancer ----------------------------------------------------------
+
+
+def enhancer_stand_in(size: int = 512) -> onnx.ModelProto:
+    """GFPGAN's signature, ``output = input * GAIN + OFFSET`` (it keeps the
+    face it is given, so the crop's cut shows)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size])
+    inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("g", GAIN), ("o", OFFSET))]
+    nodes = [helper.make_node("Mul", ["input", "g"], ["m"]), helper.make_node("Add", ["m", "o"], ["output"])]
+    model = helper.make_model(
+        helper.make_graph(nodes, "enhancer", [x], [y], initializer=inits), opset_imports=[helper.make_opsetid("", 13)]
+    )
+    model.ir_version = 8
+    return model
+
+
+def ff_enhance_face(frame: np.ndarray, points: np.ndarray, model: OrtModel, blend: float) -> np.ndarray:
+    """``face_enhancer.core.enhance_face`` for gfpgan_1.4 (box mask only): one
+    warp, the model, rounded to uint8, pasted and truncated, then the whole
+    frame mixed with the pasted one by ``blend`` (``blend_frame``)."""
+    matrix = ff_matrix(points, "ffhq_512", 512)
+    crop = cv2.warpAffine(frame, matrix, (512, 512), borderMode=cv2.BORDER_REPLICATE, flags=cv2.INTER_AREA)
+    mask = ff_box_mask(512, 0.3)
+    x = np.expand_dims(((crop[:, :, ::-1] / 255.0 - 0.5) / 0.5).transpose(2, 0, 1), 0).astype(np.float32)
+    y = np.clip(model.run({"input": x})["output"][0], -1, 1)
+    face = np.ascontiguousarray((((y + 1) / 2).transpose(1, 2, 0) * 255.0).round().astype(np.uint8)[:, :, ::-1])
+    pasted = ff_paste_back(frame, face, mask.clip(0, 1), matrix)
+    return cv2.addWeighted(frame, 1 - blend, pasted, blend, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["single/astronaut_eileen_collins.png", "single/paul_rudd.jpg"])
+def test_a_face_enhancer_in_facefusion_mode_is_facefusions(faces_dir, target):
+    """The face enhancer in ``facefusion`` mode against FaceFusion's
+    enhance_face written out: at least 50 dB where either changes the frame,
+    on a 107-px and a 1331-px face (faceweave's own route halves a large face
+    with ``pyrDown`` before the shrink, which FaceFusion does not)."""
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.enhancers import create_face_enhancer
+    from faceweave.io.images import read_image
+
+    frame = read_image(faces_dir / target).pixels
+    with FaceAnalyser() as analyser:
+        face = max(analyser.analyse(frame), key=lambda f: f.bbox.x2 - f.bbox.x1)
+    model = OrtModel(enhancer_stand_in())
+    ours = create_face_enhancer("gfpgan_1.4", model, facefusion=True).enhance(frame, [face.kps5], blend=0.8)
+    expected = ff_enhance_face(frame, face.kps5, model, 0.8)
+    changed = np.argwhere(np.any(expected != frame, axis=-1) | np.any(ours != frame, axis=-1))
+    (y1, x1), (y2, x2) = changed.min(axis=0), changed.max(axis=0) + 1
+    assert psnr(ours[y1:y2, x1:x2], frame[y1:y2, x1:x2]) < 40.0  # the stand-in changes the face
+    assert psnr(ours[y1:y2, x1:x2], expected[y1:y2, x1:x2]) >= 50.0

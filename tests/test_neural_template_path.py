@@ -169,7 +169,7 @@ def test_facefusion_paste_is_one_float_blend():
     assert np.abs(out[0].astype(int) - frame[0].astype(int)).max() <= 255 * mask[0].max() + 1
 
 
-def test_facefusion_masks():
+def test_facefusions():
     box = box_mask(100, blur=0.3)
     assert box[50, 50] == pytest.approx(1.0, abs=1e-3) and box[0, 50] < 0.15
     person = np.ones((100, 100), np.float32)
@@ -228,7 +228,7 @@ def test_an_enhancer_in_facefusion_mode_pastes_under_facefusions_box():
 
     model = face_model(size=512, batch=1, op="add", value=0.2)
     plain = create_face_enhancer("gfpgan_1.4", model)
-    facefusion = create_face_enhancer("gfpgan_1.4", model, facefusion_mask=True)
+    facefusion = create_face_enhancer("gfpgan_1.4", model, facefusion=True)
     np.testing.assert_array_equal(facefusion.mask, box_mask(512, blur=0.3))
     assert not np.allclose(plain.mask, facefusion.mask)
 
