@@ -33,16 +33,16 @@ class Enhancers:
     frame_blend: float = 1.0
 
     @classmethod
-    def load(cls, options: EnhancerOptions, sessions: ModelSessions, *, facefusion_mask: bool = False) -> Enhancers:
+    def load(cls, options: EnhancerOptions, sessions: ModelSessions, *, facefusion: bool = False) -> Enhancers:
         """The enhancers ``options`` ask for, their models loaded from
-        ``sessions`` (``facefusion_mask``: the face enhancer pastes under
-        FaceFusion's box mask)."""
+        ``sessions`` (``facefusion``: the face enhancer cuts, pastes and
+        blends as FaceFusion does)."""
         face = frame = None
         if options.face is not None or options.frame is not None:
             from faceweave.enhancers.factory import load_enhancers
 
             face, frame = load_enhancers(
-                options, pool=sessions.open(), provider=sessions.provider, facefusion_mask=facefusion_mask
+                options, pool=sessions.open(), provider=sessions.provider, facefusion=facefusion
             )
         return cls(face=face, frame=frame, face_blend=options.face_blend, frame_blend=options.frame_blend)
 

@@ -108,7 +108,7 @@ class FaceSwapper:
         try:
             self.swapper = create_swapper(options.swapper, SwapperContext(options=options, sessions=self.sessions))
             facefusion = isinstance(self.swapper, NeuralSwapper) and options.neural_compositing() == "facefusion"
-            self.enhancers = Enhancers.load(options.enhance, self.sessions, facefusion_mask=facefusion)
+            self.enhancers = Enhancers.load(options.enhance, self.sessions, facefusion=facefusion)
             #: FaceFusion's occluder and face parser, when the mask options name them
             self.face_masks = FaceMaskModels.load(options.masks, self.sessions)
         except BaseException:

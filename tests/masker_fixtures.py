@@ -30,11 +30,13 @@ def occluder_model(
 
 
 def parser_model(
-    labels: np.ndarray | None = None, *, weights: np.ndarray | None = None, scale: int = 8
+    labels: np.ndarray | None = None, *, weights: np.ndarray | None = None, scale: int = 8, extra: bool = False
 ) -> onnx.ModelProto:
     """A BiSeNet stand-in: ``output = onehot(labels) * 10 upsampled x scale
     (nearest) + conv1x1(input, weights)`` (``labels`` ``(512 / scale, 512 /
-    scale)`` class numbers, default all 0; ``weights`` ``(19, 3)``, default 0)."""
+    scale)`` class numbers, default all 0; ``weights`` ``(19, 3)``, default 0).
+    ``extra``: two more outputs after it, ``feat16`` and ``feat32`` (the
+    negated logits), as BiSeNet exported by yakhyo/face-parsing's own script."""
     small = 512 // scale
     lab = np.zeros((small, small), np.int64) if labels is None else np.asarray(labels, np.int64)
     onehot = (np.arange(19)[:, None, None] == lab[None]).astype(np.float32)[None] * 10.0
@@ -50,4 +52,7 @@ def parser_model(
         helper.make_node("Conv", ["input", "w"], ["mixed"]),
         helper.make_node("Add", ["mixed", "up"], ["output"]),
     ]
-    return _model(nodes, [_value("input", ["N", 3, 512, 512])], [_value("output", ["N", 19, 512, 512])], inits)
+    names = ["output", "feat16", "feat32"] if extra else ["output"]
+    nodes += [helper.make_node("Neg", ["output"], [name]) for name in names[1:]]
+    outputs = [_value(name, ["N", 19, 512, 512]) for name in names]
+    return _model(nodes, [_value("input", ["N", 3, 512, 512])], outputs, inits)

@@ -5,6 +5,8 @@ options' refusals (the swaps with them are in test_face_masker_swaps.py)."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 from tests.masker_fixtures import occluder_model, parser_model
@@ -159,6 +161,30 @@ def test_a_bisenet_parser_gives_the_chosen_regions_at_the_face_size():
     assert both[34:94, 34:94].min() == 1.0 and both.sum() > lips.sum()
     with pytest.raises(InvalidOptionError, match="unknown face parser region 'hair'"):
         parser.mask(face, ("hair",))
+
+
+def test_a_parser_file_with_extra_outputs_loads_and_its_first_output_is_read(caplog):
+    """BiSeNet exported by its authors' script has three outputs: the file
+    loads against the catalog's one-output spec, one warning names the two
+    others, and the parser reads the first (as FaceFusion does)."""
+    from faceweave.runtime.backend import OnnxBackend
+    from faceweave.runtime.providers import ProviderConfig
+
+    labels = np.zeros((64, 64), np.int64)
+    labels[40:56, 16:48] = 12  # upper lip
+    spec = builtin_specs()["bisenet_resnet_34"]
+    with caplog.at_level(logging.WARNING, logger="faceweave.models"):
+        model = OnnxBackend(threads=1).load(
+            parser_model(labels, extra=True).SerializeToString(), ProviderConfig(), spec=spec
+        )
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "feat16, feat32" in warnings[0] and "the first 1 are used" in warnings[0]
+    face = solid(256, (120, 90, 80))
+    three = create_face_parser("bisenet_resnet_34", model).mask(face, ("upper-lip",))
+    one = create_face_parser("bisenet_resnet_34", OrtModel(parser_model(labels))).mask(face, ("upper-lip",))
+    np.testing.assert_array_equal(three, one)
+    assert three.max() == 1.0
+    model.close()
 
 
 def test_the_parser_reads_rgb():

@@ -176,6 +176,41 @@ def test_check_signature(tmp_path, expected, actual, fragment):
     assert "expected inputs (" in str(caught.value) and "found inputs (" in str(caught.value)
 
 
+def _out(name: str, size: int = 1) -> tuple[str, list[int], str]:
+    return (name, [1, size], "float32")
+
+
+# (case id, expected outputs, actual outputs as (name, shape, dtype), extra names or the error's fragment)
+OUTPUT_SIGNATURES = [
+    ("exact", [T(None, (1, 19))], [_out("output", 19)], ()),
+    ("two-extra", [T(None, (1, 19))], [_out("out", 19), _out("f16", 2), _out("f32", 2)], ("f16", "f32")),
+    ("named-among-the-first", [T("a", (1, 1)), T("b", (1, 1))], [_out("b"), _out("a"), _out("c")], ("c",)),
+    ("the-first-is-checked", [T(None, (1, 19))], [_out("f16", 2), _out("out", 19)], "size 2 on axis 1, expected 19"),
+    ("named-only-later", [T("a", (1, 1))], [_out("c"), _out("a")], "no output named 'a'"),
+    ("too-few", [T("a", (1, 1)), T("b", (1, 1))], [_out("a")], "1 outputs, expected 2"),
+]
+
+
+@pytest.mark.parametrize(
+    "expected, actual, outcome", [c[1:] for c in OUTPUT_SIGNATURES], ids=[c[0] for c in OUTPUT_SIGNATURES]
+)
+def test_extra_outputs_after_the_specs_are_named_in_one_warning(tmp_path, caplog, expected, actual, outcome):
+    """A file may have more outputs than its spec: the spec's are the file's
+    first ones (what is read), the others are named in one warning."""
+    import logging
+
+    signature = read_signature(save_model(tmp_path / "m.onnx", [("x", [1], "float32")], actual))
+    if isinstance(outcome, str):
+        with pytest.raises(ModelSignatureError, match=outcome):
+            check_signature([T("x", (1,))], expected, signature, model="m")
+        return
+    with caplog.at_level(logging.WARNING, logger="faceweave.models"):
+        assert check_signature([T("x", (1,))], expected, signature, model="m") == outcome
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == ([] if not outcome else [warnings[0]])
+    assert all(name in "".join(warnings) for name in outcome)
+
+
 def test_read_signature_skips_initializers_and_reads_dims(tmp_path):
     import numpy as np
     from onnx import TensorProto, helper

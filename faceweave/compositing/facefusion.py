@@ -102,12 +102,14 @@ def paste_area(frame_shape: tuple[int, ...], side: int, matrix: np.ndarray) -> t
 
 
 def paste_face(frame: np.ndarray, face: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, out: np.ndarray) -> None:
-    """Mix the crop ``face`` ``(S, S, 3)`` (float in ``[0, 255]`` or uint8)
-    into ``frame`` under ``mask`` ``(S, S)``, both taken back to the frame by
-    one inverse warp of ``matrix`` (frame -> crop; bilinear, the face's edges
-    replicated, the mask's zero), in floating point and rounded once.  Only
-    the frame's region under the crop is written, into ``out`` (``frame``
-    itself or a copy of it)."""
+    """Mix the crop ``face`` ``(S, S, 3)`` (float in ``[0, 255]``, or uint8,
+    warped back in its own type as FaceFusion's enhancers' faces are) into
+    ``frame`` under ``mask`` ``(S, S)``, both taken back to the frame by one
+    inverse warp of ``matrix`` (frame -> crop; bilinear, the face's edges
+    replicated, the mask's zero), in floating point and cut to whole levels
+    once, truncating as FaceFusion's ``paste_back`` does (``astype``, not
+    rounding).  Only the frame's region under the crop is written, into
+    ``out`` (``frame`` itself or a copy of it)."""
     side = int(face.shape[0])
     x1, y1, x2, y2 = paste_area(frame.shape, side, matrix)
     if x2 <= x1 or y2 <= y1:
@@ -117,12 +119,29 @@ def paste_face(frame: np.ndarray, face: np.ndarray, mask: np.ndarray, matrix: np
     size = (x2 - x1, y2 - y1)
     m = cv2.warpAffine(np.ascontiguousarray(mask, np.float32), inv, size, flags=cv2.INTER_LINEAR)
     m = np.clip(m, 0.0, 1.0)[..., None]
+    kind = np.uint8 if face.dtype == np.uint8 else np.float32
     back = cv2.warpAffine(
-        np.ascontiguousarray(face, np.float32), inv, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        np.ascontiguousarray(face, kind), inv, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
     )
     region = frame[y1:y2, x1:x2].astype(np.float32)
     mixed = region * (1.0 - m) + back * m
-    out[y1:y2, x1:x2] = np.clip(np.rint(mixed), 0, 255).astype(np.uint8)
+    out[y1:y2, x1:x2] = np.clip(mixed, 0, 255).astype(np.uint8)
+
+
+def paste_blended(
+    frame: np.ndarray, face: np.ndarray, mask: np.ndarray, matrix: np.ndarray, blend: float, *, out: np.ndarray
+) -> None:
+    """FaceFusion's paste of an enhanced face: :func:`paste_face` into a copy
+    of ``frame``, then ``frame`` and that copy mixed by ``blend`` in ``[0, 1]``
+    (``cv2.addWeighted``, rounded), written into ``out`` over the paste area
+    only (elsewhere the mix is ``frame`` itself)."""
+    x1, y1, x2, y2 = paste_area(frame.shape, int(face.shape[0]), matrix)
+    if x2 <= x1 or y2 <= y1:
+        return
+    pasted = frame.copy()
+    paste_face(frame, face, mask, matrix, out=pasted)
+    region = np.s_[y1:y2, x1:x2]
+    out[region] = cv2.addWeighted(frame[region], 1.0 - blend, pasted[region], blend, 0.0)
 
 
 def move_mask(mask: np.ndarray, source: np.ndarray, target: np.ndarray, side: int) -> np.ndarray:

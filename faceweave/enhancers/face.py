@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import cv2
 import numpy as np
 
 from faceweave.compositing.blend import paste_back
+from faceweave.compositing.facefusion import paste_blended
 from faceweave.compositing.masks import box_mask
 from faceweave.enhancers.base import (
     FaceEnhancerSpec,
@@ -68,9 +70,12 @@ class RestorationEnhancer:
     """A face-restoration model with one image input named ``input``.
 
     ``mask_blur``: feather of the paste-back box mask, fraction of the crop
-    side (FaceFusion's default 0.3); ``facefusion_mask``: FaceFusion's own
-    box mask (a hard border blurred, as the neural swappers' ``box_mask``)
-    instead of faceweave's smooth ramp; ``max_batch``: most faces per model run
+    side (FaceFusion's default 0.3); ``facefusion``: FaceFusion's way --
+    its own box mask (a hard border blurred, as the neural swappers'
+    ``box_mask``) instead of faceweave's smooth ramp, the crop warped
+    straight from the frame (no ``pyrDown`` before a large shrink), pasted
+    and truncated, then mixed with the frame by the blend
+    (:func:`~faceweave.compositing.facefusion.paste_blended`); ``max_batch``: most faces per model run
     when the model's batch dimension is dynamic (fixed batch: one at a time).
     The caller owns ``model``.
     """
@@ -82,7 +87,7 @@ class RestorationEnhancer:
         spec: FaceEnhancerSpec,
         mask_blur: float = 0.3,
         max_batch: int = 8,
-        facefusion_mask: bool = False,
+        facefusion: bool = False,
     ) -> None:
         if not 0.0 <= mask_blur <= 1.0:
             raise InvalidOptionError(f"mask_blur must be in [0, 1], got {mask_blur}")
@@ -92,11 +97,12 @@ class RestorationEnhancer:
         self.spec = spec
         self.model = model
         self.mask_blur = mask_blur
+        self.facefusion = facefusion
         info = find_input(model, "input", model_name=spec.name)
         check_image_input(info, model_name=spec.name, size=(spec.size, spec.size))
         self._dtype = tensor_dtype(info)
         self.batch = max_batch if is_dynamic(info.shape[0]) else 1
-        if facefusion_mask:
+        if facefusion:
             from faceweave.swappers.neural.base import box_mask as facefusion_box
 
             mask = facefusion_box(spec.size, blur=mask_blur)
@@ -122,6 +128,16 @@ class RestorationEnhancer:
             outs.append(y)
         return denormalize_crops(np.concatenate(outs))
 
+    def cut(self, frame: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+        """The model's ``(S, S, 3)`` crop of ``frame`` under ``matrix``: as
+        FaceFusion cuts it (one warp, ``INTER_AREA``, edges replicated) in
+        ``facefusion`` mode, else :func:`warp_crop` (halved first when the
+        face shrinks by more than half)."""
+        size = self.spec.size
+        if self.facefusion:
+            return cv2.warpAffine(frame, matrix, (size, size), flags=cv2.INTER_AREA, borderMode=cv2.BORDER_REPLICATE)
+        return warp_crop(frame, matrix, size)
+
     def enhance(self, frame: np.ndarray, faces: Sequence[FaceLike], *, blend: float = 0.8) -> np.ndarray:
         """A new ``(H, W, 3)`` uint8 RGB frame with each face restored and
         mixed in by ``blend`` under the feathered box mask; pixels outside
@@ -134,7 +150,12 @@ class RestorationEnhancer:
             return frame.copy()
         size = self.spec.size
         matrices = [estimate_alignment(p, self.spec.template, size) for p in points]
-        restored = self.restore(np.stack([warp_crop(frame, m, size) for m in matrices]))
+        restored = self.restore(np.stack([self.cut(frame, m) for m in matrices]))
+        if self.facefusion:
+            out = frame.copy()
+            for crop, matrix in zip(restored, matrices, strict=False):
+                paste_blended(out, crop, self.mask, matrix, blend, out=out)
+            return out
         mask = self.mask * np.float32(blend)
         out = frame
         for crop, matrix in zip(restored, matrices, strict=False):

@@ -16,16 +16,16 @@ from faceweave.options import EnhancerOptions
 
 
 def load_enhancers(
-    options: EnhancerOptions, *, pool: Any, provider: Any = None, facefusion_mask: bool = False
+    options: EnhancerOptions, *, pool: Any, provider: Any = None, facefusion: bool = False
 ) -> tuple[FaceEnhancer | None, FrameEnhancer | None]:
     """``(face_enhancer, frame_enhancer)``; ``None`` for each one not asked
-    for (``facefusion_mask``: the face enhancer pastes under FaceFusion's box
-    mask, for ``compositing="facefusion"``)."""
+    for (``facefusion``: the face enhancer cuts, pastes and blends as
+    FaceFusion does, for ``compositing="facefusion"``)."""
     face = frame = None
     if options.face is not None:
         extra: dict[str, Any] = {"weight": options.face_weight} if face_enhancer_spec(options.face).weight_input else {}
-        if facefusion_mask:
-            extra["facefusion_mask"] = True
+        if facefusion:
+            extra["facefusion"] = True
         face = create_face_enhancer(options.face, pool.get(options.face, provider), **extra)
     if options.frame is not None:
         frame = create_frame_enhancer(

@@ -6,6 +6,7 @@ large model is checked in well under a second.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,19 +109,37 @@ def check_signature(
     actual: Signature,
     *,
     model: str,
-) -> None:
+    log: logging.Logger | None = None,
+) -> tuple[str, ...]:
     """Raise :class:`ModelSignatureError` unless ``actual`` fits the expected tensors.
 
     Named tensors are matched by name (in any order), unnamed ones by
-    position; the counts must be equal.  The message shows both signatures.
+    position.  The inputs' counts must be equal.  A file may have more
+    outputs than the spec (BiSeNet exported by its authors' script gives
+    three): the spec's are matched against the file's first ones, which are
+    what is read (FaceFusion reads the first output too), and the others are
+    named in one warning on ``log`` (default ``faceweave.models``) and
+    returned.  The message of the error shows both signatures.
     """
-    problems = _side("input", expected_inputs, actual.inputs) + _side("output", expected_outputs, actual.outputs)
+    outputs = actual.outputs[: len(expected_outputs)]
+    problems = _side("input", expected_inputs, actual.inputs) + _side("output", expected_outputs, outputs)
     if problems:
         expected = Signature(tuple(expected_inputs), tuple(expected_outputs))
         raise ModelSignatureError(
             f"{model}: the graph does not match its spec ({'; '.join(problems)}); "
             f"expected {expected.describe()}, found {actual.describe()}"
         )
+    extra = tuple(t.name or str(i) for i, t in enumerate(actual.outputs[len(outputs) :], start=len(outputs)))
+    if extra:
+        (log or logging.getLogger("faceweave.models")).warning(
+            "%s: the file has %d output(s) beyond the %d of its spec (%s); the first %d are used, the others ignored",
+            model,
+            len(extra),
+            len(outputs),
+            ", ".join(extra),
+            len(outputs),
+        )
+    return extra
 
 
 def _side(role: str, expected: Sequence[TensorSpec], actual: Sequence[TensorSpec]) -> list[str]:
