@@ -32,13 +32,35 @@ def crop_square(rgb: np.ndarray, box: BBox, *, scale: float, size: int) -> tuple
     return crop, x0, y0, factor
 
 
+#: a landmark of a serialized ``NormalizedLandmarkList`` with x, y and z
+#: alone: the list's field 1 (tag 0x0a) of 15 bytes, then x, y, z as
+#: fixed32 fields 1-3 (tags 0x0d, 0x15, 0x1d), each followed by 4 bytes
+_LANDMARK_BYTES = 17
+_LANDMARK_TAGS = ((0, 0x0A), (1, 15), (2, 0x0D), (7, 0x15), (12, 0x1D))
+_LANDMARK_FLOATS = (3, 4, 5, 6, 8, 9, 10, 11, 13, 14, 15, 16)
+
+
+def landmark_array(landmarks) -> np.ndarray:
+    """``(N, 3)`` float32 x, y, z of a mediapipe ``NormalizedLandmarkList``:
+    read straight from its serialized bytes when every landmark holds
+    exactly x, y and z (the face mesh's), a quarter of the time of reading
+    each landmark's three attributes; otherwise (a landmark with a
+    visibility, or a coordinate exactly 0, which protobuf leaves out) by
+    the attributes.  The same values either way."""
+    data = np.frombuffer(landmarks.SerializeToString(), np.uint8)
+    if data.size and data.size % _LANDMARK_BYTES == 0:
+        rows = data.reshape(-1, _LANDMARK_BYTES)
+        if all(bool((rows[:, col] == tag).all()) for col, tag in _LANDMARK_TAGS):
+            return np.ascontiguousarray(rows[:, _LANDMARK_FLOATS]).view("<f4").reshape(-1, 3).astype(np.float32)
+    return np.array([[p.x, p.y, p.z] for p in landmarks.landmark], np.float32).reshape(-1, 3)
+
+
 def _image_points(result, x0: float, y0: float, factor: float) -> np.ndarray | None:
     """The first face's mesh of a mediapipe result on a :func:`crop_square`
     crop, in image pixels, or ``None``."""
     if not result.multi_face_landmarks:
         return None
-    lm = result.multi_face_landmarks[0].landmark
-    pts = np.array([[p.x, p.y, p.z] for p in lm], np.float32) * CROP_SIZE
+    pts = landmark_array(result.multi_face_landmarks[0]) * CROP_SIZE
     if pts.shape[0] != MESH_POINTS:
         raise ModelError(f"face mesh returned {pts.shape[0]} points, expected {MESH_POINTS}")
     pts[:, 0] = pts[:, 0] / factor + x0
