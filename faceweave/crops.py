@@ -42,7 +42,8 @@ def cut_crop(pixels: np.ndarray, face: Face, *, face_size: int) -> AlignedCrop:
         src, warp = _halved_region(pixels, m, side)
     crop = cv2.warpAffine(src, warp, (side, side), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     mesh = transform_points(face.mesh, m)
-    return AlignedCrop(pixels=crop, matrix=m, mesh=mesh, face_size=float(face_size))
+    # an axis-aligned scale and shift: the face's head pose is the crop's
+    return AlignedCrop(pixels=crop, matrix=m, mesh=mesh, face_size=float(face_size), pose=face.pose)
 
 
 def _halved_region(pixels: np.ndarray, m: np.ndarray, side: int) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from faceweave.errors import InvalidOptionError
 from faceweave.options import SwapOptions
-from faceweave.types import MESH_POINTS, Face, checked_array
+from faceweave.types import MESH_POINTS, Face, Pose, checked_array
 
 if TYPE_CHECKING:
     from faceweave.geometry.expression import ExpressionCorrection
@@ -38,12 +38,15 @@ class AlignedCrop:
     ``pixels`` ``(S, S, 3)`` uint8 RGB; ``matrix`` ``(2, 3)`` float64
     image->crop; ``mesh`` ``(478, 3)`` float32 the face mesh in crop pixels;
     ``face_size`` the face's size in crop pixels (> 0).  Arrays are
-    read-only views."""
+    read-only views.  ``pose``: the face's head pose when the crop is
+    known to keep it (an axis-aligned crop of a face whose pose is known),
+    else ``None`` (then it is measured on ``mesh`` where needed)."""
 
     pixels: np.ndarray
     matrix: np.ndarray
     mesh: np.ndarray
     face_size: float
+    pose: Pose | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

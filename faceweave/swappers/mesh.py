@@ -190,7 +190,8 @@ class MeshSwapper:
         pipeline's expression check)."""
         size = target.size
         texture = source.prepared if isinstance(source.prepared, MeshTexture) else source_texture(source.crop.mesh)
-        amount = self.shape_transfer * shape_confidence(source.face.pose.yaw, head_pose(target.mesh).yaw)
+        pose = target.pose if target.pose is not None else head_pose(target.mesh)
+        amount = self.shape_transfer * shape_confidence(source.face.pose.yaw, pose.yaw)
         new_mesh = transfer_shape(target.mesh, source.crop.mesh, amount=amount, correction=correction)
         background, changed, moved = self._reshape(target, new_mesh)
         face, coverage, clean = self._texture(source, texture, new_mesh, size, target.face_size)
