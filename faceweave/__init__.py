@@ -15,6 +15,7 @@ from faceweave.errors import (
     ImageTooLargeError,
     InputError,
     InvalidOptionError,
+    MeshlessFaceError,
     ModelError,
     NoFaceError,
     NoMatchingFaceError,
@@ -23,7 +24,7 @@ from faceweave.errors import (
     UnsupportedFormatError,
 )
 from faceweave.options import AnalysisOptions, MaskOptions, SelectionOptions, SwapOptions
-from faceweave.types import BBox, Face, Image, Pose, SwappedFace, SwapResult
+from faceweave.types import BBox, Face, Image, Pose, SkippedFace, SwappedFace, SwapResult
 
 __version__ = "0.1.0"
 
@@ -61,6 +62,7 @@ __all__ = [
     "InputError",
     "InvalidOptionError",
     "MaskOptions",
+    "MeshlessFaceError",
     "ModelError",
     "NoFaceError",
     "NoMatchingFaceError",
@@ -68,6 +70,7 @@ __all__ = [
     "Pose",
     "Provenance",
     "SelectionOptions",
+    "SkippedFace",
     "SwapOptions",
     "SwappedFace",
     "SwapResult",

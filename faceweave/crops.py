@@ -41,7 +41,7 @@ def cut_crop(pixels: np.ndarray, face: Face, *, face_size: int) -> AlignedCrop:
     if scale < 0.5:
         src, warp = _halved_region(pixels, m, side)
     crop = cv2.warpAffine(src, warp, (side, side), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-    mesh = transform_points(face.mesh, m)
+    mesh = transform_points(face.require_mesh(), m)
     # an axis-aligned scale and shift: the face's head pose is the crop's
     return AlignedCrop(pixels=crop, matrix=m, mesh=mesh, face_size=float(face_size), pose=face.pose)
 
@@ -100,7 +100,8 @@ def template_crop(
         new_face = cv2.resize(np.ascontiguousarray(new_face, np.float32), (big, big), interpolation=cv2.INTER_LINEAR)
         coverage = cv2.resize(np.ascontiguousarray(coverage, np.float32), (big, big), interpolation=cv2.INTER_LINEAR)
         side, scale = big, scale * k
-    crop = AlignedCrop(pixels=target, matrix=m, mesh=transform_points(face.mesh, m), face_size=face.size * scale)
+    mesh = transform_points(face.require_mesh(), m)
+    crop = AlignedCrop(pixels=target, matrix=m, mesh=mesh, face_size=face.size * scale)
     out = SwapOutput(
         face=np.clip(np.rint(new_face), 0, 255).astype(np.uint8),
         background=target,

@@ -78,6 +78,10 @@ def _draw_box(canvas: np.ndarray, face: Face, colour, thickness: int) -> None:
 
 
 def _draw_mesh(canvas: np.ndarray, face: Face, colour) -> None:
+    """The mesh's points (none for a face kept without a mesh: its box and
+    five points show it)."""
+    if face.mesh is None:
+        return
     radius = round(face.size / 250)
     if radius == 0:  # small face: one pixel per point
         xy = np.rint(face.points2d).astype(np.int64)

@@ -64,6 +64,15 @@ class NoMatchingFaceError(FaceweaveError):
     code = "no_matching_face"
 
 
+class MeshlessFaceError(NoMatchingFaceError):
+    """A face needs its mediapipe mesh but has none: FaceFusion's detector
+    kept it and the mesh could not be fitted.  Faceweave's mesh swapper,
+    its compositing and the video tracker need the mesh; the neural
+    swappers do not (they align on the face's five points)."""
+
+    code = "meshless_face"
+
+
 class ModelError(FaceweaveError):
     """A model could not be loaded or run."""
 

@@ -28,7 +28,7 @@ from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.plans import PlanUse
 from faceweave.crops import cut_crop
 from faceweave.enhancement import Enhancers
-from faceweave.errors import InputError
+from faceweave.errors import InputError, MeshlessFaceError
 from faceweave.expression import ExpressionChecker
 from faceweave.maskers import FaceMaskModels
 from faceweave.models.needed import check_present, needed_models
@@ -43,7 +43,7 @@ from faceweave.swappers.neural.base import NeuralSwapper
 from faceweave.targets import TargetFaces
 from faceweave.threads import single_threaded_blas
 from faceweave.timing import timed
-from faceweave.types import Face, Image, SwappedFace, SwapResult
+from faceweave.types import Face, Image, SkippedFace, SwappedFace, SwapResult
 
 if TYPE_CHECKING:
     from faceweave.enhancers import FaceEnhancer, FrameEnhancer
@@ -273,6 +273,23 @@ class FaceSwapper:
         out = self.renderer.render(self.swapper, pixels, chosen, timings, colours, profile=profile, plans=plans)
         return self.enhance(out, [face for face, _ in chosen], timings)
 
+    def unswappable(self, face: Face) -> str | None:
+        """Why this swapper cannot swap ``face``, or ``None`` when it can: a
+        face kept without a mesh (:attr:`Face.mesh <faceweave.types.Face.mesh>`)
+        can only be swapped by a neural swapper, which aligns on its five
+        points; faceweave's mesh swapper reshapes the mesh."""
+        if face.mesh is not None or isinstance(self.swapper, NeuralSwapper):
+            return None
+        return (
+            f"no face mesh could be fitted to it and the {self.swapper.name!r} swapper needs one "
+            "(a neural swapper, --swapper, swaps it from its five points)"
+        )
+
+    def skipped_faces(self, faces: Sequence[Face], indices: Sequence[int]) -> list[SkippedFace]:
+        """The faces ``faces[i]`` (``i`` in ``indices``) this swapper cannot swap, each with why."""
+        found = [(i, self.unswappable(faces[i])) for i in indices]
+        return [SkippedFace(target_index=i, bbox=faces[i].bbox, reason=why) for i, why in found if why is not None]
+
     def swap_faces(
         self,
         pixels: np.ndarray,
@@ -282,9 +299,16 @@ class FaceSwapper:
         timings: dict[str, float] | None = None,
     ) -> tuple[np.ndarray, list[SwappedFace]]:
         """Swap the faces ``faces[i]`` for ``i`` in ``indices``; smaller faces
-        first so that a nearer, larger face ends on top."""
+        first so that a nearer, larger face ends on top.  A face the swapper
+        cannot swap (:meth:`unswappable`) is left as it is; when that is
+        every face, :class:`~faceweave.errors.MeshlessFaceError` is raised."""
         timings = {} if timings is None else timings
-        order = sorted(indices, key=lambda k: faces[k].bbox.area)
+        skipped = {s.target_index for s in self.skipped_faces(faces, indices)}
+        if indices and len(skipped) == len(indices):
+            raise MeshlessFaceError(
+                f"none of the {len(indices)} selected face(s) can be swapped: {self.unswappable(faces[indices[0]])}"
+            )
+        order = sorted((i for i in indices if i not in skipped), key=lambda k: faces[k].bbox.area)
         chosen = [(faces[i], self.choose_source(sources, faces[i])) for i in order]
         out = self.swap_many(pixels, chosen, timings, kind="photo")
         swapped = []
@@ -346,6 +370,9 @@ class FaceSwapper:
             ref = self.reference_embedding(reference)
         faces, indices = self.targets.select(target_image, timings, reference=ref)
         image, swapped = self.swap_faces(target_image.pixels, faces, indices, prepared, timings)
+        skipped = self.skipped_faces(faces, indices)
+        for face in skipped:
+            log.info("face %d not swapped: %s", face.target_index, face.reason)
         alpha = target_image.alpha
         if alpha is not None and alpha.shape[:2] != image.shape[:2]:  # a frame enhancer scaled the image
             alpha = cv2.resize(alpha, (image.shape[1], image.shape[0]), interpolation=cv2.INTER_LINEAR)
@@ -360,4 +387,5 @@ class FaceSwapper:
             swapped=tuple(swapped),
             timings_ms=timings,
             provenance=provenance,
+            skipped=tuple(skipped),
         )

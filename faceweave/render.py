@@ -154,7 +154,9 @@ class FaceRenderer:
     ) -> np.ndarray:
         """A neural swapper's faces: one inference per source, each face warped
         once from the frame onto the model's template, then pasted back in
-        order the way ``options.compositing`` says."""
+        order the way ``options.compositing`` says (a face kept without a
+        mesh always FaceFusion's way: faceweave's masks are drawn from the
+        mesh)."""
         swaps: dict[int, TemplateSwap] = {}
         groups = _by_source(chosen)
         facefusion = self.options.neural_compositing() == "facefusion"
@@ -164,7 +166,7 @@ class FaceRenderer:
                 swaps.update(zip(members, found, strict=False))
         out = pixels.copy()
         for k, ((face, _), colour) in enumerate(zip(chosen, colours, strict=False)):
-            if facefusion:
+            if facefusion or face.mesh is None:  # faceweave's compositing reads the mesh
                 self.paste_facefusion(swaps[k], timings, into=out, face=face)
             else:
                 crop, result = template_crop(pixels, face, swaps[k], face_size=self.face_size(face))

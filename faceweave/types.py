@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from faceweave.errors import InputError
+from faceweave.errors import InputError, MeshlessFaceError
 
 if TYPE_CHECKING:
     from faceweave.provenance.stamp import Provenance
@@ -146,11 +146,16 @@ class Face:
     """A face found in an image.
 
     Attributes:
-        bbox: face box in image pixels (from the mesh when available).
+        bbox: face box in image pixels: the mesh's with mediapipe's detector,
+            the detector's own with one of FaceFusion's (as FaceFusion's).
         score: detector confidence in ``[0, 1]``.
         mesh: ``(478, 3)`` float32 mediapipe face mesh; x, y in image pixels,
-            z relative depth in pixels (smaller is nearer the camera).
-        pose: head pose in degrees.
+            z relative depth in pixels (smaller is nearer the camera); ``None``
+            for a face that FaceFusion's detector kept but the mesh could not
+            be fitted to (only its :attr:`landmarks5` / :attr:`landmarks68`
+            describe it: the neural swappers swap it, the mesh swapper skips
+            it).
+        pose: head pose in degrees (from the five points, roughly, without a mesh).
         embedding: ``(128,)`` float32 dlib identity embedding, or ``None`` when
             it was not computed.
         landmarks5: ``(5, 2)`` alignment points from a chosen face detector
@@ -160,24 +165,38 @@ class Face:
 
     bbox: BBox
     score: float
-    mesh: np.ndarray
+    mesh: np.ndarray | None
     pose: Pose
     embedding: np.ndarray | None = None
     landmarks5: np.ndarray | None = None
     landmarks68: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mesh", _frozen_array(self.mesh, shape=(MESH_POINTS, 3), name="mesh"))
+        if self.mesh is not None:
+            object.__setattr__(self, "mesh", _frozen_array(self.mesh, shape=(MESH_POINTS, 3), name="mesh"))
+        elif self.landmarks5 is None:
+            raise InputError("a face without a mesh needs its five points (landmarks5)")
         if self.embedding is not None:
             object.__setattr__(self, "embedding", _frozen_array(self.embedding, shape=(128,), name="embedding"))
         for name, count in (("landmarks5", 5), ("landmarks68", 68)):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, _frozen_array(getattr(self, name), shape=(count, 2), name=name))
 
+    def require_mesh(self) -> np.ndarray:
+        """The ``(478, 3)`` mesh.
+
+        Raises:
+            MeshlessFaceError: the face has none (see :attr:`mesh`).
+        """
+        if self.mesh is None:
+            box = [round(v) for v in self.bbox.as_list()]
+            raise MeshlessFaceError(f"the face at {box} has no face mesh (none could be fitted to it)")
+        return self.mesh
+
     @property
     def points2d(self) -> np.ndarray:
-        """``(478, 2)`` mesh points in image pixels."""
-        return self.mesh[:, :2]
+        """``(478, 2)`` mesh points in image pixels (:class:`MeshlessFaceError` without a mesh)."""
+        return self.require_mesh()[:, :2]
 
     @property
     def kps5(self) -> np.ndarray:
@@ -189,7 +208,7 @@ class Face:
             return self.landmarks5
         from faceweave.geometry.topology import kps5_from_mesh
 
-        return kps5_from_mesh(self.mesh[:, :2])
+        return kps5_from_mesh(self.require_mesh()[:, :2])
 
     @property
     def size(self) -> float:
@@ -250,6 +269,16 @@ class SwappedFace:
     pose_gap: float
 
 
+@dataclass(frozen=True)
+class SkippedFace:
+    """A selected target face that was not swapped, and why (``reason``: one
+    sentence; e.g. a face kept without a mesh, which the mesh swapper needs)."""
+
+    target_index: int
+    bbox: BBox
+    reason: str
+
+
 @dataclass(frozen=True, eq=False)
 class SwapResult:
     """Result of :meth:`faceweave.FaceSwapper.swap`.
@@ -260,7 +289,8 @@ class SwapResult:
     ``faces`` the faces found in the target; ``swapped`` which of them were
     swapped and with which source photo; ``timings_ms`` per-stage
     milliseconds; ``provenance`` how the result is marked (run id, watermark
-    on or off), which :meth:`save` writes as the "AI-generated" label.
+    on or off), which :meth:`save` writes as the "AI-generated" label;
+    ``skipped`` the selected faces that could not be swapped, each with why.
     """
 
     image: np.ndarray
@@ -269,6 +299,7 @@ class SwapResult:
     swapped: tuple[SwappedFace, ...]
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     provenance: Provenance | None = None
+    skipped: tuple[SkippedFace, ...] = ()
 
     def save(self, path: str | os.PathLike[str], *, quality: int = 95) -> Path:
         """Write the image (and its alpha) to ``path`` with the label of

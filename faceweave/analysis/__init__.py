@@ -6,7 +6,9 @@ landmarker are chosen by name (:class:`~faceweave.options.AnalysisOptions`):
 mediapipe's by default, or FaceFusion's ONNX models.  The mediapipe mesh is
 always fitted inside each detected box: faceweave's masks and geometry use
 it, while the neural swappers align with the face's ``kps5``, which are the
-chosen detector's or landmarker's points when one is chosen.
+chosen detector's or landmarker's points when one is chosen.  With one of
+FaceFusion's detectors every face it keeps is kept, with the detector's box,
+and without a mesh where none fits (:meth:`FaceAnalyser._face`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from faceweave.analysis.embedder import DlibEmbedder, embedding_distance
 from faceweave.analysis.face_detectors import FaceDetector, create_face_detection
 from faceweave.analysis.face_landmarkers import FaceLandmarker, create_face_landmarker
 from faceweave.analysis.landmarker import MediapipeFaceMesh
-from faceweave.analysis.pose import head_pose
+from faceweave.analysis.pose import five_point_pose, head_pose
 from faceweave.geometry.topology import kps5_from_mesh
 from faceweave.models.needed import analysis_models, check_present
 from faceweave.options import AnalysisOptions, RuntimeOptions
@@ -118,13 +120,9 @@ class FaceAnalyser:
         for det in detections:
             with timed(timings, "mesh"):
                 mesh = self.mesher.landmarks(pixels, det.bbox)
-            if mesh is None:
+            face = self._face(det, mesh, faces)
+            if face is None:
                 continue
-            box = mesh_box(mesh)
-            # the mesh may lock onto a neighbouring face already found
-            if any(box.iou(f.bbox) > 0.5 for f in faces) or box.iou(det.bbox) < 0.2:
-                continue
-            face = Face(bbox=box, score=det.score, mesh=mesh, pose=head_pose(mesh))
             with timed(timings, "landmarks"):
                 face = self._chosen_points(pixels, det, face)
             if embeddings:
@@ -135,18 +133,41 @@ class FaceAnalyser:
                 break
         return faces
 
+    def _face(self, det: Detection, mesh: np.ndarray | None, found: list[Face]) -> Face | None:
+        """The face of ``det`` with its ``mesh``, or ``None`` to drop it.
+
+        A mesh that was not fitted, or that locked onto a neighbouring face
+        already ``found`` (its box over 0.5 IoU with one) or onto something
+        outside the detector's box (under 0.2 IoU with it), is no mesh of
+        this face.  With mediapipe's detector such a face is dropped and the
+        box is the mesh's.  FaceFusion keeps every face its detector keeps:
+        with one of its detectors the box is the detector's, and a face
+        without a fitting mesh is kept without one (its five points are the
+        detector's, its pose guessed from them)."""
+        box = None if mesh is None else mesh_box(mesh)
+        fits = box is not None and not any(box.iou(f.bbox) > 0.5 for f in found) and box.iou(det.bbox) >= 0.2
+        if self.options.face_detector == "mediapipe":
+            if mesh is None or box is None or not fits:
+                return None
+            return Face(bbox=box, score=det.score, mesh=mesh, pose=head_pose(mesh))
+        if mesh is None or not fits:
+            five = np.asarray(det.keypoints, np.float64)
+            return Face(bbox=det.bbox, score=det.score, mesh=None, pose=five_point_pose(five), landmarks5=five)
+        return Face(bbox=det.bbox, score=det.score, mesh=mesh, pose=head_pose(mesh))
+
     def _chosen_points(self, pixels: np.ndarray, det: Detection, face: Face) -> Face:
         """``face`` with the five (and 68) points of the chosen detector and
         landmarker; unchanged with mediapipe's."""
         if self.options.face_detector == "mediapipe" and self.landmarker is None:
             return face
         onnx_five = self.options.face_detector != "mediapipe"
-        five = np.asarray(det.keypoints, np.float64) if onnx_five else kps5_from_mesh(face.mesh[:, :2])
+        five = np.asarray(det.keypoints, np.float64) if onnx_five else kps5_from_mesh(face.require_mesh()[:, :2])
         if self.landmarker is None:
             return replace(face, landmarks5=five)
         box = np.array([det.bbox.x1, det.bbox.y1, det.bbox.x2, det.bbox.y2])
         found = self.landmarker.points(pixels, box, five)
-        return replace(face, landmarks5=found.five, landmarks68=found.points68)
+        pose = face.pose if face.mesh is not None else five_point_pose(found.five)
+        return replace(face, pose=pose, landmarks5=found.five, landmarks68=found.points68)
 
     def embed(self, pixels: np.ndarray, face: Face) -> Face:
         """The same face with its dlib embedding."""

@@ -454,6 +454,9 @@ def _swap(
                 "height": int(result.image.shape[0]),
                 "faces_found": len(result.faces),
                 "swapped": swapped,
+                "skipped": [
+                    {"face": s.target_index, "box": s.bbox.as_list(), "reason": s.reason} for s in result.skipped
+                ],
                 "run_id": provenance.run_hex if provenance is not None else None,
                 "watermark": bool(provenance is not None and provenance.watermark),
                 "timings_ms": {k: round(float(v), 1) for k, v in wall_times(result.timings_ms).items()},
@@ -478,4 +481,7 @@ def _print_swap(term: console.Terminal, models: list[dict[str, Any]], result, wr
         box = ", ".join(f"{v:.0f}" for v in face.bbox.as_list())
         source = display_name(face.source_path, f"source {face.source_index}")
         term.line(f"face {face.target_index} [{box}] <- {source}")
+    for skipped in result.skipped:
+        box = ", ".join(f"{v:.0f}" for v in skipped.bbox.as_list())
+        term.line(f"face {skipped.target_index} [{box}] not swapped: {skipped.reason}")
     term.line(f"wrote {written} ({len(result.swapped)} of {len(result.faces)} face(s) swapped)")

@@ -65,7 +65,9 @@ class Swapper(Protocol):
 
 
 def _largest(faces: Sequence[Face]) -> Face | None:
-    return max(faces, key=lambda f: f.bbox.area) if faces else None
+    """The largest face with a mesh (the scores read it), or ``None``."""
+    meshed = [f for f in faces if f.mesh is not None]
+    return max(meshed, key=lambda f: f.bbox.area) if meshed else None
 
 
 def _write_bytes(path: Path, data: bytes) -> None:
@@ -229,7 +231,7 @@ class _Failures:
 def _result_face(swapper: Swapper, result: np.ndarray, target_face: Face, match_iou: float) -> Face | None:
     """The face of ``result`` where the target face was (the best box overlap
     of at least ``match_iou``; the first found on a tie), with its embedding."""
-    found = swapper.analyser.analyse(result, embeddings=True)
+    found = [f for f in swapper.analyser.analyse(result, embeddings=True) if f.mesh is not None]
     matches = sorted(((f.bbox.iou(target_face.bbox), -i) for i, f in enumerate(found)), reverse=True)
     if not matches or matches[0][0] < match_iou:
         return None

@@ -35,8 +35,8 @@ def image_metrics(
         width=settings.seam_border_width,
         within=R.box_mask(shape, target_face.bbox, scale=settings.seam_box_scale),
     )
-    expression = M.expression_differences(result_face.mesh, target_face.mesh)
-    tone = tone_shift(result, target, target_face.mesh, result_face.mesh, settings=settings.tone)
+    expression = M.expression_differences(result_face.require_mesh(), target_face.require_mesh())
+    tone = tone_shift(result, target, target_face.require_mesh(), result_face.require_mesh(), settings=settings.tone)
     return {
         "pose_error": M.pose_error(result_face.pose, target_face.pose),
         "expression_error": max(expression.as_tuple()),
@@ -57,7 +57,7 @@ def image_metrics(
             sigma=max(settings.blotch_sigma * target_face.size, 1.0),
             threshold=settings.blotch_delta_e,
         ),
-        "sharpness_ratio": M.face_sharpness_ratio(result, target, target_face.mesh),
+        "sharpness_ratio": M.face_sharpness_ratio(result, target, target_face.require_mesh()),
     }
 
 

@@ -219,8 +219,9 @@ def scan_video(path: str | os.PathLike, analyser) -> VideoScan:
     with VideoReader(path) as reader:
         for frame in reader:
             faces = analyser.analyse(frame.pixels, small_faces=False)
-            face = max(faces, key=lambda f: f.bbox.area) if faces else None
-            scan.meshes.append(None if face is None else np.array(face.mesh[:, :2]))
+            meshed = [f for f in faces if f.mesh is not None]  # the scan reads meshes
+            face = max(meshed, key=lambda f: f.bbox.area) if meshed else None
+            scan.meshes.append(None if face is None else np.array(face.points2d))
             scan.greys.append(cv2.cvtColor(frame.pixels, cv2.COLOR_RGB2GRAY))
     return scan
 

@@ -214,7 +214,7 @@ class FramePlanner:
             state.plan,
             frame=frame.index,
             source=source,
-            layout=crop_layout(track.face.mesh, matrix, size),
+            layout=crop_layout(track.face.require_mesh(), matrix, size),
             face_size=size,
             light=colour.target.mean,
         )

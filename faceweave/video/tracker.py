@@ -69,14 +69,20 @@ def _points68(face: Face) -> tuple[np.ndarray, np.ndarray] | None:
     """``face``'s 68 landmarks and its mesh's points, or ``None`` without 68 landmarks."""
     if face.landmarks68 is None:
         return None
-    return np.asarray(face.landmarks68, np.float64), np.asarray(face.mesh[:, :2], np.float64)
+    return np.asarray(face.landmarks68, np.float64), np.asarray(face.require_mesh()[:, :2], np.float64)
 
 
 def _offset5(face: Face) -> np.ndarray | None:
     """``face``'s chosen five points minus its mesh's, or ``None`` when it has none."""
     if face.landmarks5 is None:
         return None
-    return np.asarray(face.landmarks5, np.float64) - kps5_from_mesh(face.mesh[:, :2])
+    return np.asarray(face.landmarks5, np.float64) - kps5_from_mesh(face.require_mesh()[:, :2])
+
+
+def _meshed(found: list[Face]) -> list[Face]:
+    """The faces of ``found`` with a mesh: the tracker follows faces by their
+    mesh, so a face FaceFusion's detector kept without one is not tracked."""
+    return [face for face in found if face.mesh is not None]
 
 
 class FaceTracker:
@@ -168,7 +174,7 @@ class FaceTracker:
 
     def _new_track(self, face: Face, t: float) -> Track:
         flt = OneEuroFilter(min_cutoff=self.min_cutoff, beta=self.beta)
-        flt(face.mesh, t)
+        flt(face.require_mesh(), t)
         track = Track(id=self._next_id, face=face, filter=flt, offset5=_offset5(face), points68=_points68(face))
         self._next_id += 1
         return track
@@ -205,13 +211,13 @@ class FaceTracker:
             found = self.detect_ahead(pixels)
         kept: list[Track] = []
         free = list(self.tracks)
-        for face in sorted(found, key=lambda f: -f.bbox.area):
+        for face in sorted(_meshed(found), key=lambda f: -f.bbox.area):
             best = max(free, key=lambda tr: tr.face.bbox.iou(face.bbox), default=None)
             if best is not None and best.face.bbox.iou(face.bbox) > 0.3:
                 free.remove(best)
                 best.offset5 = _offset5(face)
                 best.points68 = _points68(face)
-                best.face = self._smoothed(best, face.mesh, face.score, t)
+                best.face = self._smoothed(best, face.require_mesh(), face.score, t)
                 best.age += 1
                 kept.append(best)
             else:
@@ -234,8 +240,8 @@ class FaceTracker:
             found = self.analyser.analyse(np.ascontiguousarray(pixels[y0:y1, x0:x1]), small_faces=False)
         old = track.face.bbox
         best, best_gap = None, 1.2  # centre distance in old face widths
-        for face in found:
-            mesh = face.mesh + np.array([x0, y0, 0.0], np.float32)
+        for face in _meshed(found):
+            mesh = face.require_mesh() + np.array([x0, y0, 0.0], np.float32)
             box = mesh_box(mesh)
             gap = float(np.hypot(box.center[0] - old.center[0], box.center[1] - old.center[1])) / max(old.width, 1.0)
             if gap < best_gap and 0.5 < box.width / max(old.width, 1.0) < 2.0:
