@@ -1,6 +1,8 @@
-"""The CPU container image, built and run here (slow): built from a
-Debian-made base (mmdebstrap, no registry) and a host wheelhouse as ``make
-image`` does; run read-only (``/tmp`` included) as its non-root user; the API
+"""The CPU container image, built and run here (slow): built from
+Debian-made bases (mmdebstrap, no registry: one with a C compiler for the
+build stages) and a host wheelhouse as ``make image`` does; run read-only
+(``/tmp`` included) as its non-root user, without build tools but with
+faceweave's compiled kernels; the API
 container answers ``/readyz`` and a ``POST /v1/swap`` whose image ``faceweave
 verify`` reports watermarked, and every API probe of the Kubernetes manifests;
 a live session (WebRTC, aiortc from the image's webrtc extra) with a peer on
@@ -67,7 +69,7 @@ def image() -> str:
     if why:
         pytest.skip(why)
     began = time.monotonic()
-    ci.ensure_base()
+    ci.ensure_bases()
     base_s = time.monotonic() - began
     began = time.monotonic()
     ci.ensure_wheelhouse()
@@ -148,6 +150,18 @@ def test_image_is_non_root_without_build_tools(image):
         [*ci.podman("run", "--rm", *RUN, "--entrypoint", "sh", image), "-c", check], capture_output=True, text=True
     )
     assert out.stdout.split() == ["None", "None"], out.stdout + out.stderr
+
+
+def test_image_runs_the_compiled_kernels(image):
+    """The build stages compiled faceweave/kernels/_raster.c and the runtime loads it (no NumPy fallback)."""
+    check = "import faceweave.kernels.raster as r; print(r.compiled(), getattr(r._raster, '__file__', None))"
+    out = subprocess.run(
+        [*ci.podman("run", "--rm", *RUN, "--entrypoint", "/opt/faceweave/bin/python", image), "-c", check],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0 and out.stdout.split()[0] == "True", out.stdout + out.stderr
+    assert out.stdout.split()[1].startswith("/opt/faceweave/lib/python3.11/site-packages/faceweave/kernels/_raster.")
 
 
 def test_api_container_swaps_read_only_and_answers_its_probes(run_container, faces_dir, tmp_path):

@@ -404,3 +404,28 @@ def test_build_stages_install_the_dependencies_before_copying_the_source(stages)
     assert installers == 3  # build-base (cpu, cuda, build-app), build-ascend, build-cambricon
     script = (dm.DEPLOY / "image" / "install-faceweave.sh").read_text()
     assert script.count("--no-deps") == 2
+
+
+def test_build_stages_compile_the_kernels_on_their_own_base(stages):
+    """cpu and cuda build on BUILD_BASE_IMAGE (a C compiler, Python's headers) and run on
+    BASE_IMAGE; every stage that installs faceweave hands it REQUIRE_KERNELS, on by default
+    where the build base is ours and off on the vendors' images (their NumPy kernels run)."""
+    from tools import container_image as ci
+
+    assert stages["build-base"]["from"] == "python:3.11-bookworm"
+    assert stages["runtime"]["from"] == "python:3.11-slim-bookworm"
+    installs = {name for name, stage in stages.items() if "install-faceweave.sh" in " ".join(stage["run"])}
+    assert installs == {"build-app", "build-ascend", "build-cambricon"}
+    for name in installs:
+        assert all("REQUIRE_KERNELS=${REQUIRE_KERNELS}" in r for r in stages[name]["run"] if "install-faceweave" in r)
+    defaults = {
+        name: v for name in installs for k, v in stages[name]["instructions"] if k == "ARG" and "REQUIRE_KERNELS" in v
+    }
+    assert defaults == {
+        "build-app": "REQUIRE_KERNELS=1",
+        "build-ascend": "REQUIRE_KERNELS=0",
+        "build-cambricon": "REQUIRE_KERNELS=0",
+    }
+    # make image: the build base is the runtime's packages and a compiler, and the build must compile
+    assert set(ci.BASE.packages) < set(ci.BUILD_BASE.packages) and "gcc" in ci.BUILD_BASE.packages
+    assert not {"gcc", "libc6-dev"} & set(ci.BASE.packages)

@@ -4,9 +4,13 @@ No container registry can be reached from this machine and a build container
 cannot reach PyPI (its TLS is intercepted by a certificate the container does
 not trust), so:
 
-* the base is made from Debian's packages: ``mmdebstrap`` writes a bookworm
+* the bases are made from Debian's packages: ``mmdebstrap`` writes a bookworm
   root with Python 3.11 (``deploy/.cache/base.tar``, kept between runs) and
-  ``podman import`` names it ``localhost/python-base:3.11``;
+  ``podman import`` names it ``localhost/python-base:3.11``, the runtime's
+  base; a second root, the same packages with a C compiler and Python's
+  headers added (``deploy/.cache/build-base.tar``), becomes
+  ``localhost/python-build:3.11``, the base of the build stages only, which
+  compile faceweave's kernels (faceweave/kernels/_raster.c);
 * the wheels are fetched on the host (``pip wheel`` into ``deploy/wheels``,
   rebuilt when ``pyproject.toml`` changes) and installed offline in the build
   (``PIP_NO_INDEX=1``).
@@ -26,17 +30,36 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "deploy" / ".cache"
 WHEELS = ROOT / "deploy" / "wheels"
 CONTAINERFILE = ROOT / "deploy" / "Containerfile"
-BASE_IMAGE = "localhost/python-base:3.11"
 IMAGE = "localhost/faceweave:cpu"
 #: Debian packages of the base: Python 3.11 and the libraries OpenCV needs (python:3.11-slim gets
 #: the libraries from deploy/image/setup-runtime.sh instead)
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libgl1", "libglib2.0-0")
+#: what the build stages add to build faceweave's C extension: Debian's Python is built with
+#: ``x86_64-linux-gnu-gcc`` (the gcc package's name for it), and libc6-dev is only gcc's Recommends,
+#: which mmdebstrap does not install
+BUILD_PACKAGES = ("gcc", "libc6-dev", "libpython3.11-dev")
+
+
+@dataclass(frozen=True)
+class Base:
+    """A base image made from Debian packages: its podman name, its cached tar and its packages."""
+
+    name: str
+    tar: str
+    packages: tuple[str, ...]
+
+
+#: the runtime stages' base (no compiler, no headers) and the build stages' (the same Python and more)
+BASE = Base("localhost/python-base:3.11", "base.tar", BASE_PACKAGES)
+BUILD_BASE = Base("localhost/python-build:3.11", "build-base.tar", BASE_PACKAGES + BUILD_PACKAGES)
+BASE_IMAGE, BUILD_BASE_IMAGE = BASE.name, BUILD_BASE.name
 #: what the wheelhouse holds besides faceweave's own requirements: setuptools (the build backend
 #: and pkg_resources), wheel, and redis's async-timeout (Debian's Python is 3.11.2; redis asks
 #: for it below 3.11.3, which the host's newer Python does not)
@@ -68,11 +91,11 @@ def image_exists(name: str) -> bool:
     return subprocess.run(podman("image", "exists", name), capture_output=True).returncode == 0
 
 
-def ensure_base(name: str = BASE_IMAGE) -> None:
-    """``name`` in podman's store, imported from the cached tar or made by mmdebstrap first."""
-    if image_exists(name):
+def ensure_base(base: Base = BASE) -> None:
+    """``base`` in podman's store, imported from its cached tar or made by mmdebstrap first."""
+    if image_exists(base.name):
         return
-    tar = CACHE / "base.tar"
+    tar = CACHE / base.tar
     if not tar.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         partial = tar.with_suffix(".tar.part")
@@ -82,13 +105,19 @@ def ensure_base(name: str = BASE_IMAGE) -> None:
                 "--quiet",
                 "--variant=minbase",
                 "--format=tar",
-                f"--include={','.join(BASE_PACKAGES)}",
+                f"--include={','.join(base.packages)}",
                 "bookworm",
                 str(partial),
             ]
         )
         partial.replace(tar)
-    _run(podman("import", "--quiet", str(tar), name), stdout=subprocess.DEVNULL)
+    _run(podman("import", "--quiet", str(tar), base.name), stdout=subprocess.DEVNULL)
+
+
+def ensure_bases() -> None:
+    """Both bases: the runtime's and the build stages'."""
+    for base in (BASE, BUILD_BASE):
+        ensure_base(base)
 
 
 def _pyproject_digest() -> str:
@@ -113,8 +142,13 @@ def ensure_wheelhouse(python: str = sys.executable) -> None:
     stamp.write_text(digest)
 
 
-def build(tag: str = IMAGE, *, base: str = BASE_IMAGE, target: str = "cpu") -> float:
-    """Build ``tag`` from the Containerfile offline; returns the seconds the build took."""
+def build(
+    tag: str = IMAGE, *, base: str = BASE_IMAGE, build_base: str = BUILD_BASE_IMAGE, target: str = "cpu"
+) -> float:
+    """Build ``tag`` from the Containerfile offline; returns the seconds the build took.
+
+    The build stages run on ``build_base`` and must compile faceweave's kernels
+    (``REQUIRE_KERNELS=1``: the build fails rather than fall back to NumPy)."""
     began = time.monotonic()
     _run(
         podman(
@@ -125,7 +159,11 @@ def build(tag: str = IMAGE, *, base: str = BASE_IMAGE, target: str = "cpu") -> f
             "--build-arg",
             f"BASE_IMAGE={base}",
             "--build-arg",
+            f"BUILD_BASE_IMAGE={build_base}",
+            "--build-arg",
             "PIP_NO_INDEX=1",
+            "--build-arg",
+            "REQUIRE_KERNELS=1",
             "--target",
             target,
             "-f",
@@ -153,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot build the image here: {why}", file=sys.stderr)
         return 2
     timings: dict[str, float] = {}
-    for step, work in (("base", ensure_base), ("wheels", ensure_wheelhouse)):
+    for step, work in (("base", ensure_bases), ("wheels", ensure_wheelhouse)):
         began = time.monotonic()
         work()
         timings[step] = time.monotonic() - began
