@@ -101,28 +101,48 @@ def paste_area(frame_shape: tuple[int, ...], side: int, matrix: np.ndarray) -> t
     return int(x1), int(y1), int(x2), int(y2)
 
 
+#: the weights of :func:`paste_face`'s blend are scaled by this power of two
+#: so that ``cv2.blendLinear``'s ``1e-5`` in its divisor is lost in rounding:
+#: the blend is then ``frame * (1 - mask) + face * mask`` to the last bit
+BLEND_SCALE = 1024.0
+
+
 def paste_face(frame: np.ndarray, face: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, out: np.ndarray) -> None:
     """Mix the crop ``face`` ``(S, S, 3)`` (float in ``[0, 255]`` or uint8)
     into ``frame`` under ``mask`` ``(S, S)``, both taken back to the frame by
     one inverse warp of ``matrix`` (frame -> crop; bilinear, the face's edges
     replicated, the mask's zero), in floating point and rounded once.  Only
     the frame's region under the crop is written, into ``out`` (``frame``
-    itself or a copy of it)."""
+    itself or a copy of it).
+
+    The face and the mask go back in one four-channel warp (OpenCV's fast
+    case, about twice as fast as three channels and one), of the crop
+    bordered by one pixel: the face's edge repeated, the mask's zero, which
+    is what the two warps' borders give; the mix is one ``cv2.blendLinear``."""
     side = int(face.shape[0])
     x1, y1, x2, y2 = paste_area(frame.shape, side, matrix)
     if x2 <= x1 or y2 <= y1:
         return
     inv = np.asarray(cv2.invertAffineTransform(np.asarray(matrix, np.float64)), np.float64)
-    inv[:, 2] -= np.array([x1, y1], np.float64)
-    size = (x2 - x1, y2 - y1)
-    m = cv2.warpAffine(np.ascontiguousarray(mask, np.float32), inv, size, flags=cv2.INTER_LINEAR)
-    m = np.clip(m, 0.0, 1.0)[..., None]
+    inv[:, 2] -= np.array([x1, y1], np.float64) + inv[:, :2] @ np.ones(2)  # the crop's border of one pixel
     back = cv2.warpAffine(
-        np.ascontiguousarray(face, np.float32), inv, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        bordered_rgba(face, mask), inv, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
     )
+    weight = np.clip(np.asarray(cv2.extractChannel(back, 3), np.float32), 0.0, 1.0) * np.float32(BLEND_SCALE)
     region = frame[y1:y2, x1:x2].astype(np.float32)
-    mixed = region * (1.0 - m) + back * m
-    out[y1:y2, x1:x2] = np.clip(np.rint(mixed), 0, 255).astype(np.uint8)
+    mixed = cv2.blendLinear(region, cv2.cvtColor(back, cv2.COLOR_RGBA2RGB), np.float32(BLEND_SCALE) - weight, weight)
+    out[y1:y2, x1:x2] = cv2.convertScaleAbs(mixed)  # rounded to nearest (even), saturated: rint and clip
+
+
+def bordered_rgba(face: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``(S + 2, S + 2, 4)`` float32: the face ``(S, S, 3)`` and the mask
+    ``(S, S)`` as one image with a border of one pixel, the face's edge
+    repeated and the mask's zero."""
+    channels = [np.ascontiguousarray(c, np.float32) for c in cv2.split(np.asarray(face, np.float32))]
+    rgba = cv2.copyMakeBorder(cv2.merge([*channels, np.asarray(mask, np.float32)]), 1, 1, 1, 1, cv2.BORDER_REPLICATE)
+    rgba[[0, -1], :, 3] = 0.0
+    rgba[:, [0, -1], 3] = 0.0
+    return np.asarray(rgba, np.float32)
 
 
 def move_mask(mask: np.ndarray, source: np.ndarray, target: np.ndarray, side: int) -> np.ndarray:
