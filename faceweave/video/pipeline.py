@@ -29,6 +29,7 @@ from faceweave.io import write_image
 from faceweave.pipeline import FaceSwapper, ImageInput
 from faceweave.profiles import RenderKind
 from faceweave.provenance.stamp import Provenance, image_metadata, stamp_image, writer_stamp
+from faceweave.render import FrameFaces
 from faceweave.swappers import SourceFace
 from faceweave.threads import single_threaded_blas
 from faceweave.timing import timed
@@ -78,6 +79,10 @@ class VideoOptions:
     #: threads that render planned frames while the next ones are tracked
     #: (OpenCV and NumPy release the GIL for most of the work)
     workers: int = 2
+    #: frames whose faces go through one inference call, when the swapper's
+    #: model takes a dynamic batch (a neural swapper: :attr:`FaceSwapper.batches_frames`;
+    #: others render frame by frame); at most ``queue_size``
+    neural_batch: int = 1
     #: refuse videos longer than this (seconds) or with more frames than this:
     #: from the header before any work, and while decoding when it does not say
     max_seconds: float | None = None
@@ -151,6 +156,26 @@ class VideoSwapper:
             timings,
             colours=[p.colour for p in plan],
             plans=[p.plan for p in plan],
+            kind=self.kind,
+        )
+
+    def render_batch(
+        self, frames: Sequence[tuple[np.ndarray, Sequence[PlannedFace]]], timings: dict[str, float]
+    ) -> list[np.ndarray]:
+        """:meth:`render` for several frames, in order, their faces in one
+        inference where the swapper batches frames
+        (:meth:`FaceSwapper.swap_frames`)."""
+        return self.swapper.swap_frames(
+            [
+                FrameFaces(
+                    pixels,
+                    tuple((p.face, p.source) for p in plan),
+                    tuple(p.colour for p in plan),
+                    tuple(p.plan for p in plan),
+                )
+                for pixels, plan in frames
+            ],
+            timings,
             kind=self.kind,
         )
 
@@ -332,8 +357,9 @@ class VideoSwapper:
             raise
         work = SwapWork(self, tracker, prepared, ref, mapping)
         open_writer = partial(self._writer, target, output, reader.info, options)
+        batch = options.neural_batch if self.swapper.batches_frames else 1
         stream = FrameStream(
-            reader, open_writer, work, queue_size=options.queue_size, workers=options.workers, stop=stop
+            reader, open_writer, work, queue_size=options.queue_size, workers=options.workers, stop=stop, batch=batch
         )
         total = reader.expected_frames
         try:
