@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from faceweave.compositing.facefusion import paste_area, paste_face
-from faceweave.swappers.neural.base import box_mask
+from faceweave.swappers.neural.base import box_mask, normalize_crops
 
 TALK = "video/lp_d18_talking_face.mp4"
 
@@ -75,6 +75,24 @@ def test_paste_face_writes_into_the_frame_itself():
     expected = paste_face_before(frame, face, mask, matrix)
     paste_face(frame, face, mask, matrix, out=frame)
     assert np.abs(frame.astype(int) - expected.astype(int)).max() <= 1
+
+
+def normalize_before(crops: np.ndarray, mean, std) -> np.ndarray:
+    """``normalize_crops`` as it was written before."""
+    x = crops.astype(np.float32) / 255.0
+    x = (x - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+    return np.ascontiguousarray(x.transpose(0, 3, 1, 2), dtype=np.float32)
+
+
+@pytest.mark.parametrize(
+    ("mean", "std"),
+    [((0.0, 0.0, 0.0), (1.0, 1.0, 1.0)), ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)), ((0.5,) * 3, (0.5,) * 3)],
+)
+def test_normalize_crops_gives_the_same_bits(mean, std):
+    crops = np.random.default_rng(1).integers(0, 256, (3, 32, 32, 3), dtype=np.uint8)
+    got = normalize_crops(crops, mean, std)
+    assert got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, normalize_before(crops, mean, std))
 
 
 # -- faces of several frames in one inference ---------------------------------

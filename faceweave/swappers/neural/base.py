@@ -161,10 +161,20 @@ def _shape_text(shape: Sequence[Any]) -> str:
 
 
 def normalize_crops(crops: np.ndarray, mean: Sequence[float], std: Sequence[float]) -> np.ndarray:
-    """``(N, S, S, 3)`` uint8 RGB -> ``(N, 3, S, S)`` float32 ``(x / 255 - mean) / std``."""
-    x = crops.astype(np.float32) / 255.0
-    x = (x - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
-    return np.ascontiguousarray(x.transpose(0, 3, 1, 2), dtype=np.float32)
+    """``(N, S, S, 3)`` uint8 RGB -> ``(N, 3, S, S)`` float32 ``(x / 255 - mean) / std``.
+
+    The bytes are put in channel order first (a quarter of the memory of
+    floats), then divided in one pass; a mean of 0 and a std of 1 (inswapper)
+    skip their passes, which would change nothing."""
+    planes = np.ascontiguousarray(np.asarray(crops).transpose(0, 3, 1, 2))
+    x = np.true_divide(planes, np.float32(255.0), dtype=np.float32)
+    m = np.asarray(mean, np.float32).reshape(1, 3, 1, 1)
+    sd = np.asarray(std, np.float32).reshape(1, 3, 1, 1)
+    if m.any():
+        x -= m
+    if (sd != 1.0).any():
+        x /= sd
+    return x
 
 
 def denormalize_outputs(
