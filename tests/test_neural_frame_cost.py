@@ -357,3 +357,25 @@ def test_a_video_in_batches_of_frames_gives_the_frames_of_one_by_one(models_dir,
     assert set(runs[0]) == {1} and max(runs[1]) == 4 and sum(runs[1]) == sum(runs[0])
     for a, b in zip(*outs, strict=True):
         assert a.name == b.name and a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({}, 4),  # the default: 4 frames, a queue of 8
+        ({"queue_size": 2}, 2),  # the default in a shorter queue
+        ({"neural_batch": 8}, 8),
+        ({"neural_batch": 1, "queue_size": 1}, 1),
+        ({"neural_batch": 0}, "from 1 to queue_size \\(8\\); got 0"),
+        ({"neural_batch": 4, "queue_size": 2}, "from 1 to queue_size \\(2\\); got 4"),
+    ],
+)
+def test_video_options_check_the_batch_of_frames(fields, expected):
+    from faceweave.errors import InvalidOptionError
+    from faceweave.video.pipeline import VideoOptions
+
+    if isinstance(expected, int):
+        assert VideoOptions(**fields).frames_per_inference == expected
+    else:
+        with pytest.raises(InvalidOptionError, match=expected):
+            VideoOptions(**fields)

@@ -24,7 +24,7 @@ from weakref import WeakKeyDictionary
 import numpy as np
 
 from faceweave.compositing.plans import PlanPolicy
-from faceweave.errors import NoFaceError, NoMatchingFaceError, TooSmallToMarkError
+from faceweave.errors import InvalidOptionError, NoFaceError, NoMatchingFaceError, TooSmallToMarkError
 from faceweave.io import write_image
 from faceweave.pipeline import FaceSwapper, ImageInput
 from faceweave.profiles import RenderKind
@@ -62,6 +62,12 @@ class VideoSwapReport:
         return self.frames / self.seconds if self.seconds > 0 else 0.0
 
 
+#: frames per inference of a neural swapper with a dynamic batch, by default:
+#: on the CPU stand-in of inswapper_128 (``benchmarks/neural_frame.py``) the
+#: model's throughput rises by 1.6-2x from 1 to 4 frames, a video's by 0-5 %
+NEURAL_BATCH = 4
+
+
 @dataclass(frozen=True)
 class VideoOptions:
     """How the video is read and written (the face options are the swapper's)."""
@@ -81,8 +87,9 @@ class VideoOptions:
     workers: int = 2
     #: frames whose faces go through one inference call, when the swapper's
     #: model takes a dynamic batch (a neural swapper: :attr:`FaceSwapper.batches_frames`;
-    #: others render frame by frame); at most ``queue_size``
-    neural_batch: int = 1
+    #: others render frame by frame); from 1 to ``queue_size``; ``None``:
+    #: :data:`NEURAL_BATCH`, or ``queue_size`` when that is smaller
+    neural_batch: int | None = None
     #: refuse videos longer than this (seconds) or with more frames than this:
     #: from the header before any work, and while decoding when it does not say
     max_seconds: float | None = None
@@ -92,6 +99,17 @@ class VideoOptions:
     #: for each video, watermark on); ``Provenance.new(watermark=False)``: the
     #: label without the watermark, as the CLI's ``--no-watermark``
     provenance: Provenance | None = None
+
+    def __post_init__(self) -> None:
+        if self.neural_batch is not None and not 1 <= self.neural_batch <= self.queue_size:
+            raise InvalidOptionError(
+                f"neural_batch must be from 1 to queue_size ({self.queue_size}); got {self.neural_batch}"
+            )
+
+    @property
+    def frames_per_inference(self) -> int:
+        """``neural_batch``, or its default for this ``queue_size``."""
+        return self.neural_batch if self.neural_batch is not None else max(1, min(NEURAL_BATCH, self.queue_size))
 
 
 def check_markable(size: tuple[int, int], provenance: Provenance | None) -> None:
@@ -357,7 +375,7 @@ class VideoSwapper:
             raise
         work = SwapWork(self, tracker, prepared, ref, mapping)
         open_writer = partial(self._writer, target, output, reader.info, options)
-        batch = options.neural_batch if self.swapper.batches_frames else 1
+        batch = options.frames_per_inference if self.swapper.batches_frames else 1
         stream = FrameStream(
             reader, open_writer, work, queue_size=options.queue_size, workers=options.workers, stop=stop, batch=batch
         )
