@@ -73,16 +73,16 @@ class TimedModel:
             self.calls += 1
 
 
-def frame_720p(path: Path) -> np.ndarray:
-    """The photo at 720 lines, padded or cut to 1280 columns, RGB uint8."""
+def frame_720p(path: Path, lines: int = HEIGHT) -> np.ndarray:
+    """The photo at ``lines`` lines (720 at most), cut to 1280 columns at
+    most, padded to 1280x720 (edges replicated), RGB uint8."""
     image = cv2.cvtColor(cv2.imread(str(path)), cv2.COLOR_BGR2RGB)
-    scale = HEIGHT / image.shape[0]
-    image = cv2.resize(image, (round(image.shape[1] * scale), HEIGHT), interpolation=cv2.INTER_AREA)
-    if image.shape[1] >= WIDTH:
-        left = (image.shape[1] - WIDTH) // 2
-        return np.ascontiguousarray(image[:, left : left + WIDTH])
-    pad = WIDTH - image.shape[1]
-    return cv2.copyMakeBorder(image, 0, 0, pad // 2, pad - pad // 2, cv2.BORDER_REPLICATE)
+    scale = min(lines, HEIGHT) / image.shape[0]
+    image = cv2.resize(image, (round(image.shape[1] * scale), min(lines, HEIGHT)), interpolation=cv2.INTER_AREA)
+    left = max(0, (image.shape[1] - WIDTH) // 2)
+    image = np.ascontiguousarray(image[:, left : left + WIDTH])
+    top, side = HEIGHT - image.shape[0], WIDTH - image.shape[1]
+    return cv2.copyMakeBorder(image, top // 2, top - top // 2, side // 2, side - side // 2, cv2.BORDER_REPLICATE)
 
 
 def route(folder: Path, compositing: str) -> FaceSwapper:
@@ -179,13 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, nargs="*", default=[])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--target", default=TARGET)
+    parser.add_argument("--lines", type=int, default=HEIGHT, help="the photo's height in the frame (a smaller face)")
     parser.add_argument("--video", type=Path, help="also swap this video at each --batch (whole pipeline fps)")
     parser.add_argument("--video-seconds", type=float, default=3.0, help="how much of --video")
     args = parser.parse_args(argv)
     cv2.setNumThreads(1)
     from threadpoolctl import threadpool_limits
 
-    pixels = frame_720p(args.data / args.target)
+    pixels = frame_720p(args.data / args.target, args.lines)
     with threadpool_limits(1, "blas"), tempfile.TemporaryDirectory() as tmp:
         folder = models_folder(Path(tmp))
         routes = {mode: route(folder, mode) for mode in ("faceweave", "facefusion")}

@@ -50,11 +50,12 @@ def similarity(scale: float, degrees: float, shift: tuple[float, float]) -> np.n
         (256, 1.3, 5.0, (-150.0, -40.0), np.float32),  # a small face: the crop larger than its region
         (128, 0.3, 90.0, (60.0, -70.0), np.uint8),  # a uint8 face, on its side
         (128, 0.3, 0.0, (200.0, 200.0), np.float32),  # the crop off the frame: nothing pasted
+        (128, 0.18, 12.0, (-60.0, -10.0), np.float32),  # a 720p face: its footprint in several strips
     ],
 )
 def test_paste_face_matches_the_numpy_formulation(side, scale, degrees, shift, dtype):
     rng = np.random.default_rng(side + int(degrees))
-    frame = rng.integers(0, 256, (240, 320, 3), dtype=np.uint8)
+    frame = rng.integers(0, 256, (720, 1280, 3) if scale < 0.2 else (240, 320, 3), dtype=np.uint8)
     face = rng.uniform(0, 255, (side, side, 3)).astype(dtype)
     mask = np.minimum(box_mask(side, blur=0.3), rng.uniform(0.0, 1.2, (side, side)).astype(np.float32))
     matrix = similarity(scale, degrees, shift)

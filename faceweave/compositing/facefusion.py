@@ -107,6 +107,12 @@ def paste_area(frame_shape: tuple[int, ...], side: int, matrix: np.ndarray) -> t
 BLEND_SCALE = 1024.0
 
 
+#: the bytes of the four-channel float warp :func:`paste_face` works on at a
+#: time: strips of rows this large stay in the cache (a 720p face's whole
+#: footprint at once, some 6 MB, took twice the CPU)
+STRIP_BYTES = 1 << 20
+
+
 def paste_face(frame: np.ndarray, face: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, out: np.ndarray) -> None:
     """Mix the crop ``face`` ``(S, S, 3)`` (float in ``[0, 255]`` or uint8)
     into ``frame`` under ``mask`` ``(S, S)``, both taken back to the frame by
@@ -118,20 +124,34 @@ def paste_face(frame: np.ndarray, face: np.ndarray, mask: np.ndarray, matrix: np
     The face and the mask go back in one four-channel warp (OpenCV's fast
     case, about twice as fast as three channels and one), of the crop
     bordered by one pixel: the face's edge repeated, the mask's zero, which
-    is what the two warps' borders give; the mix is one ``cv2.blendLinear``."""
+    is what the two warps' borders give; the mix is one ``cv2.blendLinear``;
+    both run on strips of rows of :data:`STRIP_BYTES`."""
     side = int(face.shape[0])
     x1, y1, x2, y2 = paste_area(frame.shape, side, matrix)
     if x2 <= x1 or y2 <= y1:
         return
     inv = np.asarray(cv2.invertAffineTransform(np.asarray(matrix, np.float64)), np.float64)
-    inv[:, 2] -= np.array([x1, y1], np.float64) + inv[:, :2] @ np.ones(2)  # the crop's border of one pixel
-    back = cv2.warpAffine(
-        bordered_rgba(face, mask), inv, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
-    )
+    inv[:, 2] -= inv[:, :2] @ np.ones(2)  # the crop's border of one pixel
+    rgba = bordered_rgba(face, mask)
+    rows = max(1, STRIP_BYTES // ((x2 - x1) * 16))
+    for top in range(y1, y2, rows):
+        bottom = min(top + rows, y2)
+        strip = inv.copy()
+        strip[:, 2] -= (x1, top)
+        back = cv2.warpAffine(
+            rgba, strip, (x2 - x1, bottom - top), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )
+        out[top:bottom, x1:x2] = _mixed(frame[top:bottom, x1:x2], back)
+
+
+def _mixed(region: np.ndarray, back: np.ndarray) -> np.ndarray:
+    """``region`` ``(h, w, 3)`` uint8 under the warped face and mask ``back``
+    ``(h, w, 4)`` float32: ``region * (1 - m) + face * m`` rounded to nearest
+    (even) and saturated, as ``rint`` and ``clip`` do."""
     weight = np.clip(np.asarray(cv2.extractChannel(back, 3), np.float32), 0.0, 1.0) * np.float32(BLEND_SCALE)
-    region = frame[y1:y2, x1:x2].astype(np.float32)
-    mixed = cv2.blendLinear(region, cv2.cvtColor(back, cv2.COLOR_RGBA2RGB), np.float32(BLEND_SCALE) - weight, weight)
-    out[y1:y2, x1:x2] = cv2.convertScaleAbs(mixed)  # rounded to nearest (even), saturated: rint and clip
+    face = cv2.cvtColor(back, cv2.COLOR_RGBA2RGB)
+    mixed = cv2.blendLinear(region.astype(np.float32), face, np.float32(BLEND_SCALE) - weight, weight)
+    return np.asarray(cv2.convertScaleAbs(mixed))
 
 
 def bordered_rgba(face: np.ndarray, mask: np.ndarray) -> np.ndarray:
