@@ -63,8 +63,9 @@ class VideoSwapReport:
 
 
 #: frames per inference of a neural swapper with a dynamic batch, by default:
-#: on the CPU stand-in of inswapper_128 (``benchmarks/neural_frame.py``) the
-#: model's throughput rises by 1.6-2x from 1 to 4 frames, a video's by 0-5 %
+#: on the CPU stand-in of inswapper_128 (``benchmarks/neural_frame.py``) a
+#: whole video swap runs 0-30 % faster at 4 frames than at 1, and no faster
+#: at 8 (whose batch fills the whole default queue)
 NEURAL_BATCH = 4
 
 
