@@ -35,7 +35,7 @@ from faceweave.models.needed import check_present, needed_models
 from faceweave.options import SwapOptions
 from faceweave.profiles import RenderKind
 from faceweave.provenance.stamp import Provenance, stamp_image
-from faceweave.render import FaceRenderer
+from faceweave.render import FaceRenderer, FrameFaces
 from faceweave.sessions import ModelSessions
 from faceweave.sources import SOURCE_CACHE, ImageInput, SourceCache
 from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, SwapperContext, create_swapper
@@ -289,6 +289,23 @@ class FaceSwapper:
         """The faces ``faces[i]`` (``i`` in ``indices``) this swapper cannot swap, each with why."""
         found = [(i, self.unswappable(faces[i])) for i in indices]
         return [SkippedFace(target_index=i, bbox=faces[i].bbox, reason=why) for i, why in found if why is not None]
+
+    def swap_frames(
+        self, frames: Sequence[FrameFaces], timings: dict[str, float] | None = None, *, kind: RenderKind = "video"
+    ) -> list[np.ndarray]:
+        """:meth:`swap_many` for several frames, in order: a neural swapper
+        whose model takes a dynamic batch makes the faces of all of them in
+        one inference (:meth:`FaceRenderer.render_frames`); the same frames
+        as :meth:`swap_many` one by one."""
+        timings = {} if timings is None else timings
+        profile = self.renderer.profile(kind)
+        out = self.renderer.render_frames(self.swapper, frames, timings, profile=profile)
+        return [self.enhance(px, [face for face, _ in f.chosen], timings) for px, f in zip(out, frames, strict=True)]
+
+    @property
+    def batches_frames(self) -> bool:
+        """Whether :meth:`swap_frames` gains by batching: a neural swapper with a dynamic batch."""
+        return isinstance(self.swapper, NeuralSwapper) and self.swapper.dynamic_batch
 
     def swap_faces(
         self,

@@ -19,7 +19,7 @@ the template crop (:func:`~faceweave.crops.template_crop`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -56,6 +56,28 @@ Pair = tuple[Face, SourceFace]
 #: where the grain match of ``match_detail`` already covers it
 TEXTURE_SCALE = 0.006
 MIN_TEXTURE_SIGMA = 1.0
+
+
+@dataclass(frozen=True, eq=False)
+class FrameFaces:
+    """One frame of :meth:`FaceRenderer.render_frames`: ``pixels`` ``(H, W,
+    3)`` uint8 RGB, its ``(face, source)`` pairs in the order they are
+    pasted, and per pair a fixed colour mapping (or ``None``) and its face
+    plan use (or ``None``); empty ``colours`` and ``plans`` mean ``None``
+    for every pair."""
+
+    pixels: np.ndarray
+    chosen: tuple[Pair, ...]
+    colours: tuple[ColourMatch | None, ...] = ()
+    plans: tuple[PlanUse | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("colours", "plans"):
+            value = getattr(self, name)
+            if not value:
+                object.__setattr__(self, name, (None,) * len(self.chosen))
+            elif len(value) != len(self.chosen):
+                raise ValueError(f"FrameFaces: {len(self.chosen)} faces but {len(value)} {name}")
 
 
 def _scale(matrix: np.ndarray) -> float:
@@ -141,6 +163,31 @@ class FaceRenderer:
             self.finish(pixels, crop, outputs[k], timings, into=out, colour=colour, profile=profile, plan=plans[k])
         return out
 
+    def render_frames(
+        self,
+        swapper: Swapper,
+        frames: Sequence[FrameFaces],
+        timings: dict[str, float],
+        *,
+        profile: RenderProfile | None = None,
+    ) -> list[np.ndarray]:
+        """:meth:`render` for several frames, in order: a neural swapper
+        whose model takes a dynamic batch swaps the faces of all of them in
+        one inference per source (faces from several frames in one call),
+        then each frame is composited in turn, as :meth:`render` would have
+        done (the same frames).  Any other swapper renders frame by frame."""
+        how = profile if profile is not None else self.profile("video")
+        if not (isinstance(swapper, NeuralSwapper) and swapper.dynamic_batch):
+            return [
+                self.render(swapper, f.pixels, f.chosen, timings, f.colours, profile=how, plans=f.plans) for f in frames
+            ]
+        with timed(timings, "swap"):
+            swaps = _template_swaps(swapper, frames)
+        return [
+            self._paste_templates(f.pixels, f.chosen, found, timings, f.colours, f.plans, profile=how)
+            for f, found in zip(frames, swaps, strict=True)
+        ]
+
     def _from_template(
         self,
         swapper: NeuralSwapper,
@@ -157,13 +204,24 @@ class FaceRenderer:
         order the way ``options.compositing`` says (a face kept without a
         mesh always FaceFusion's way: faceweave's masks are drawn from the
         mesh)."""
-        swaps: dict[int, TemplateSwap] = {}
-        groups = _by_source(chosen)
-        facefusion = self.options.neural_compositing() == "facefusion"
         with timed(timings, "swap"):
-            for members in groups:
-                found = swapper.swap_frame(chosen[members[0]][1], pixels, [chosen[k][0].kps5 for k in members])
-                swaps.update(zip(members, found, strict=False))
+            swaps = _template_swaps(swapper, [FrameFaces(pixels, tuple(chosen))])[0]
+        return self._paste_templates(pixels, chosen, swaps, timings, colours, plans, profile=profile)
+
+    def _paste_templates(
+        self,
+        pixels: np.ndarray,
+        chosen: Sequence[Pair],
+        swaps: Sequence[TemplateSwap],
+        timings: dict[str, float],
+        colours: Sequence[ColourMatch | None],
+        plans: Sequence[PlanUse | None],
+        *,
+        profile: RenderProfile,
+    ) -> np.ndarray:
+        """A copy of ``pixels`` with each swapped face (``swaps``, in the
+        order of ``chosen``) pasted back in order."""
+        facefusion = self.options.neural_compositing() == "facefusion"
         out = pixels.copy()
         for k, ((face, _), colour) in enumerate(zip(chosen, colours, strict=False)):
             if facefusion or face.mesh is None:  # faceweave's compositing reads the mesh
@@ -339,6 +397,19 @@ class FaceRenderer:
                 warp_frame=profile.warp_frame,
                 plan=plan,
             )
+
+
+def _template_swaps(swapper: NeuralSwapper, frames: Sequence[FrameFaces]) -> list[list[TemplateSwap]]:
+    """Per frame, its faces swapped on the template (in the order of its
+    ``chosen``): one :meth:`~NeuralSwapper.swap_frames` per source for the
+    faces of all ``frames``."""
+    owners = [(n, k) for n, f in enumerate(frames) for k in range(len(f.chosen))]
+    pairs = [frames[n].chosen[k] for n, k in owners]
+    found: dict[tuple[int, int], TemplateSwap] = {}
+    for members in _by_source(pairs):
+        faces = [(frames[owners[i][0]].pixels, pairs[i][0].kps5) for i in members]
+        found.update(zip((owners[i] for i in members), swapper.swap_frames(pairs[members[0]][1], faces), strict=True))
+    return [[found[(n, k)] for k in range(len(f.chosen))] for n, f in enumerate(frames)]
 
 
 def _by_source(chosen: Sequence[Pair]) -> list[list[int]]:

@@ -101,6 +101,18 @@ def paste_area(frame_shape: tuple[int, ...], side: int, matrix: np.ndarray) -> t
     return int(x1), int(y1), int(x2), int(y2)
 
 
+#: the weights of :func:`paste_face`'s blend are scaled by this power of two
+#: so that ``cv2.blendLinear``'s ``1e-5`` in its divisor is lost in rounding:
+#: the blend is then ``frame * (1 - mask) + face * mask`` to the last bit
+BLEND_SCALE = 1024.0
+
+
+#: the bytes of the four-channel float warp :func:`paste_face` works on at a
+#: time: strips of rows this large stay in the cache (a 720p face's whole
+#: footprint at once, some 6 MB, took twice the CPU)
+STRIP_BYTES = 1 << 20
+
+
 def paste_face(frame: np.ndarray, face: np.ndarray, mask: np.ndarray, matrix: np.ndarray, *, out: np.ndarray) -> None:
     """Mix the crop ``face`` ``(S, S, 3)`` (float in ``[0, 255]``, or uint8,
     warped back in its own type as FaceFusion's enhancers' faces are) into
@@ -109,19 +121,74 @@ def paste_face(frame: np.ndarray, face: np.ndarray, mask: np.ndarray, matrix: np
     replicated, the mask's zero), in floating point and cut to whole levels
     once, truncating as FaceFusion's ``paste_back`` does (``astype``, not
     rounding).  Only the frame's region under the crop is written, into
-    ``out`` (``frame`` itself or a copy of it)."""
+    ``out`` (``frame`` itself or a copy of it).
+
+    A float face and the mask go back in one four-channel warp (OpenCV's
+    fast case, about twice as fast as three channels and one), of the crop
+    bordered by one pixel: the face's edge repeated, the mask's zero, which
+    is what the two warps' borders give; the mix is one ``cv2.blendLinear``;
+    both run on strips of rows of :data:`STRIP_BYTES`."""
     side = int(face.shape[0])
     x1, y1, x2, y2 = paste_area(frame.shape, side, matrix)
     if x2 <= x1 or y2 <= y1:
         return
     inv = np.asarray(cv2.invertAffineTransform(np.asarray(matrix, np.float64)), np.float64)
+    if face.dtype == np.uint8:
+        _paste_uint8(frame, face, mask, inv, (x1, y1, x2, y2), out=out)
+        return
+    inv[:, 2] -= inv[:, :2] @ np.ones(2)  # the crop's border of one pixel
+    rgba = bordered_rgba(face, mask)
+    rows = max(1, STRIP_BYTES // ((x2 - x1) * 16))
+    for top in range(y1, y2, rows):
+        bottom = min(top + rows, y2)
+        strip = inv.copy()
+        strip[:, 2] -= (x1, top)
+        back = cv2.warpAffine(
+            rgba, strip, (x2 - x1, bottom - top), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )
+        out[top:bottom, x1:x2] = _mixed(frame[top:bottom, x1:x2], back)
+
+
+def _mixed(region: np.ndarray, back: np.ndarray) -> np.ndarray:
+    """``region`` ``(h, w, 3)`` uint8 under the warped face and mask ``back``
+    ``(h, w, 4)`` float32: ``region * (1 - m) + face * m`` saturated and
+    truncated to whole levels, as FaceFusion's ``paste_back`` (``astype``)."""
+    weight = np.clip(np.asarray(cv2.extractChannel(back, 3), np.float32), 0.0, 1.0) * np.float32(BLEND_SCALE)
+    face = cv2.cvtColor(back, cv2.COLOR_RGBA2RGB)
+    mixed = cv2.blendLinear(region.astype(np.float32), face, np.float32(BLEND_SCALE) - weight, weight)
+    return np.clip(np.asarray(mixed, np.float32), 0, 255).astype(np.uint8)
+
+
+def bordered_rgba(face: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``(S + 2, S + 2, 4)`` float32: the face ``(S, S, 3)`` and the mask
+    ``(S, S)`` as one image with a border of one pixel, the face's edge
+    repeated and the mask's zero."""
+    channels = [np.ascontiguousarray(c, np.float32) for c in cv2.split(np.asarray(face, np.float32))]
+    rgba = cv2.copyMakeBorder(cv2.merge([*channels, np.asarray(mask, np.float32)]), 1, 1, 1, 1, cv2.BORDER_REPLICATE)
+    rgba[[0, -1], :, 3] = 0.0
+    rgba[:, [0, -1], 3] = 0.0
+    return np.asarray(rgba, np.float32)
+
+
+def _paste_uint8(
+    frame: np.ndarray,
+    face: np.ndarray,
+    mask: np.ndarray,
+    inv: np.ndarray,
+    area: tuple[int, int, int, int],
+    *,
+    out: np.ndarray,
+) -> None:
+    """:func:`paste_face` of a uint8 ``face`` (an enhancer's): the face
+    warped back as uint8, the mask as float32, as FaceFusion does."""
+    x1, y1, x2, y2 = area
+    inv = inv.copy()
     inv[:, 2] -= np.array([x1, y1], np.float64)
     size = (x2 - x1, y2 - y1)
     m = cv2.warpAffine(np.ascontiguousarray(mask, np.float32), inv, size, flags=cv2.INTER_LINEAR)
     m = np.clip(m, 0.0, 1.0)[..., None]
-    kind = np.uint8 if face.dtype == np.uint8 else np.float32
     back = cv2.warpAffine(
-        np.ascontiguousarray(face, kind), inv, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        np.ascontiguousarray(face, np.uint8), inv, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
     )
     region = frame[y1:y2, x1:x2].astype(np.float32)
     mixed = region * (1.0 - m) + back * m

@@ -24,11 +24,12 @@ from weakref import WeakKeyDictionary
 import numpy as np
 
 from faceweave.compositing.plans import PlanPolicy
-from faceweave.errors import NoFaceError, NoMatchingFaceError, TooSmallToMarkError
+from faceweave.errors import InvalidOptionError, NoFaceError, NoMatchingFaceError, TooSmallToMarkError
 from faceweave.io import write_image
 from faceweave.pipeline import FaceSwapper, ImageInput
 from faceweave.profiles import RenderKind
 from faceweave.provenance.stamp import Provenance, image_metadata, stamp_image, writer_stamp
+from faceweave.render import FrameFaces
 from faceweave.swappers import SourceFace
 from faceweave.threads import single_threaded_blas
 from faceweave.timing import timed
@@ -61,6 +62,13 @@ class VideoSwapReport:
         return self.frames / self.seconds if self.seconds > 0 else 0.0
 
 
+#: frames per inference of a neural swapper with a dynamic batch, by default:
+#: on the CPU stand-in of inswapper_128 (``benchmarks/neural_frame.py``) a
+#: whole video swap runs 0-30 % faster at 4 frames than at 1, and no faster
+#: at 8 (whose batch fills the whole default queue)
+NEURAL_BATCH = 4
+
+
 @dataclass(frozen=True)
 class VideoOptions:
     """How the video is read and written (the face options are the swapper's)."""
@@ -78,6 +86,11 @@ class VideoOptions:
     #: threads that render planned frames while the next ones are tracked
     #: (OpenCV and NumPy release the GIL for most of the work)
     workers: int = 2
+    #: frames whose faces go through one inference call, when the swapper's
+    #: model takes a dynamic batch (a neural swapper: :attr:`FaceSwapper.batches_frames`;
+    #: others render frame by frame); from 1 to ``queue_size``; ``None``:
+    #: :data:`NEURAL_BATCH`, or ``queue_size`` when that is smaller
+    neural_batch: int | None = None
     #: refuse videos longer than this (seconds) or with more frames than this:
     #: from the header before any work, and while decoding when it does not say
     max_seconds: float | None = None
@@ -87,6 +100,17 @@ class VideoOptions:
     #: for each video, watermark on); ``Provenance.new(watermark=False)``: the
     #: label without the watermark, as the CLI's ``--no-watermark``
     provenance: Provenance | None = None
+
+    def __post_init__(self) -> None:
+        if self.neural_batch is not None and not 1 <= self.neural_batch <= self.queue_size:
+            raise InvalidOptionError(
+                f"neural_batch must be from 1 to queue_size ({self.queue_size}); got {self.neural_batch}"
+            )
+
+    @property
+    def frames_per_inference(self) -> int:
+        """``neural_batch``, or its default for this ``queue_size``."""
+        return self.neural_batch if self.neural_batch is not None else max(1, min(NEURAL_BATCH, self.queue_size))
 
 
 def check_markable(size: tuple[int, int], provenance: Provenance | None) -> None:
@@ -151,6 +175,26 @@ class VideoSwapper:
             timings,
             colours=[p.colour for p in plan],
             plans=[p.plan for p in plan],
+            kind=self.kind,
+        )
+
+    def render_batch(
+        self, frames: Sequence[tuple[np.ndarray, Sequence[PlannedFace]]], timings: dict[str, float]
+    ) -> list[np.ndarray]:
+        """:meth:`render` for several frames, in order, their faces in one
+        inference where the swapper batches frames
+        (:meth:`FaceSwapper.swap_frames`)."""
+        return self.swapper.swap_frames(
+            [
+                FrameFaces(
+                    pixels,
+                    tuple((p.face, p.source) for p in plan),
+                    tuple(p.colour for p in plan),
+                    tuple(p.plan for p in plan),
+                )
+                for pixels, plan in frames
+            ],
+            timings,
             kind=self.kind,
         )
 
@@ -332,8 +376,9 @@ class VideoSwapper:
             raise
         work = SwapWork(self, tracker, prepared, ref, mapping)
         open_writer = partial(self._writer, target, output, reader.info, options)
+        batch = options.frames_per_inference if self.swapper.batches_frames else 1
         stream = FrameStream(
-            reader, open_writer, work, queue_size=options.queue_size, workers=options.workers, stop=stop
+            reader, open_writer, work, queue_size=options.queue_size, workers=options.workers, stop=stop, batch=batch
         )
         total = reader.expected_frames
         try:

@@ -20,14 +20,15 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, closing
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar, cast
+from typing import Generic, Protocol, TypeVar, cast, runtime_checkable
 
 import numpy as np
 
+from faceweave.errors import InvalidOptionError
 from faceweave.timing import timed
 from faceweave.video.io import VideoFrame
 
@@ -73,6 +74,27 @@ class FrameWork(Protocol[A, P]):
         """On a render thread: the frame's new pixels (frames are
         independent here, so several are rendered at once)."""
         ...
+
+
+@runtime_checkable
+class BatchedWork(FrameWork[A, P], Protocol[A, P]):
+    """A :class:`FrameWork` that can also render several frames in one call
+    (a neural swapper's faces of several frames in one inference)."""
+
+    def render_batch(self, frames: Sequence[tuple[np.ndarray, P]]) -> list[np.ndarray]:
+        """On a render thread: the new pixels of each ``(pixels, plan)``, in order."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class _InBatch:
+    """Frame ``index`` of a batch rendered by ``future``: what the encoder waits for."""
+
+    future: Future[list[np.ndarray]]
+    index: int
+
+    def result(self) -> np.ndarray:
+        return self.future.result()[self.index]
 
 
 class QueuePolicy(Protocol):
@@ -150,7 +172,10 @@ class FrameStream(Generic[A, P]):
     to the encoder always wait for room: they are written in order);
     ``plan_on_room`` (live sources): take the next frame to plan only once
     the encoder's queue has room, so that it is the newest, not one that
-    waits after planning."""
+    waits after planning.  ``batch``: planned frames rendered together
+    (:class:`BatchedWork`), at most ``queue_size``; a frame passed through
+    untouched, and the end, render the frames waiting for a batch as they
+    are."""
 
     def __init__(
         self,
@@ -163,7 +188,13 @@ class FrameStream(Generic[A, P]):
         stop: threading.Event | None = None,
         policy: QueuePolicy = BlockingQueue(),
         plan_on_room: bool = False,
+        batch: int = 1,
     ) -> None:
+        if not 1 <= batch <= max(1, queue_size):
+            raise InvalidOptionError(f"a batch of frames must be from 1 to the queue size {queue_size}; got {batch}")
+        if batch > 1 and not isinstance(work, BatchedWork):
+            raise InvalidOptionError(f"a batch of {batch} frames needs work that renders batches (render_batch)")
+        self.batch = batch
         self.source, self.open_sink, self.work = source, open_sink, work
         self.workers = max(1, workers)
         self.policy = policy
@@ -230,8 +261,8 @@ class FrameStream(Generic[A, P]):
                         if self.halted():
                             raise _Stop()
                         break
-                    pixels, when = cast("tuple[np.ndarray | Future[np.ndarray], float]", item)
-                    if isinstance(pixels, Future):
+                    pixels, when = cast("tuple[np.ndarray | Future[np.ndarray] | _InBatch, float]", item)
+                    if isinstance(pixels, (Future, _InBatch)):
                         try:
                             pixels = pixels.result()
                         except CancelledError:
@@ -245,20 +276,44 @@ class FrameStream(Generic[A, P]):
 
     def _plan_all(self, pool: ThreadPoolExecutor, progress: Callable[[int], None] | None) -> None:
         """Plan the decoded frames in order and hand them, or their renders, to the encoder."""
+        waiting: list[tuple[VideoFrame, P]] = []  # planned frames waiting for a batch
         while True:
             if self.plan_on_room and not self._room_toward_encoder():
                 return
             item = self._take(self._frames_in)
             if item is _END:
+                if not self.halted():
+                    self._render_batch(pool, waiting)
                 return
             frame, ahead = cast("tuple[VideoFrame, A]", item)
             plan = self.work.plan(frame, ahead)
             self.frames += 1
-            pixels = frame.pixels if plan is None else pool.submit(self.work.render, frame.pixels, plan)
-            if not self._blocking.offer(self._frames_out, (pixels, frame.time), self.halted):
+            if plan is not None and self.batch > 1:
+                waiting.append((frame, plan))
+                if len(waiting) == self.batch and not self._render_batch(pool, waiting):
+                    return
+            elif not self._render_batch(pool, waiting) or not self._hand_on(pool, frame, plan):
                 return
             if progress is not None:
                 progress(self.frames)
+
+    def _hand_on(self, pool: ThreadPoolExecutor, frame: VideoFrame, plan: P | None) -> bool:
+        """One frame to the encoder: untouched, or its render; ``False`` once halted."""
+        pixels = frame.pixels if plan is None else pool.submit(self.work.render, frame.pixels, plan)
+        return self._blocking.offer(self._frames_out, (pixels, frame.time), self.halted)
+
+    def _render_batch(self, pool: ThreadPoolExecutor, waiting: list[tuple[VideoFrame, P]]) -> bool:
+        """The frames ``waiting`` for a batch rendered together and handed
+        to the encoder in order (``waiting`` is emptied); ``False`` once halted."""
+        if not waiting:
+            return True
+        work = cast("BatchedWork[A, P]", self.work)
+        future = pool.submit(work.render_batch, [(frame.pixels, plan) for frame, plan in waiting])
+        frames, waiting[:] = list(waiting), []
+        return all(
+            self._blocking.offer(self._frames_out, (_InBatch(future, n), frame.time), self.halted)
+            for n, (frame, _) in enumerate(frames)
+        )
 
     def _room_toward_encoder(self) -> bool:
         """Wait until the encoder's queue has room; ``False`` once halted."""

@@ -69,6 +69,13 @@ class SwapWork:
             _add(self._render_timings, frame_timings)
         return rendered
 
+    def render_batch(self, frames: Sequence[tuple[np.ndarray, list[PlannedFace]]]) -> list[np.ndarray]:
+        batch_timings: dict[str, float] = {}
+        rendered = self.video.render_batch(frames, batch_timings)
+        with self._lock:
+            _add(self._render_timings, batch_timings)
+        return rendered
+
     def timings_ms(self) -> dict[str, float]:
         """Milliseconds per stage: tracking and planning, then rendering, then detection."""
         timings = dict(self._timings)

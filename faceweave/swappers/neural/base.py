@@ -161,10 +161,20 @@ def _shape_text(shape: Sequence[Any]) -> str:
 
 
 def normalize_crops(crops: np.ndarray, mean: Sequence[float], std: Sequence[float]) -> np.ndarray:
-    """``(N, S, S, 3)`` uint8 RGB -> ``(N, 3, S, S)`` float32 ``(x / 255 - mean) / std``."""
-    x = crops.astype(np.float32) / 255.0
-    x = (x - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
-    return np.ascontiguousarray(x.transpose(0, 3, 1, 2), dtype=np.float32)
+    """``(N, S, S, 3)`` uint8 RGB -> ``(N, 3, S, S)`` float32 ``(x / 255 - mean) / std``.
+
+    The bytes are put in channel order first (a quarter of the memory of
+    floats), then divided in one pass; a mean of 0 and a std of 1 (inswapper)
+    skip their passes, which would change nothing."""
+    planes = np.ascontiguousarray(np.asarray(crops).transpose(0, 3, 1, 2))
+    x = np.true_divide(planes, np.float32(255.0), dtype=np.float32)
+    m = np.asarray(mean, np.float32).reshape(1, 3, 1, 1)
+    sd = np.asarray(std, np.float32).reshape(1, 3, 1, 1)
+    if m.any():
+        x -= m
+    if (sd != 1.0).any():
+        x /= sd
+    return x
 
 
 def denormalize_outputs(
@@ -263,6 +273,10 @@ class NeuralSwapper:
         self.mask_blur = mask_blur
         top, right, bottom, left = mask_padding
         self.mask_padding = (top, right, bottom, left)
+        #: FaceFusion's box mask at the template side, made once (read-only:
+        #: every :class:`TemplateSwap` of this swapper shares it)
+        self.box = box_mask(spec.size * self.boost, blur=mask_blur, padding=self.mask_padding)
+        self.box.setflags(write=False)
         self.weight = weight
         self.max_batch = max_batch
         if spec.source == "embedding" and embedder is None:
@@ -349,12 +363,24 @@ class NeuralSwapper:
         FaceFusion warps: no prefilter), and returned there for the caller to
         paste back with one inverse warp.  One inference for all faces when
         the model allows."""
-        if not points:
+        return self.swap_frames(source, [(pixels, p) for p in points])
+
+    def swap_frames(self, source: SourceFace, faces: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[TemplateSwap]:
+        """:meth:`swap_frame` for faces of several frames: ``faces`` are
+        ``(pixels, points)``, each face's frame and its five points; one
+        inference for all of them when the model's batch is dynamic
+        (:attr:`dynamic_batch`), in chunks of ``max_batch``."""
+        if not faces:
             return []
         side = self.spec.size * self.boost
-        warped = [warp_to_template(pixels, points5(p), self.spec.template, side) for p in points]
-        items = [(pixels, points5(p)) for p in points]
+        warped = [warp_to_template(pixels, points5(p), self.spec.template, side) for pixels, p in faces]
+        items = [(pixels, points5(p)) for pixels, p in faces]
         return self._on_template(source, [c for c, _ in warped], [m for _, m in warped], items)
+
+    @property
+    def dynamic_batch(self) -> bool:
+        """Whether the model takes any number of images per call (both inputs' first dimension dynamic)."""
+        return is_dynamic(self._target_info.shape[0]) and is_dynamic(self._source_info.shape[0])
 
     def _on_template(
         self,
@@ -367,13 +393,12 @@ class NeuralSwapper:
         embedding of each is read, for a weight other than 0.5)."""
         prepared = source.prepared if isinstance(source.prepared, PreparedSource) else None
         src = prepared.tensor if prepared is not None else self.source_tensor(source)
-        side = self.spec.size * self.boost
         tiles = np.concatenate([tile(c, self.boost) for c in crops])  # (len * k*k, S, S, 3)
         per_target = self.boost * self.boost
         source_rows = np.repeat(self._sources_for(src, items), per_target, axis=0)
         out, model_masks = self.run_outputs(normalize_crops(tiles, self.spec.mean, self.spec.std), source_rows)
         faces = denormalize_outputs(out, self.spec.mean, self.spec.std, denormalize=self.spec.denormalize)
-        box = box_mask(side, blur=self.mask_blur, padding=self.mask_padding)
+        box = self.box
         results = []
         for n, (crop, m) in enumerate(zip(crops, matrices, strict=False)):
             rows = slice(n * per_target, (n + 1) * per_target)
@@ -437,8 +462,7 @@ class NeuralSwapper:
     def run_outputs(self, target: np.ndarray, source: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Like :meth:`run`, with the model's own mask (:meth:`mask_output`)
         as ``(N, S, S, 1)`` float32 in ``[0, 1]`` (``None`` when not used)."""
-        dynamic = is_dynamic(self._target_info.shape[0]) and is_dynamic(self._source_info.shape[0])
-        step = self.max_batch if dynamic else 1
+        step = self.max_batch if self.dynamic_batch else 1
         faces, masks = [], []
         for i in range(0, len(target), step):
             feeds = {"target": target[i : i + step], "source": np.ascontiguousarray(source[i : i + step], np.float32)}
