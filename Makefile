@@ -10,14 +10,15 @@ OUTPUT ?= out/swap.png
 # distributed service on a real redis-server and PostgreSQL; the container
 # image and its tests: podman with runc, and mmdebstrap for a Debian-made base;
 # prometheus and promtool for the monitoring rules and the scrape test; coturn
-# for the live sessions' TURN tests);
+# for the live sessions' TURN tests; gcc, which builds faceweave's compiled
+# kernels when it is installed, before the venv is made);
 # installed when missing and when running as root with apt-get, otherwise
 # those tests skip with the reason
-SYSTEM_PACKAGES ?= chromium redis-server postgresql podman runc mmdebstrap prometheus coturn
+SYSTEM_PACKAGES ?= gcc chromium redis-server postgresql podman runc mmdebstrap prometheus coturn
 
 .PHONY: system-deps setup run swap lint test bench bench-service bench-watermark evaluate image clean
 
-$(VENV)/.installed: pyproject.toml faceweave/kernels/_raster.c
+$(VENV)/.installed: pyproject.toml faceweave/kernels/_raster.c | system-deps
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,lint,c2pa,distributed]'
