@@ -155,15 +155,15 @@ def test_a_neural_swap_aligns_target_and_source_with_the_chosen_detectors_points
     )
     seen: list[np.ndarray] = []
     with FaceSwapper(options, provenance=Provenance.new(watermark=False)) as swapper:
-        original = swapper.swapper.swap_frame
+        original = swapper.swapper.swap_frames
 
-        def spy(source, pixels, points):
-            seen.extend(np.asarray(p) for p in points)
+        def spy(source, faces):
+            seen.extend(np.asarray(points) for _, points in faces)
             assert source.face.landmarks5 is not None
             np.testing.assert_allclose(source.face.kps5, five, atol=1e-3)
-            return original(source, pixels, points)
+            return original(source, faces)
 
-        swapper.swapper.swap_frame = spy  # type: ignore[method-assign]
+        swapper.swapper.swap_frames = spy  # type: ignore[method-assign]
         result = swapper.swap([photo], photo)
     assert len(result.swapped) == 1 and len(seen) == 1
     np.testing.assert_allclose(seen[0], five, atol=1e-3)
