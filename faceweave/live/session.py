@@ -30,7 +30,7 @@ from faceweave.live.outputs import LiveOutput
 from faceweave.pipeline import ImageInput
 from faceweave.provenance.stamp import LazyFrameMarker, Provenance
 from faceweave.swappers import SourceFace
-from faceweave.threads import single_threaded_blas
+from faceweave.threads import frame_parallel_threads
 from faceweave.types import Face
 from faceweave.video.io import VideoFrame
 from faceweave.video.pipeline import VideoSwapper
@@ -294,7 +294,7 @@ class LiveSession:
                 source.stop()
         started = time.perf_counter()
         try:
-            with single_threaded_blas():
+            with frame_parallel_threads():
                 stream.run()
         finally:
             tracker.close()

@@ -31,7 +31,7 @@ from faceweave.profiles import RenderKind
 from faceweave.provenance.stamp import Provenance, image_metadata, stamp_image, writer_stamp
 from faceweave.render import FrameFaces
 from faceweave.swappers import SourceFace
-from faceweave.threads import single_threaded_blas
+from faceweave.threads import frame_parallel_threads
 from faceweave.timing import timed
 from faceweave.types import Face
 from faceweave.video.io import VideoFrame, VideoInfo, VideoReader, VideoWriter
@@ -347,7 +347,7 @@ class VideoSwapper:
         KeyboardInterrupt; the event is only read), or on KeyboardInterrupt,
         the output is abandoned: nothing is left under its name."""
         marked = self.marked(options or VideoOptions())
-        with single_threaded_blas():
+        with frame_parallel_threads():
             return self._swap_video(sources, target, Path(output), reference, marked, progress, stop, mapping)
 
     def _swap_video(
