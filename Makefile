@@ -18,7 +18,7 @@ SYSTEM_PACKAGES ?= gcc chromium redis-server postgresql podman runc mmdebstrap p
 
 .PHONY: system-deps setup run swap lint test bench bench-service bench-watermark evaluate image clean
 
-$(VENV)/.installed: pyproject.toml faceweave/kernels/_raster.c | system-deps
+$(VENV)/.installed: pyproject.toml faceweave/kernels/_raster.c faceweave/kernels/_pixels.c | system-deps
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,lint,c2pa,distributed]'

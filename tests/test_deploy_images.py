@@ -153,15 +153,20 @@ def test_image_is_non_root_without_build_tools(image):
 
 
 def test_image_runs_the_compiled_kernels(image):
-    """The build stages compiled faceweave/kernels/_raster.c and the runtime loads it (no NumPy fallback)."""
-    check = "import faceweave.kernels.raster as r; print(r.compiled(), getattr(r._raster, '__file__', None))"
+    """The build stages compiled faceweave/kernels/_raster.c and _pixels.c; the runtime loads both (no fallback)."""
+    check = (
+        "import faceweave.kernels as k; from faceweave.kernels import raster as r, pixels as p;"
+        " print(k.compiled(), r._raster.__file__, p._pixels.__file__)"
+    )
     out = subprocess.run(
         [*ci.podman("run", "--rm", *RUN, "--entrypoint", "/opt/faceweave/bin/python", image), "-c", check],
         capture_output=True,
         text=True,
     )
     assert out.returncode == 0 and out.stdout.split()[0] == "True", out.stdout + out.stderr
-    assert out.stdout.split()[1].startswith("/opt/faceweave/lib/python3.11/site-packages/faceweave/kernels/_raster.")
+    site = "/opt/faceweave/lib/python3.11/site-packages/faceweave/kernels/"
+    assert out.stdout.split()[1:] and out.stdout.split()[1].startswith(site + "_raster."), out.stdout
+    assert out.stdout.split()[2].startswith(site + "_pixels."), out.stdout
 
 
 def test_api_container_swaps_read_only_and_answers_its_probes(run_container, faces_dir, tmp_path):

@@ -1,4 +1,4 @@
-"""The compiled kernels (faceweave/kernels/_raster.c) against their NumPy
+"""The compiled kernels (faceweave/kernels/_raster.c, _pixels.c) against their NumPy
 formulations (faceweave/kernels/reference.py), to the bit, and the new
 rasterizer against the OpenCV loop it replaced."""
 
@@ -16,7 +16,7 @@ import pytest
 from faceweave import kernels
 from faceweave.geometry import topology as topo
 from faceweave.geometry.warp import RASTER_REACH, piecewise_affine_maps, rasterize_triangles
-from faceweave.kernels import raster, reference
+from faceweave.kernels import pixels, raster, reference
 
 needs_compiled = pytest.mark.skipif(
     not kernels.compiled(), reason="the compiled kernels were not built (no C compiler at install)"
@@ -56,7 +56,7 @@ def cv2_loop(points: np.ndarray, triangles: np.ndarray, depth: np.ndarray, size:
 def test_the_kernels_are_built_wherever_a_c_compiler_is():
     if shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc") is None:
         pytest.skip("no C compiler here: the NumPy formulations run")
-    assert kernels.compiled(), "a C compiler is here but faceweave/kernels/_raster.c was not built (run make setup)"
+    assert kernels.compiled(), "a C compiler is here but faceweave/kernels/_raster.c or _pixels.c was not built"
     assert Path(raster.__file__).with_name("_raster.c").is_file()
 
 
@@ -173,3 +173,150 @@ def test_the_kernels_run_side_by_side_in_threads():
         t.join()
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+def paste_case(seed: int, channels: int = 3) -> tuple[np.ndarray, ...]:
+    """A crop, its soft mask (0 and 1 plateaus, a ramp between), a frame, and
+    a window -> box warp that scales, turns and reaches past the frame's edges."""
+    rng = np.random.default_rng(seed)
+    ch, cw = (int(v) for v in rng.integers(20, 90, 2))
+    crop = rng.integers(0, 256, (ch, cw, channels), dtype=np.uint8)
+    yy, xx = np.mgrid[:ch, :cw]
+    r = np.hypot((xx - cw / 2) / (cw / 2), (yy - ch / 2) / (ch / 2))
+    mask = np.clip((1.0 - r) * rng.uniform(1.0, 4.0), 0, 1).astype(np.float32)
+    fh, fw = (int(v) for v in rng.integers(40, 140, 2))
+    frame = rng.integers(0, 256, (fh, fw, channels), dtype=np.uint8)
+    bx, by = int(rng.integers(0, cw // 3)), int(rng.integers(0, ch // 3))
+    bw, bh = int(rng.integers(2, cw - bx + 1)), int(rng.integers(2, ch - by + 1))
+    x1, y1 = int(rng.integers(0, fw // 2)), int(rng.integers(0, fh // 2))
+    x2, y2 = int(rng.integers(x1 + 1, fw + 1)), int(rng.integers(y1 + 1, fh + 1))
+    scale, angle = rng.uniform(0.4, 2.5), rng.uniform(-0.6, 0.6)
+    rot = scale * np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    matrix = np.hstack([rot, rng.uniform(-10, 10, (2, 1))])
+    return crop, mask, frame, np.array([bx, by, bw, bh]), np.array([x1, y1, x2, y2]), matrix
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(60))
+def test_paste_warped_is_opencvs_warp_and_blend_to_the_bit(seed):
+    channels = (3, 1, 4)[seed % 3]
+    crop, mask, frame, window, box, matrix = paste_case(seed, channels)
+    got, want = frame.copy(), frame.copy()
+    kernels.paste_warped(got, crop, mask, tuple(window), tuple(box), matrix)
+    reference.paste_warped(want, crop, mask, tuple(window), tuple(box), matrix)
+    np.testing.assert_array_equal(got, want)
+
+
+@needs_compiled
+def test_paste_warped_leaves_the_frame_alone_outside_its_box_and_where_the_mask_is_0():
+    crop, mask, _, _, _, _ = paste_case(7)
+    mask[:, : mask.shape[1] // 2] = 0.0
+    h, w = crop.shape[:2]
+    frame = np.random.default_rng(7).integers(0, 256, (h + 12, w + 10, 3), dtype=np.uint8)
+    got = frame.copy()
+    kernels.paste_warped(got, crop, mask, (0, 0, w, h), (5, 6, 5 + w, 6 + h), np.array([[1.0, 0, 0], [0, 1.0, 0]]))
+    changed = (got != frame).any(axis=-1)
+    assert changed.any() and not changed[:6].any() and not changed[:, :5].any()
+    assert not changed[6 : 6 + h, 5 : 5 + w // 2 - 1].any()  # the mask's 0 half, warped in place
+
+
+@needs_compiled
+def test_paste_warped_refuses_windows_and_boxes_that_do_not_fit():
+    crop, mask, frame, _, _, matrix = paste_case(1)
+    h, w = crop.shape[:2]
+    fh, fw = frame.shape[:2]
+    with pytest.raises(ValueError, match="window must lie"):
+        kernels.paste_warped(frame, crop, mask, (1, 0, w, h), (0, 0, 4, 4), matrix)
+    with pytest.raises(ValueError, match="box in the frame"):
+        kernels.paste_warped(frame, crop, mask, (0, 0, w, h), (0, 0, fw + 1, 4), matrix)
+    with pytest.raises(ValueError, match="one size"):
+        kernels.paste_warped(frame, crop, mask[:-1], (0, 0, w, h - 1), (0, 0, 4, 4), matrix)
+    with pytest.raises(ValueError, match="uint8"):
+        kernels.paste_warped(frame.astype(np.float32), crop, mask, (0, 0, w, h), (0, 0, 4, 4), matrix)
+
+
+def detail_case(seed: int, channels: int = 3) -> tuple[np.ndarray, ...]:
+    """Float windows that reach past 0..255 (clipped), hold NaN (written 0),
+    and a band whose steps land on exact halves."""
+    rng = np.random.default_rng(seed)
+    h, w = (int(v) for v in rng.integers(3, 40, 2))
+    new = rng.uniform(-30, 285, (h, w, channels)).astype(np.float32)
+    new.reshape(-1)[rng.integers(0, new.size, 5)] = np.nan
+    new.reshape(-1)[rng.integers(0, new.size, 9)] = np.float32(127.5)
+    src = rng.uniform(0, 255, new.shape).astype(np.float32)
+    low = cv2.GaussianBlur(src, (5, 5), 1.5).reshape(new.shape)
+    mask = rng.uniform(0, 1, (h, w)).astype(np.float32)
+    return new, src, low, mask
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("sign", [-1, 0, 1])
+def test_put_detail_is_its_reference_to_the_bit(seed, sign):
+    new, src, low, mask = detail_case(seed, channels=(3, 1)[seed % 2])
+    h, w = new.shape[:2]
+    frame = np.random.default_rng(seed).integers(0, 256, (h + 9, w + 7, new.shape[2]), dtype=np.uint8)
+    got, want = frame.copy(), frame.copy()
+    kernels.put_detail(got, (4, 6), new, mask, band=(src, low), step=0.37, sign=sign)
+    pair = (src, low) if sign else None
+    reference.put_detail(want, (4, 6), new, pair, mask, np.float32(0.37), sign)
+    np.testing.assert_array_equal(got, want)
+    outside = np.ones(frame.shape[:2], bool)
+    outside[6 : 6 + h, 4 : 4 + w] = False
+    np.testing.assert_array_equal(got[outside], frame[outside])
+
+
+def test_to_uint8_is_numpys_round_and_clip():
+    new = detail_case(3)[0]
+    want = np.clip(np.nan_to_num(new + np.float32(0.5), nan=0.0), 0, 255).astype(np.uint8)
+    np.testing.assert_array_equal(kernels.to_uint8(new), want)
+    assert kernels.to_uint8(new)[np.isnan(new)].max() == 0
+
+
+def test_put_detail_refuses_a_window_past_the_frame_or_a_float_frame():
+    new, src, low, mask = detail_case(2)
+    h, w = new.shape[:2]
+    frame = np.zeros((h + 2, w + 2, 3), np.uint8)
+    with pytest.raises(ValueError, match="does not fit"):
+        kernels.put_detail(frame, (3, 0), new)
+    with pytest.raises(ValueError, match="uint8 frame"):
+        kernels.put_detail(frame.astype(np.float32), (0, 0), new)
+    with pytest.raises(ValueError, match="uint8 frame"):
+        kernels.put_detail(frame[:, ::2], (0, 0), new)
+
+
+@needs_compiled
+def test_the_pixel_kernels_refuse_buffers_of_the_wrong_size_not_read_past():
+    from faceweave.kernels import _pixels  # type: ignore[attr-defined]
+
+    new, weights = np.zeros((4, 4, 3), np.float32), np.zeros((4, 4), np.float32)
+    out = np.zeros((6, 6, 3), np.uint8)
+    with pytest.raises(ValueError, match="float32 values"):
+        _pixels.put_detail(new[:3], new, new, weights, out, 4, 4, 3, 6, 0, 0, 1.0, 0)
+    with pytest.raises(ValueError, match="frame's height"):
+        _pixels.put_detail(new, new, new, weights, out, 4, 4, 3, 6, 0, 3, 1.0, 0)
+    with pytest.raises(ValueError, match="frame's width"):
+        _pixels.put_detail(new, new, new, weights, out, 4, 4, 3, 6, 3, 0, 1.0, 0)
+    crop, mask = np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4), np.float32)
+    with pytest.raises(ValueError, match="sizes and channels"):
+        _pixels.paste_warped(crop, mask[:3], out, 4, 4, 3, 0, 0, 4, 4, 6, 6, 0, 0, 2, 2, 1, 0, 0, 0, 1, 0)
+    with pytest.raises(TypeError):
+        _pixels.paste_warped(crop, mask, b"read-only", 4, 4, 3, 0, 0, 4, 4, 6, 6, 0, 0, 2, 2, 1, 0, 0, 0, 1, 0)
+
+
+@needs_compiled
+def test_without_the_compiled_kernels_the_same_pixels_come_out(monkeypatch):
+    """An install without a C compiler runs reference.py: same frames to the bit."""
+    crop, mask, frame, window, box, matrix = paste_case(11)
+    new, src, low, weights = detail_case(11)
+    h, w = new.shape[:2]
+    target = np.zeros((h + 3, w + 3, 3), np.uint8)
+    compiled_out = frame.copy(), target.copy()
+    kernels.paste_warped(compiled_out[0], crop, mask, tuple(window), tuple(box), matrix)
+    kernels.put_detail(compiled_out[1], (2, 1), new, weights, band=(src, low), step=0.5, sign=1)
+    monkeypatch.setattr(pixels, "_pixels", None)
+    assert not kernels.compiled()
+    plain = frame.copy(), target.copy()
+    kernels.paste_warped(plain[0], crop, mask, tuple(window), tuple(box), matrix)
+    kernels.put_detail(plain[1], (2, 1), new, weights, band=(src, low), step=0.5, sign=1)
+    for a, b in zip(compiled_out, plain, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -8,7 +8,7 @@
 # (setuptools and wheel for building faceweave come from /wheels into pip's
 # isolated build environment.)
 #
-# pip compiles faceweave's kernels (faceweave/kernels/_raster.c) where the
+# pip compiles faceweave's kernels (faceweave/kernels/_raster.c, _pixels.c) where the
 # stage has a C compiler and Python's headers; where not, setuptools skips
 # them (they are optional) and their NumPy formulations run, slower.  This
 # script says which; with REQUIRE_KERNELS=1 a skipped build fails it.

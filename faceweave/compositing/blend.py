@@ -9,6 +9,7 @@ import cv2
 import numpy as np
 
 from faceweave.compositing.resample import gaussian_lowpass
+from faceweave.kernels import paste_warped, put_detail, reference
 
 
 def per_channel(mask: np.ndarray, channels: int) -> np.ndarray:
@@ -284,14 +285,37 @@ def match_detail_planned(
         plan = DetailPlan(blur=blur, grain=grain, add_grain=add_grain)
     elif whole is not None and whole_sel:
         new = soften(new, whole, plan.blur)
-    _add_grain_step(new, orig, m, plan.grain, plan.add_grain, sigma)
-    _put(frame, (x1, y1, x2, y2), new)
+    _put_grain_step(frame, (x1, y1), new, orig, m, plan.grain, plan.add_grain, sigma)
     return plan
+
+
+def _put_grain_step(
+    out: np.ndarray,
+    corner: tuple[int, int],
+    new: np.ndarray,
+    orig: np.ndarray,
+    m: np.ndarray,
+    c: float,
+    add_grain: bool,
+    sigma: float,
+) -> None:
+    """:func:`_add_grain_step` then :func:`_put` (the window's first pixel at
+    ``corner``) in one pass over the pixels (:func:`faceweave.kernels.put_detail`),
+    to the same values."""
+    if c == 0.0:
+        put_detail(out, corner, new, m)
+        return
+    src = orig if add_grain else new
+    band = (src, gaussian_lowpass(src, sigma))
+    put_detail(out, corner, new, m, band=band, step=c, sign=1 if add_grain else -1)
 
 
 def _put(out: np.ndarray, box: tuple[int, int, int, int], new: np.ndarray) -> None:
     """Write the float32 window ``new`` into ``out`` at ``box``, rounded to the nearest level."""
     x1, y1, x2, y2 = box
+    if out.flags.c_contiguous and out.ndim == 3 and out.dtype == np.uint8:
+        put_detail(out, (x1, y1), new)
+        return
     new += 0.5
     out[y1:y2, x1:x2] = np.clip(new, 0, 255).astype(np.uint8)
 
@@ -629,15 +653,9 @@ def paste_back(
     x1, y1, x2, y2, inv_roi = _crop_roi(frame.shape, (int(bx2 - bx1), int(by2 - by1)), sub)
     if x2 <= x1 or y2 <= y1:
         return out
-    size = (x2 - x1, y2 - y1)
-    big = cv2.warpAffine(crop[by1:by2, bx1:bx2], inv_roi, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-    m = cv2.warpAffine(
-        np.ascontiguousarray(mask[by1:by2, bx1:bx2], np.float32),
-        inv_roi,
-        size,
-        flags=cv2.INTER_LINEAR,
-        borderValue=(0.0,),
-    )
-    roi = frame[y1:y2, x1:x2]
-    out[y1:y2, x1:x2] = cv2.blendLinear(big, roi, m, 1.0 - m)
+    window, box = (bx1, by1, bw, bh), (x1, y1, x2, y2)
+    if out.ndim == 3 and out.dtype == np.uint8 and crop.dtype == np.uint8 and out.flags.c_contiguous:
+        paste_warped(out, crop, mask, window, box, inv_roi)  # the frame's pixels are out's by now
+    else:
+        reference.paste_warped(out, crop, mask, window, box, inv_roi)
     return out

@@ -14,6 +14,7 @@ from faceweave.compositing.blend import per_channel
 from faceweave.compositing.regions import skin_region
 from faceweave.compositing.skin import CENTRE_TOLERANCE, skin_likelihood, skin_statistics
 from faceweave.geometry import topology as topo
+from faceweave.kernels import to_uint8
 from faceweave.swappers.base import AlignedCrop
 from faceweave.types import checked_array
 
@@ -26,7 +27,7 @@ def to_lab(rgb: np.ndarray) -> np.ndarray:
 def to_rgb(lab: np.ndarray) -> np.ndarray:
     """float32 CIELAB -> uint8 RGB (rounded and clipped)."""
     rgb = cv2.cvtColor(lab.astype(np.float32), cv2.COLOR_LAB2RGB)
-    return np.clip(rgb * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    return to_uint8(np.asarray(rgb, np.float32) * np.float32(255.0))
 
 
 def masked_stats(lab: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -49,6 +49,7 @@ from faceweave.compositing.values import (
     TonePlan,
 )
 from faceweave.geometry import topology as topo
+from faceweave.kernels import to_uint8
 from faceweave.options import MaskOptions
 from faceweave.swappers.base import AlignedCrop, SwapOutput
 from faceweave.types import checked_array
@@ -754,5 +755,4 @@ def blend_face(
     if hands is not None:
         held = hands[roi][..., None]
         blended = blended * (1.0 - held) + background * held
-    pixels[roi] = np.clip(blended + 0.5, 0, 255).astype(np.uint8)
-    return pixels
+    return to_uint8(np.asarray(blended, np.float32), out=pixels, corner=(x0, y0))

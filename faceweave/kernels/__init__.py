@@ -17,6 +17,14 @@ start, and a read-only root filesystem needs nothing.
 
 from __future__ import annotations
 
-from faceweave.kernels.raster import affine_maps, compiled, rasterize
+from faceweave.kernels import pixels, raster
+from faceweave.kernels.pixels import paste_warped, put_detail, to_uint8
+from faceweave.kernels.raster import affine_maps, rasterize
 
-__all__ = ["affine_maps", "compiled", "rasterize"]
+
+def compiled() -> bool:
+    """Whether every compiled kernel is installed (else NumPy runs those that are not)."""
+    return raster.compiled() and pixels.compiled()
+
+
+__all__ = ["affine_maps", "compiled", "paste_warped", "put_detail", "rasterize", "to_uint8"]

@@ -4,6 +4,7 @@ where the kernels were not built, and the tests hold the kernels to them."""
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 #: candidate pixels tested at once by :func:`rasterize` (bounds its memory)
@@ -82,3 +83,48 @@ def affine_maps(ids: np.ndarray, affines: np.ndarray, *, origin: tuple[int, int]
     map_x = a[..., 0] * xf + a[..., 1] * yf + a[..., 2]
     map_y = a[..., 3] * xf + a[..., 4] * yf + a[..., 5]
     return map_x.astype(np.float32), map_y.astype(np.float32)
+
+
+def put_detail(
+    out: np.ndarray,
+    box: tuple[int, int],
+    new: np.ndarray,
+    band: tuple[np.ndarray, np.ndarray] | None,
+    mask: np.ndarray | None,
+    step: np.float32,
+    sign: int,
+) -> None:
+    """:func:`faceweave.kernels.pixels.put_detail` (float32 windows): the
+    band ``src - low`` times ``step * mask`` added to (``sign`` 1) or taken
+    from (-1) ``new``, rounded into ``out`` at ``box = (x0, y0)``."""
+    x0, y0 = box
+    v = new.copy()
+    if band is not None and mask is not None and sign != 0:
+        src, low = band
+        moved = (src - low) * (step * mask)[..., None]
+        v = v + moved if sign > 0 else v - moved
+    v += np.float32(0.5)
+    h, w = new.shape[:2]
+    out[y0 : y0 + h, x0 : x0 + w] = np.clip(np.nan_to_num(v, nan=0.0), 0, 255).astype(np.uint8)
+
+
+def paste_warped(
+    out: np.ndarray,
+    crop: np.ndarray,
+    mask: np.ndarray,
+    window: tuple[int, int, int, int],
+    box: tuple[int, int, int, int],
+    matrix: np.ndarray,
+) -> None:
+    """:func:`faceweave.kernels.pixels.paste_warped` with OpenCV: the crop's
+    ``window`` and its mask warped by ``matrix`` onto the frame's ``box``,
+    blended there by ``cv2.blendLinear``."""
+    bx, by, bw, bh = window
+    x1, y1, x2, y2 = box
+    size = (x2 - x1, y2 - y1)
+    part = crop[by : by + bh, bx : bx + bw]
+    big = cv2.warpAffine(part, matrix, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    weights = np.ascontiguousarray(mask[by : by + bh, bx : bx + bw], np.float32)
+    m = cv2.warpAffine(weights, matrix, size, flags=cv2.INTER_LINEAR, borderValue=(0.0,))
+    blended = cv2.blendLinear(big, out[y1:y2, x1:x2], m, 1.0 - m)
+    out[y1:y2, x1:x2] = blended.reshape(out[y1:y2, x1:x2].shape)

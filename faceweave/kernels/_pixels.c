@@ -1,0 +1,238 @@
+/*
+ * faceweave.kernels._pixels: per-pixel chains of the video's paste-back,
+ * fused into one pass over the pixels, compiled when faceweave is installed.
+ *
+ * Each function takes contiguous buffers (NumPy arrays) and their sizes,
+ * checks every size before the loop and runs the loop with the interpreter
+ * lock released.  The reference formulations, which give the same values to
+ * the bit, are in faceweave/kernels/reference.py; the tests compare the two.
+ * Built with -ffp-contract=off: no fused multiply-add, so float32 arithmetic
+ * rounds where NumPy's does.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+
+/* put_detail(new, src, low, mask, out, width, height, channels, frame_width,
+ *            x0, y0, step, sign)
+ *   new        float32 (height, width, channels): the new face's window
+ *   src, low   float32 (height, width, channels): the picture whose detail
+ *              band (src - low) is moved, and its low-pass
+ *   mask       float32 (height, width); with the band only
+ *   out        uint8 frame (rows of frame_width * channels), written in the
+ *              window whose first pixel is (x0, y0):
+ *              clip(new + sign * ((src - low) * (step * mask)) + 0.5, 0, 255),
+ *              truncated (NaN: 0); sign 0 leaves the band out (new + 0.5, clipped)
+ */
+static PyObject *put_detail(PyObject *self, PyObject *args) {
+    Py_buffer new_b, src_b, low_b, mask_b, out_b;
+    int width, height, channels, frame_width, x0, y0, sign;
+    float step;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*iiiiiifi", &new_b, &src_b, &low_b, &mask_b, &out_b, &width, &height,
+                          &channels, &frame_width, &x0, &y0, &step, &sign))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t pixels = (Py_ssize_t)width * height, values = pixels * channels;
+    Py_ssize_t fsize = sizeof(float);
+    if (width <= 0 || height <= 0 || channels <= 0 || x0 < 0 || y0 < 0 || x0 + width > frame_width) {
+        PyErr_SetString(PyExc_ValueError, "the window must lie inside the frame's width");
+        goto done;
+    }
+    if (new_b.len != values * fsize
+        || (sign != 0
+            && (mask_b.len != pixels * fsize || src_b.len != values * fsize || low_b.len != values * fsize))) {
+        PyErr_Format(PyExc_ValueError, "new, src and low must hold %d x %d x %d float32 values, mask %d x %d", height,
+                     width, channels, height, width);
+        goto done;
+    }
+    Py_ssize_t row = (Py_ssize_t)frame_width * channels;
+    if (out_b.len % row || out_b.len / row < (Py_ssize_t)y0 + height) {
+        PyErr_SetString(PyExc_ValueError, "the window must lie inside the frame's height");
+        goto done;
+    }
+    const float *n = (const float *)new_b.buf, *s = (const float *)src_b.buf, *l = (const float *)low_b.buf;
+    const float *m = (const float *)mask_b.buf;
+    uint8_t *o = (uint8_t *)out_b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (int j = 0; j < height; j++) {
+        uint8_t *line = o + (Py_ssize_t)(y0 + j) * row + (Py_ssize_t)x0 * channels;
+        for (int i = 0; i < width; i++) {
+            Py_ssize_t p = (Py_ssize_t)j * width + i;
+            float w = sign != 0 ? step * m[p] : 0.0f;
+            for (int c = 0; c < channels; c++) {
+                Py_ssize_t k = p * channels + c;
+                float v = n[k];
+                if (sign > 0)
+                    v = v + (s[k] - l[k]) * w;
+                else if (sign < 0)
+                    v = v - (s[k] - l[k]) * w;
+                v = v + 0.5f;
+                line[(Py_ssize_t)i * channels + c] = !(v > 0.0f) ? 0 : (v >= 255.0f ? 255 : (uint8_t)v);
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&new_b);
+    PyBuffer_Release(&src_b);
+    PyBuffer_Release(&low_b);
+    PyBuffer_Release(&mask_b);
+    PyBuffer_Release(&out_b);
+    return result;
+}
+
+
+/* OpenCV's warpAffine (INTER_LINEAR): coordinates in 1/32 pixel from a
+ * 10-bit fixed-point walk along the row, bilinear weights in 1/32 steps */
+#define AB_SCALE 1024
+#define TAB 32
+
+static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+/* the crop's channel c at (sx, sy) + its 2x2 neighbours, replicated at the
+ * window's edges, weighted in 15-bit fixed point and rounded (uint8) */
+static inline int sample_u8(const uint8_t *crop, Py_ssize_t stride, int ch, int c, int sx, int sy, int fx, int fy,
+                            int w, int h) {
+    int x0 = clampi(sx, 0, w - 1), x1 = clampi(sx + 1, 0, w - 1);
+    int y0 = clampi(sy, 0, h - 1), y1 = clampi(sy + 1, 0, h - 1);
+    int w00 = (TAB - fy) * (TAB - fx) * 32, w01 = (TAB - fy) * fx * 32, w10 = fy * (TAB - fx) * 32,
+        w11 = fy * fx * 32;
+    int v = crop[y0 * stride + x0 * ch + c] * w00 + crop[y0 * stride + x1 * ch + c] * w01
+            + crop[y1 * stride + x0 * ch + c] * w10 + crop[y1 * stride + x1 * ch + c] * w11;
+    return clampi((v + (1 << 14)) >> 15, 0, 255);
+}
+
+/* the mask at (sx, sy), 0 outside the window, float weights */
+static inline float sample_f32(const float *mask, Py_ssize_t stride, int sx, int sy, int fx, int fy, int w, int h) {
+    if (sx >= w || sx + 1 < 0 || sy >= h || sy + 1 < 0)
+        return 0.0f;
+    float ax = (float)fx * (1.0f / TAB), ay = (float)fy * (1.0f / TAB);
+    float vx0 = 1.0f - ax, vy0 = 1.0f - ay;
+    float w00 = vy0 * vx0, w01 = vy0 * ax, w10 = ay * vx0, w11 = ay * ax;
+    int in_x0 = sx >= 0, in_x1 = sx + 1 < w, in_y0 = sy >= 0, in_y1 = sy + 1 < h;
+    float v00 = in_x0 && in_y0 ? mask[sy * stride + sx] : 0.0f;
+    float v01 = in_x1 && in_y0 ? mask[sy * stride + sx + 1] : 0.0f;
+    float v10 = in_x0 && in_y1 ? mask[(sy + 1) * stride + sx] : 0.0f;
+    float v11 = in_x1 && in_y1 ? mask[(sy + 1) * stride + sx + 1] : 0.0f;
+    return v00 * w00 + v01 * w01 + v10 * w10 + v11 * w11;
+}
+
+/* paste_warped(crop, mask, out, crop_w, crop_h, channels, bx, by, bw, bh,
+ *              frame_w, frame_h, x1, y1, x2, y2, m0, m1, m2, m3, m4, m5)
+ *   crop     uint8 (crop_h, crop_w, channels); its window (bx, by, bw, bh) is pasted
+ *   mask     float32 (crop_h, crop_w), the same window
+ *   out      uint8 (frame_h, frame_w, channels), blended in place in the box
+ *            (x1, y1)-(x2, y2): what cv2.warpAffine of the window (replicated
+ *            edges) and of the mask (0 outside) by m (window -> box, as given
+ *            to warpAffine), then cv2.blendLinear(crop, frame, m, 1 - m) give
+ */
+static PyObject *paste_warped(PyObject *self, PyObject *args) {
+    Py_buffer crop_b, mask_b, out_b;
+    int cw, chh, ch, bx, by, bw, bh, fw, fh, x1, y1, x2, y2;
+    double m[6];
+    if (!PyArg_ParseTuple(args, "y*y*w*iiiiiiiiiiiiidddddd", &crop_b, &mask_b, &out_b, &cw, &chh, &ch, &bx, &by, &bw,
+                          &bh, &fw, &fh, &x1, &y1, &x2, &y2, &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]))
+        return NULL;
+    PyObject *result = NULL;
+    if (cw <= 0 || chh <= 0 || ch <= 0 || ch > 4 || crop_b.len != (Py_ssize_t)cw * chh * ch
+        || mask_b.len != (Py_ssize_t)cw * chh * (Py_ssize_t)sizeof(float)
+        || out_b.len != (Py_ssize_t)fw * fh * ch) {
+        PyErr_SetString(PyExc_ValueError, "crop, mask and out must match their sizes and channels");
+        goto done;
+    }
+    if (bw <= 0 || bh <= 0 || bx < 0 || by < 0 || bx + bw > cw || by + bh > chh || x1 < 0 || y1 < 0 || x2 > fw
+        || y2 > fh || x2 <= x1 || y2 <= y1) {
+        PyErr_SetString(PyExc_ValueError, "the window must lie in the crop and the box in the frame");
+        goto done;
+    }
+    /* the inverse, as warpAffine makes it */
+    double d = m[0] * m[4] - m[1] * m[3];
+    d = d != 0 ? 1. / d : 0;
+    double a11 = m[4] * d, a22 = m[0] * d;
+    m[0] = a11;
+    m[1] *= -d;
+    m[3] *= -d;
+    m[4] = a22;
+    double b1 = -m[0] * m[2] - m[1] * m[5], b2 = -m[3] * m[2] - m[4] * m[5];
+    m[2] = b1;
+    m[5] = b2;
+    const uint8_t *crop = (const uint8_t *)crop_b.buf + ((Py_ssize_t)by * cw + bx) * ch;
+    const float *mask = (const float *)mask_b.buf + (Py_ssize_t)by * cw + bx;
+    uint8_t *out = (uint8_t *)out_b.buf;
+    Py_ssize_t cstride = (Py_ssize_t)cw * ch;
+    int width = x2 - x1;
+    int *delta = PyMem_RawMalloc(2 * (size_t)width * sizeof(int));
+    if (delta == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int i = 0; i < width; i++) { /* the row's steps, as warpAffine's adelta and bdelta */
+        delta[2 * i] = (int)lrint(m[0] * i * AB_SCALE);
+        delta[2 * i + 1] = (int)lrint(m[3] * i * AB_SCALE);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (int j = 0; j < y2 - y1; j++) {
+        int X0 = (int)lrint((m[1] * j + m[2]) * AB_SCALE) + AB_SCALE / TAB / 2;
+        int Y0 = (int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2;
+        uint8_t *line = out + ((Py_ssize_t)(y1 + j) * fw + x1) * ch;
+        for (int i = 0; i < width; i++) {
+            int X = (X0 + delta[2 * i]) >> 5, Y = (Y0 + delta[2 * i + 1]) >> 5;
+            int sx = X >> 5, sy = Y >> 5, fx = X & (TAB - 1), fy = Y & (TAB - 1);
+            int inside = sx >= 0 && sy >= 0 && sx < bw - 1 && sy < bh - 1;
+            float wm;
+            if (inside) {
+                float ax = (float)fx * (1.0f / TAB), ay = (float)fy * (1.0f / TAB);
+                float vx0 = 1.0f - ax, vy0 = 1.0f - ay;
+                const float *p = mask + (Py_ssize_t)sy * cw + sx;
+                wm = p[0] * (vy0 * vx0) + p[1] * (vy0 * ax) + p[cw] * (ay * vx0) + p[cw + 1] * (ay * ax);
+            } else {
+                wm = sample_f32(mask, cw, sx, sy, fx, fy, bw, bh);
+            }
+            if (wm == 0.0f)
+                continue; /* blendLinear keeps the frame's level there */
+            float wf = 1.0f - wm, den = wm + wf + 1e-5f;
+            uint8_t *o = line + (Py_ssize_t)i * ch;
+            if (inside) {
+                int w00 = (TAB - fy) * (TAB - fx) * 32, w01 = (TAB - fy) * fx * 32, w10 = fy * (TAB - fx) * 32,
+                    w11 = fy * fx * 32;
+                const uint8_t *q = crop + (Py_ssize_t)sy * cstride + (Py_ssize_t)sx * ch;
+                for (int c = 0; c < ch; c++) {
+                    int v = q[c] * w00 + q[ch + c] * w01 + q[cstride + c] * w10 + q[cstride + ch + c] * w11;
+                    int level = (v + (1 << 14)) >> 15; /* 0..255: the weights sum to 1 << 15 */
+                    if (wm == 1.0f) { /* level / (1 + 1e-5) rounds to level for every level */
+                        o[c] = (uint8_t)level;
+                        continue;
+                    }
+                    float num = (float)level * wm + (float)o[c] * wf;
+                    o[c] = (uint8_t)clampi((int)lrintf(num / den), 0, 255);
+                }
+            } else {
+                for (int c = 0; c < ch; c++) {
+                    float num = (float)sample_u8(crop, cstride, ch, c, sx, sy, fx, fy, bw, bh) * wm + (float)o[c] * wf;
+                    o[c] = (uint8_t)clampi((int)lrintf(num / den), 0, 255);
+                }
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(delta);
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&crop_b);
+    PyBuffer_Release(&mask_b);
+    PyBuffer_Release(&out_b);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"put_detail", put_detail, METH_VARARGS, "Move a detail band under a mask and write the window into a frame."},
+    {"paste_warped", paste_warped, METH_VARARGS, "Warp a crop and its mask into a frame and blend them there."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pixels", "faceweave's compiled per-pixel kernels.", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__pixels(void) { return PyModule_Create(&module); }

@@ -1,0 +1,102 @@
+"""Per-pixel chains of the video's paste-back fused into one pass: the
+compiled kernels (``_pixels.c``) when they were built, else their NumPy
+formulations (:mod:`faceweave.kernels.reference`), which give the same
+values."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from faceweave.kernels import reference
+
+try:  # built at install time; absent where no C compiler was there
+    from faceweave.kernels import _pixels  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the install
+    _pixels = None
+
+
+def compiled() -> bool:
+    """Whether the compiled per-pixel kernels are installed (else NumPy runs them)."""
+    return _pixels is not None
+
+
+def put_detail(
+    out: np.ndarray,
+    box: tuple[int, int],
+    new: np.ndarray,
+    mask: np.ndarray | None = None,
+    *,
+    band: tuple[np.ndarray, np.ndarray] | None = None,
+    step: float = 0.0,
+    sign: int = 0,
+) -> None:
+    """Write the float32 window ``new`` (``(h, w, C)``) into the uint8 frame
+    ``out`` (``(H, W, C)``, C-contiguous) with its first pixel at ``box =
+    (x0, y0)``, rounded to the nearest level and clipped to 0..255, after
+    moving a detail band under ``mask`` (``(h, w)``, needed with the band only): ``band = (src, low)``,
+    a picture of ``new``'s shape and its low-pass, whose difference times
+    ``step * mask`` is added (``sign`` 1) or taken away (``sign`` -1);
+    ``sign`` 0 or no ``band``: ``new`` as it is.  In float32, in NumPy's
+    order: ``new + (src - low) * (float32(step) * mask) + 0.5``."""
+    x0, y0 = int(box[0]), int(box[1])
+    h, w = new.shape[:2]
+    step32 = np.float32(step)
+    sign = 0 if band is None or mask is None else int(np.sign(sign))
+    if out.dtype != np.uint8 or not out.flags.c_contiguous or out.ndim != 3 or new.shape[2:] != out.shape[2:]:
+        raise ValueError("out must be a C-contiguous (H, W, C) uint8 frame with new's channels")
+    if x0 < 0 or y0 < 0 or x0 + w > out.shape[1] or y0 + h > out.shape[0]:
+        raise ValueError(f"a {w}x{h} window at ({x0}, {y0}) does not fit a {out.shape[1]}x{out.shape[0]} frame")
+    values = np.ascontiguousarray(new, np.float32)
+    weights = values if sign == 0 or mask is None else np.ascontiguousarray(mask, np.float32)
+    pair = None if band is None or sign == 0 else tuple(np.ascontiguousarray(b, np.float32) for b in band)
+    if _pixels is None:
+        reference.put_detail(out, (x0, y0), values, pair, weights, step32, sign)  # type: ignore[arg-type]
+        return
+    src, low = pair if pair is not None and sign != 0 else (values, values)
+    channels, width = int(out.shape[2]), int(out.shape[1])
+    _pixels.put_detail(values, src, low, weights, out, w, h, channels, width, x0, y0, float(step32), sign)
+
+
+def paste_warped(
+    out: np.ndarray,
+    crop: np.ndarray,
+    mask: np.ndarray,
+    window: tuple[int, int, int, int],
+    box: tuple[int, int, int, int],
+    matrix: np.ndarray,
+) -> None:
+    """Paste the ``window = (x, y, w, h)`` of a uint8 ``crop`` (``(h, w, C)``)
+    into the uint8 frame ``out`` (``(H, W, C)``, C-contiguous, changed in
+    place) on its ``box = (x1, y1, x2, y2)``: the window warped by the
+    ``(2, 3)`` ``matrix`` (window -> box pixels) with its edges replicated,
+    and the float ``mask`` (the crop's size) warped alike with 0 outside,
+    ``out = (crop * m + out * (1 - m)) / (m + (1 - m) + 1e-5)`` rounded.
+    OpenCV's ``warpAffine`` (bilinear, in its 1/32-pixel fixed point) and
+    ``blendLinear`` to the bit, in one pass that leaves the frame alone
+    where the mask is 0."""
+    bx, by, bw, bh = (int(v) for v in window)
+    x1, y1, x2, y2 = (int(v) for v in box)
+    if out.dtype != np.uint8 or not out.flags.c_contiguous or crop.dtype != np.uint8:
+        raise ValueError("out must be a C-contiguous uint8 frame and crop uint8")
+    if crop.shape[:2] != mask.shape[:2] or crop.shape[2:] != out.shape[2:] or out.ndim != 3:
+        raise ValueError("crop and mask must be of one size, crop and out of the same channels")
+    pixels = np.ascontiguousarray(crop)
+    weights = np.ascontiguousarray(mask, np.float32)
+    if _pixels is None:
+        reference.paste_warped(out, pixels, weights, (bx, by, bw, bh), (x1, y1, x2, y2), matrix)
+        return
+    h, w, c = pixels.shape
+    m = [float(v) for v in np.asarray(matrix, np.float64).reshape(6)]
+    _pixels.paste_warped(pixels, weights, out, w, h, c, bx, by, bw, bh, out.shape[1], out.shape[0], x1, y1, x2, y2, *m)
+
+
+def to_uint8(values: np.ndarray, out: np.ndarray | None = None, corner: tuple[int, int] = (0, 0)) -> np.ndarray:
+    """``np.clip(values + 0.5, 0, 255).astype(np.uint8)`` of float32
+    ``(h, w, C)`` ``values`` (NaN: 0) in one pass: a new array, or written
+    into the frame ``out`` (C-contiguous uint8 ``(H, W, C)``) with its first
+    pixel at ``corner``, which is returned."""
+    if out is None:
+        out = np.empty(values.shape, np.uint8)
+        corner = (0, 0)
+    put_detail(out, corner, values)
+    return out
