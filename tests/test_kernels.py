@@ -301,6 +301,9 @@ def test_the_pixel_kernels_refuse_buffers_of_the_wrong_size_not_read_past():
         _pixels.paste_warped(crop, mask[:3], out, 4, 4, 3, 0, 0, 4, 4, 6, 6, 0, 0, 2, 2, 1, 0, 0, 0, 1, 0)
     with pytest.raises(TypeError):
         _pixels.paste_warped(crop, mask, b"read-only", 4, 4, 3, 0, 0, 4, 4, 6, 6, 0, 0, 2, 2, 1, 0, 0, 0, 1, 0)
+    grid, offsets = np.zeros((3, 3, 3), np.float32), np.zeros((4, 4, 2), np.float32)
+    with pytest.raises(ValueError, match="match their sizes"):
+        _pixels.warp_by_grid(grid, crop, offsets, mask, crop, 3, 4, 4, 4, 3, 2)
 
 
 @needs_compiled
@@ -320,3 +323,45 @@ def test_without_the_compiled_kernels_the_same_pixels_come_out(monkeypatch):
     kernels.put_detail(plain[1], (2, 1), new, weights, band=(src, low), step=0.5, sign=1)
     for a, b in zip(compiled_out, plain, strict=True):
         np.testing.assert_array_equal(a, b)
+    monkeypatch.undo()
+    pixels_in, grid, step = grid_case(11)
+    fast = kernels.warp_by_grid(pixels_in, grid, step)
+    monkeypatch.setattr(pixels, "_pixels", None)
+    for a, b in zip(fast, kernels.warp_by_grid(pixels_in, grid, step), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def grid_case(seed: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """A picture and a field on a grid that reaches past its edges (replicated) and moves far."""
+    rng = np.random.default_rng(seed)
+    h, w = (int(v) for v in rng.integers(8, 120, 2))
+    step = int(rng.integers(1, 12))
+    grid = rng.normal(0, rng.uniform(0.5, 30), (h // step + 2, w // step + 2, 3)).astype(np.float32)
+    return rng.integers(0, 256, (h, w, (3, 1, 4)[seed % 3]), dtype=np.uint8), grid, step
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(60))
+def test_warp_by_grid_is_opencvs_warp_and_remap_to_the_bit(seed):
+    pixels, grid, step = grid_case(seed)
+    got, want = kernels.warp_by_grid(pixels, grid, step), reference.warp_by_grid(pixels, grid, step)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+def test_warp_by_grid_of_a_still_field_is_the_picture():
+    pixels, grid, step = grid_case(4)
+    moved, offsets, changed = kernels.warp_by_grid(pixels, np.zeros_like(grid), step)
+    np.testing.assert_array_equal(moved, pixels)
+    assert not offsets.any() and not changed.any()
+
+
+def test_warp_by_grid_refuses_what_it_cannot_read():
+    pixels, grid, step = grid_case(2)
+    with pytest.raises(ValueError, match="uint8"):
+        kernels.warp_by_grid(pixels.astype(np.float32), grid, step)
+    with pytest.raises(ValueError, match="grid"):
+        kernels.warp_by_grid(pixels, grid[..., :2], step)
+    with pytest.raises(ValueError, match="step"):
+        kernels.warp_by_grid(pixels, grid, 0)

@@ -18,7 +18,7 @@ start, and a read-only root filesystem needs nothing.
 from __future__ import annotations
 
 from faceweave.kernels import pixels, raster
-from faceweave.kernels.pixels import paste_warped, put_detail, to_uint8
+from faceweave.kernels.pixels import paste_warped, put_detail, to_uint8, warp_by_grid
 from faceweave.kernels.raster import affine_maps, rasterize
 
 
@@ -27,4 +27,4 @@ def compiled() -> bool:
     return raster.compiled() and pixels.compiled()
 
 
-__all__ = ["affine_maps", "compiled", "paste_warped", "put_detail", "rasterize", "to_uint8"]
+__all__ = ["affine_maps", "compiled", "paste_warped", "put_detail", "rasterize", "to_uint8", "warp_by_grid"]

@@ -7,7 +7,8 @@
  * lock released.  The reference formulations, which give the same values to
  * the bit, are in faceweave/kernels/reference.py; the tests compare the two.
  * Built with -ffp-contract=off: no fused multiply-add, so float32 arithmetic
- * rounds where NumPy's does.
+ * rounds where NumPy's does (and -fno-math-errno, which lets lrint and lrintf
+ * be one instruction: the same values, no errno).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -226,9 +227,107 @@ done:
     return result;
 }
 
+/* warp_by_grid(grid, pixels, offsets, changed, out, grid_w, grid_h, width, height, channels, step)
+ *   grid     float32 (grid_h, grid_w, 3): a smooth field every step pixels (dx, dy, how much moved),
+ *            sample (i, j) at pixel (j * step, i * step)
+ *   pixels   uint8 (height, width, channels): the picture the field moves
+ *   offsets  float32 (height, width, 2) and changed float32 (height, width): the field at every
+ *            pixel, as cv2.warpAffine of the grid by 1 / step (bilinear, replicated edges) gives
+ *   out      uint8 (height, width, channels): pixels sampled at (x + dx, y + dy), as cv2.remap
+ *            (bilinear, replicated edges) of the float maps gives
+ */
+static PyObject *warp_by_grid(PyObject *self, PyObject *args) {
+    Py_buffer grid_b, pix_b, off_b, chg_b, out_b;
+    int gw, gh, w, h, ch, step;
+    if (!PyArg_ParseTuple(args, "y*y*w*w*w*iiiiii", &grid_b, &pix_b, &off_b, &chg_b, &out_b, &gw, &gh, &w, &h, &ch,
+                          &step))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t pixels = (Py_ssize_t)w * h, fsize = sizeof(float);
+    if (gw <= 0 || gh <= 0 || w <= 0 || h <= 0 || ch <= 0 || ch > 4 || step <= 0
+        || grid_b.len != (Py_ssize_t)gw * gh * 3 * fsize || pix_b.len != pixels * ch
+        || off_b.len != pixels * 2 * fsize || chg_b.len != pixels * fsize || out_b.len != pixels * ch) {
+        PyErr_SetString(PyExc_ValueError, "grid, pixels, offsets, changed and out must match their sizes");
+        goto done;
+    }
+    const float *restrict grid = (const float *)grid_b.buf;
+    const uint8_t *restrict src = (const uint8_t *)pix_b.buf;
+    float *restrict off = (float *)off_b.buf, *restrict chg = (float *)chg_b.buf;
+    uint8_t *restrict out = (uint8_t *)out_b.buf;
+    double scale = 1.0 / step;
+    /* per column: the grid's two columns (as offsets into a grid row) and
+     * warpAffine's weights along x (its steps along a row; its bdelta is 0) */
+    int *cols = PyMem_RawMalloc(2 * (size_t)w * sizeof(int));
+    float *xw = PyMem_RawMalloc(2 * (size_t)w * sizeof(float));
+    if (cols == NULL || xw == NULL) {
+        PyMem_RawFree(cols);
+        PyMem_RawFree(xw);
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int i = 0; i < w; i++) {
+        int X = ((int)lrint(scale * i * AB_SCALE) + AB_SCALE / TAB / 2) >> 5, gx = X >> 5;
+        float ax = (float)(X & (TAB - 1)) * (1.0f / TAB);
+        cols[2 * i] = clampi(gx, 0, gw - 1) * 3;
+        cols[2 * i + 1] = clampi(gx + 1, 0, gw - 1) * 3;
+        xw[2 * i] = 1.0f - ax;
+        xw[2 * i + 1] = ax;
+    }
+    Py_ssize_t gstride = (Py_ssize_t)gw * 3, stride = (Py_ssize_t)w * ch;
+    Py_BEGIN_ALLOW_THREADS
+    for (int j = 0; j < h; j++) {
+        int Y = ((int)lrint(scale * j * AB_SCALE) + AB_SCALE / TAB / 2) >> 5, gy = Y >> 5;
+        const float *row0 = grid + clampi(gy, 0, gh - 1) * gstride, *row1 = grid + clampi(gy + 1, 0, gh - 1) * gstride;
+        float ay = (float)(Y & (TAB - 1)) * (1.0f / TAB), vy0 = 1.0f - ay;
+        for (int i = 0; i < w; i++) {
+            float vx0 = xw[2 * i], ax = xw[2 * i + 1];
+            float w00 = vy0 * vx0, w01 = vy0 * ax, w10 = ay * vx0, w11 = ay * ax;
+            const float *g00 = row0 + cols[2 * i], *g01 = row0 + cols[2 * i + 1];
+            const float *g10 = row1 + cols[2 * i], *g11 = row1 + cols[2 * i + 1];
+            float v[3];
+            for (int c = 0; c < 3; c++)
+                v[c] = g00[c] * w00 + g01[c] * w01 + g10[c] * w10 + g11[c] * w11;
+            Py_ssize_t p = (Py_ssize_t)j * w + i;
+            off[2 * p] = v[0];
+            off[2 * p + 1] = v[1];
+            chg[p] = v[2];
+            /* remap's maps in 1/32 pixel (cvRound), then its 15-bit bilinear weights */
+            float mx = v[0] + (float)i, my = v[1] + (float)j;
+            int sx32 = (int)lrintf(mx * (float)TAB), sy32 = (int)lrintf(my * (float)TAB);
+            int sx = clampi(sx32 >> 5, -32768, 32767), sy = clampi(sy32 >> 5, -32768, 32767);
+            int ux = sx32 & (TAB - 1), uy = sy32 & (TAB - 1);
+            uint8_t *o = out + p * ch;
+            if (sx >= 0 && sy >= 0 && sx < w - 1 && sy < h - 1) { /* all four neighbours inside */
+                int w00 = (TAB - uy) * (TAB - ux) * 32, w01 = (TAB - uy) * ux * 32, w10 = uy * (TAB - ux) * 32,
+                    w11 = uy * ux * 32;
+                const uint8_t *q = src + (Py_ssize_t)sy * stride + (Py_ssize_t)sx * ch;
+                for (int c = 0; c < ch; c++)
+                    o[c] = (uint8_t)((q[c] * w00 + q[ch + c] * w01 + q[stride + c] * w10 + q[stride + ch + c] * w11
+                                      + (1 << 14))
+                                     >> 15);
+            } else {
+                for (int c = 0; c < ch; c++)
+                    o[c] = (uint8_t)sample_u8(src, stride, ch, c, sx, sy, ux, uy, w, h);
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(cols);
+    PyMem_RawFree(xw);
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&grid_b);
+    PyBuffer_Release(&pix_b);
+    PyBuffer_Release(&off_b);
+    PyBuffer_Release(&chg_b);
+    PyBuffer_Release(&out_b);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"put_detail", put_detail, METH_VARARGS, "Move a detail band under a mask and write the window into a frame."},
     {"paste_warped", paste_warped, METH_VARARGS, "Warp a crop and its mask into a frame and blend them there."},
+    {"warp_by_grid", warp_by_grid, METH_VARARGS, "A smooth field on a grid to every pixel, and a picture moved by it."},
     {NULL, NULL, 0, NULL},
 };
 

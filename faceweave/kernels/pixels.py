@@ -100,3 +100,26 @@ def to_uint8(values: np.ndarray, out: np.ndarray | None = None, corner: tuple[in
         corner = (0, 0)
     put_detail(out, corner, values)
     return out
+
+
+def warp_by_grid(pixels: np.ndarray, grid: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A smooth field given every ``step`` pixels (``grid``: float32 ``(GH,
+    GW, 3)``, sample ``(i, j)`` at pixel ``(j * step, i * step)``: the x and y
+    offsets and how much the place moved) at every pixel of the uint8
+    ``pixels`` (``(H, W, C)``), and the picture moved by it: ``(moved,
+    offsets, changed)``, ``moved`` the picture sampled at ``(x + dx, y +
+    dy)``, ``offsets`` ``(H, W, 2)`` and ``changed`` ``(H, W)`` float32.
+    OpenCV's ``warpAffine`` of the grid by ``1 / step`` and ``remap`` of the
+    picture (both bilinear, edges replicated) to the bit, in one pass."""
+    if pixels.dtype != np.uint8 or pixels.ndim != 3 or grid.ndim != 3 or grid.shape[2] != 3 or step < 1:
+        raise ValueError("pixels must be (H, W, C) uint8, grid (GH, GW, 3), step at least 1")
+    values = np.ascontiguousarray(pixels)
+    field = np.ascontiguousarray(grid, np.float32)
+    if _pixels is None:
+        return reference.warp_by_grid(values, field, int(step))
+    h, w, c = values.shape
+    moved = np.empty_like(values)
+    offsets = np.empty((h, w, 2), np.float32)
+    changed = np.empty((h, w), np.float32)
+    _pixels.warp_by_grid(field, values, offsets, changed, moved, field.shape[1], field.shape[0], w, h, c, int(step))
+    return moved, offsets, changed

@@ -128,3 +128,19 @@ def paste_warped(
     m = cv2.warpAffine(weights, matrix, size, flags=cv2.INTER_LINEAR, borderValue=(0.0,))
     blended = cv2.blendLinear(big, out[y1:y2, x1:x2], m, 1.0 - m)
     out[y1:y2, x1:x2] = blended.reshape(out[y1:y2, x1:x2].shape)
+
+
+def warp_by_grid(pixels: np.ndarray, grid: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`faceweave.kernels.pixels.warp_by_grid` with OpenCV: the grid
+    resampled to every pixel by ``warpAffine``, the picture by ``remap``."""
+    h, w = pixels.shape[:2]
+    m = np.array([[1.0 / step, 0.0, 0.0], [0.0, 1.0 / step, 0.0]], np.float64)
+    field = cv2.warpAffine(
+        grid, m, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE
+    )
+    dx, dy, changed = cv2.split(field)
+    offsets = cv2.merge([dx, dy])
+    dx += np.arange(w, dtype=np.float32)[None, :]
+    dy += np.arange(h, dtype=np.float32)[:, None]
+    moved = cv2.remap(pixels, dx, dy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    return moved.reshape(pixels.shape), offsets, changed

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-import cv2
 import numpy as np
 
 from faceweave.analysis.pose import head_pose
@@ -30,7 +29,6 @@ from faceweave.geometry.shape import eye_open_weight, transfer_shape
 from faceweave.geometry.warp import (
     ellipse_ring,
     falloff_at,
-    grid_to_pixels,
     hull_falloff,
     piecewise_remap,
     rasterize_triangles,
@@ -38,6 +36,7 @@ from faceweave.geometry.warp import (
     triangle_affines,
     triangle_facing,
 )
+from faceweave.kernels import warp_by_grid
 from faceweave.swappers.base import AlignedCrop, Precomputed, SourceFace, SwapOutput, SwapperContext
 
 #: below this facing cosine a source triangle's texture is taken from its mirror
@@ -230,11 +229,8 @@ class MeshSwapper:
         reach = _HULL_REACH * max(float(np.ptp(face[:, 0])), 1.0)
         grid *= hull_falloff(face, steps[:gw], steps[:gh], reach=reach)[..., None]
         moved = np.clip(np.hypot(grid[..., 0], grid[..., 1]) / 0.3, 0.0, 1.0)
-        dx, dy, changed = cv2.split(grid_to_pixels(np.dstack([grid, moved]), (w, h), _RESHAPE_STEP))
-        offsets = cv2.merge([dx, dy])
-        dx += np.arange(w, dtype=np.float32)[None, :]
-        dy += np.arange(h, dtype=np.float32)[:, None]
-        background = cv2.remap(target.pixels, dx, dy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        # the field at every pixel and the crop moved by it, in one pass
+        background, offsets, changed = warp_by_grid(target.pixels, np.dstack([grid, moved]), _RESHAPE_STEP)
         return background, changed, offsets
 
     @staticmethod
