@@ -381,3 +381,25 @@ def test_serve_refuses_a_missing_device_for_its_embedded_workers(tmp_path):
     args = [sys.executable, "-m", "faceweave.cli", "serve", "--storage", str(tmp_path / "st"), "--port", "0"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
     assert_clean_error(proc, 1, "execution provider 'cann'", "not available")
+
+
+#: the command line with the distributed extra's modules made unimportable
+#: (as in an install without ``faceweave[distributed]``)
+WITHOUT_DISTRIBUTED = (
+    "import sys\n"
+    "for name in ('celery', 'kombu', 'redis'):\n"
+    "    sys.modules[name] = None\n"
+    "from faceweave.cli import build_app; from faceweave.cli.console import run_app\n"
+    "sys.exit(run_app(build_app(), sys.argv[1:]))"
+)
+
+
+@pytest.mark.parametrize("command", ["worker", "serve"])
+def test_distributed_mode_without_its_extra_names_the_extra(tmp_path, command):
+    args = [command, "--broker", "redis://127.0.0.1:1/0", "--storage", str(tmp_path / "st")]
+    args += ["--database", f"sqlite:///{tmp_path / 'jobs.db'}"] + (["--port", "0"] if command == "serve" else [])
+    proc = subprocess.run(
+        [sys.executable, "-c", WITHOUT_DISTRIBUTED, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert_clean_error(proc, 2, "needs the distributed extra", "celery", "pip install 'faceweave[distributed]'")
+    assert not (tmp_path / "st").exists()

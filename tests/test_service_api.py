@@ -272,3 +272,23 @@ def test_job_options_carry_the_mask_switches_into_the_swap_options():
     assert not chosen.occlusion and not chosen.mouth and chosen.hands
     with pytest.raises(ValidationError):
         JobOptions(occlusion_hand=True)  # a misspelt option is refused, not ignored
+
+
+def test_embedded_workers_export_their_device_on_metrics(client):
+    """A one-machine deployment (``serve`` with embedded workers) shows its
+    device in /metrics, as a ``faceweave worker`` does (here: the host's)."""
+    metrics = client.get("/metrics").text
+    visible = [line for line in metrics.splitlines() if line.startswith("faceweave_devices_visible{")]
+    assert visible and all('vendor="' in line and 'worker="' in line for line in visible), visible
+    assert "faceweave_device_utilization_ratio{" in metrics and "faceweave_device_scrape_errors_total{" in metrics
+
+
+@pytest.mark.parametrize("changes", [{"workers": 0}, {"workers": 1, "device_monitor": "none"}])
+def test_no_device_series_where_the_node_runs_no_jobs_or_they_are_off(tmp_path, changes):
+    from faceweave.service.node import Service
+
+    service = Service(settings(tmp_path, **changes))
+    try:
+        assert service.devices is None and "faceweave_device" not in service.metrics.render().decode()
+    finally:
+        service.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,6 +75,40 @@ def check_database(url: str) -> None:
         raise InvalidOptionError(
             f"--database {url!r}: its driver is not installed ({exc.name or exc}); {accepted}"
         ) from exc
+
+
+#: what distributed mode imports (the ``distributed`` extra), by what needs it
+_DISTRIBUTED_MODULES = (("celery", "the broker"), ("kombu", "the broker"))
+
+
+def check_distributed_installed(broker: str | None, *, role: str) -> None:
+    """That the ``distributed`` extra is installed when ``broker`` is set
+    (``role``: who needs it, for the message): Celery and kombu, and the
+    redis client for a ``redis://`` broker.
+
+    Raises:
+        InvalidOptionError: one of them is missing, naming the extra to install.
+    """
+    import importlib.util
+
+    if not broker:
+        return
+    needed = [name for name, _ in _DISTRIBUTED_MODULES]
+    if broker.startswith(("redis://", "rediss://")):
+        needed.append("redis")
+    missing = [name for name in needed if not _installed(name, importlib.util.find_spec)]
+    if missing:
+        raise InvalidOptionError(
+            f"{role} needs the distributed extra ({', '.join(missing)} not installed):"
+            " pip install 'faceweave[distributed]'"
+        )
+
+
+def _installed(name: str, find_spec) -> bool:
+    """Whether ``name`` imports here (already imported, or found on the path)."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    return find_spec(name) is not None
 
 
 def check_port_free(host: str, port: int, *, flag: str = "--port") -> None:

@@ -70,6 +70,16 @@ _BrokerFlag = Annotated[
     ),
 ]
 
+_DeviceMonitorFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--device-monitor",
+        metavar="KIND",
+        help="Device metrics of the embedded workers on /metrics: auto (default), nvidia, ascend, cambricon,"
+        " host or none.",
+    ),
+]
+
 _LogLevelFlag = Annotated[
     str, typer.Option("--log-level", metavar="LEVEL", help="Server log level: debug, info, warning, error.")
 ]
@@ -88,6 +98,7 @@ def serve_command(
     tls_cert: _TlsCertFlag = None,
     tls_key: _TlsKeyFlag = None,
     tls_redirect_port: _TlsRedirectPortFlag = None,
+    device_monitor: _DeviceMonitorFlag = None,
     log_level: _LogLevelFlag = "info",
     verbose: _VerboseFlag = False,
 ) -> None:
@@ -114,9 +125,11 @@ def serve_command(
                 "tls_cert": tls_cert,
                 "tls_key": tls_key,
                 "tls_redirect_port": tls_redirect_port,
+                "device_monitor": device_monitor,
             },
         )
         preflight.check_log_level(log_level)
+        preflight.check_distributed_installed(settings.broker, role="serve --broker (distributed mode)")
         if settings.workers:  # embedded workers run the models here
             preflight.check_device(settings.runtime)
         preflight.check_storage(settings.storage)

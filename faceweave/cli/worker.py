@@ -204,12 +204,14 @@ def _checked_settings(config, overrides: dict, *, pool: str, log_level: str, hea
     """The worker's settings, its flags checked, and the storage, database and
     broker reached once now (a bad one is one clear line, not a retry loop)."""
     from faceweave.errors import InvalidOptionError
-    from faceweave.service.distributed.worker_main import POOLS
     from faceweave.service.settings import load_settings
 
     settings = load_settings(config, overrides=overrides)
     if not settings.broker:
         raise InvalidOptionError("a worker needs a broker: --broker redis://HOST:6379/0 (or FACEWEAVE_BROKER)")
+    preflight.check_distributed_installed(settings.broker, role="faceweave worker")
+    from faceweave.service.distributed.worker_main import POOLS
+
     if pool not in POOLS:
         raise InvalidOptionError(f"--pool must be one of {', '.join(POOLS)}; got {pool!r}")
     if log_level.lower() not in ("debug", "info", "warning", "error"):

@@ -8,6 +8,7 @@ Models load on a background thread so that ``/healthz`` answers at once and
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from typing import Any
@@ -69,6 +70,8 @@ class Service:
         self.load_error: str | None = None
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: the device monitor's series on /metrics, where this node runs jobs
+        self.devices = _device_collector(settings, self.metrics)
 
     @property
     def hide(self) -> tuple[str, ...]:
@@ -192,3 +195,20 @@ class Service:
             self.dispatcher.close()
         self.store.close()
         self.storage.close()
+        if self.devices is not None:
+            self.metrics.registry.unregister(self.devices)
+            self.devices.monitor.close()
+
+
+def _device_collector(settings: ServiceSettings, metrics: Metrics) -> Any | None:
+    """The device monitor's collector, registered on ``metrics``, when this
+    node runs jobs itself (embedded workers, not distributed mode: there the
+    ``faceweave worker`` nodes export their own devices) and
+    ``settings.device_monitor`` is not ``"none"``."""
+    if settings.device_monitor == "none" or settings.workers == 0 or settings.distributed:
+        return None
+    from faceweave.monitoring import DeviceCollector, open_monitor
+
+    collector = DeviceCollector(open_monitor(settings.device_monitor), worker=socket.gethostname())
+    metrics.registry.register(collector)
+    return collector

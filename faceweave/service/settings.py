@@ -439,6 +439,10 @@ class ServiceSettings(_Settings):
     segments: int = Field(
         8, ge=1, le=256, description="distributed mode: the most segments one video job is split into"
     )
+    device_monitor: Literal["auto", "nvidia", "ascend", "cambricon", "host", "none"] = Field(
+        "auto",
+        description="embedded workers: the device monitor whose faceweave_device_* series /metrics exports (none: off)",
+    )
     watermark: bool = True
     audit_log: Path | None = Field(None, description="default <storage>/audit.jsonl")
     cors_origins: tuple[str, ...] = ()
