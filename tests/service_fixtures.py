@@ -185,3 +185,14 @@ def unsigned_token(payload: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
 
     return f"{b64({'alg': 'none', 'typ': 'JWT'})}.{b64(payload)}."
+
+
+def set_job_fields(store: Any, job_id: str, **values: Any) -> None:
+    """Write a job's columns directly (a dead worker's lease run out, a result
+    put in place), as no caller of the store may."""
+    from sqlalchemy import update
+
+    from faceweave.service.store import JobRow
+
+    with store.engine.begin() as conn:
+        conn.execute(update(JobRow).where(JobRow.id == job_id).values(**values))

@@ -16,6 +16,7 @@ from PIL import Image
 from tests.service_fixtures import (
     png_bytes,
     running_app,
+    set_job_fields,
     settings,
     wait_for,
     wait_state,
@@ -225,7 +226,7 @@ def test_jobs_survive_a_restart_and_a_dead_worker(tmp_path: Path, photos):
         taken = [store.claim("dead-worker", lease_s=60) for _ in range(2)]  # oldest first
         assert [j.id for j in taken] == [queued, orphan]
         store.release(queued, worker_id="dead-worker", attempt=1)  # this one goes back unharmed
-        store.set_fields(orphan, lease_expires=time.time() - 1)  # the worker died: its lease ran out
+        set_job_fields(store, orphan, lease_expires=time.time() - 1)  # the worker died: its lease ran out
     second = settings(tmp_path, workers=1, sync_slots=0)
     with running_app(second) as b:
         for job_id in (queued, orphan):

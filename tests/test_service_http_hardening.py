@@ -21,6 +21,7 @@ from tests.service_fixtures import (
     hs_token,
     png_bytes,
     running_app,
+    set_job_fields,
     settings,
     wait_for,
 )
@@ -195,8 +196,14 @@ def served(tmp_path_factory):
         result.parent.mkdir(parents=True, exist_ok=True)
         result.write_bytes(png_bytes(200, 150, seed=3))
         relative = service.storage.relative(result)
-        service.store.set_fields(
-            job.id, state="succeeded", output_path=relative, preview_path=relative, finished_at=1.0, expires_at=4e9
+        set_job_fields(
+            service.store,
+            job.id,
+            state="succeeded",
+            output_path=relative,
+            preview_path=relative,
+            finished_at=1.0,
+            expires_at=4e9,
         )
         client.job_id, client.result = job.id, result.read_bytes()
         yield client

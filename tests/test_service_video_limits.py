@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from service_fixtures import running_app, settings, wait_for, wait_state
+from service_fixtures import running_app, set_job_fields, settings, wait_for, wait_state
 
 pytestmark = pytest.mark.slow
 
@@ -140,7 +140,7 @@ def test_a_dead_attempts_files_are_removed_by_the_next_attempt(tmp_path, source)
         store.heartbeat(
             job_id, worker_id="dead-worker", attempt=1, lease_s=60, preview_path=f"jobs/{job_id}/preview-1.png"
         )
-        store.set_fields(job_id, lease_expires=time.time() - 1)
+        set_job_fields(store, job_id, lease_expires=time.time() - 1)
         requeued, _ = store.requeue_expired(max_attempts=3)
         assert requeued == [job_id] and store.get(job_id).preview_path is None
     with running_app(settings(tmp_path, workers=1)) as b:

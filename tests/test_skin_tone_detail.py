@@ -170,7 +170,7 @@ def test_dark_eye_makeup_of_the_source_is_lifted_to_the_target_s_lids_but_never_
     assert np.abs(eyelid_lift(lighter, view.behind_lab, mesh, fs)[..., 0]).max() < 1e-3
 
 
-# ---------------------------------------------------------------- cheek_tone
+# ------------------------------------------------------ cheek_shift, cheek_spread
 def _cheek_mesh(left: tuple[int, int], right: tuple[int, int], half: int = 10) -> np.ndarray:
     """A mesh whose two cheek polygons are squares of side ``2 * half`` around ``left`` and ``right`` (x, y)."""
     from faceweave.geometry import topology as topo
@@ -184,8 +184,8 @@ def _cheek_mesh(left: tuple[int, int], right: tuple[int, int], half: int = 10) -
     return mesh
 
 
-def test_cheek_tone_gives_both_cheeks_the_targets_median_and_fades_away_from_them():
-    from faceweave.compositing.composite import cheek_tone
+def test_cheek_shift_is_the_targets_median_over_both_cheeks_and_its_spread_fades_away_from_them():
+    from faceweave.compositing.composite import cheek_shift, cheek_spread
 
     size, fs = 120, 100.0
     mesh = _cheek_mesh((35, 60), (85, 60))
@@ -196,39 +196,39 @@ def test_cheek_tone_gives_both_cheeks_the_targets_median_and_fades_away_from_the
     behind[:, 60:] += (2.0, 0.0, 0.0)  # its image-right cheek a little
     skin = np.ones((size, size), np.float32)
 
-    offset = cheek_tone(face, behind, skin, mesh, fs)
+    shift = cheek_shift(face, behind, skin, mesh)
+    spread = cheek_spread((size, size), mesh, fs)
 
-    assert offset.shape == (size, size, 3) and offset.dtype == np.float32
+    assert shift is not None and shift.shape == (3,) and shift.dtype == np.float32
+    assert spread.shape == (size, size) and spread.dtype == np.float32
     # one change for both cheeks (a light from one side is left to the broad
     # shading): the median over both cheeks, between the two cheeks' own
-    left, right = offset[60, 35], offset[60, 85]
-    np.testing.assert_allclose(left, right, atol=1e-4)
-    assert 2.0 <= left[0] <= 8.0
-    assert np.abs(offset[5, 60]).max() < 0.05  # far from both cheeks
-    assert np.abs(offset[60, 5]).max() < np.abs(left).max()  # fades with distance
-    same = cheek_tone(face, face, skin, mesh, fs)
-    assert np.abs(same).max() == 0.0  # the target's own cheeks: nothing to change
-    assert np.abs(cheek_tone(face, behind, np.zeros_like(skin), mesh, fs)).max() == 0.0  # nothing to measure on
+    assert 2.0 <= shift[0] <= 8.0
+    assert spread[60, 35] == pytest.approx(spread[60, 85], abs=1e-4) and spread[60, 35] > 0.95
+    assert spread[5, 60] * np.abs(shift).max() < 0.05  # far from both cheeks
+    assert spread[60, 5] < spread[60, 35]  # fades with distance
+    same = cheek_shift(face, face, skin, mesh)
+    assert same is not None and np.abs(same).max() == 0.0  # the target's own cheeks: nothing to change
+    assert cheek_shift(face, behind, np.zeros_like(skin), mesh) is None  # nothing to measure on
 
 
-def test_cheek_tone_matches_a_uniform_difference_in_full_at_the_cheeks():
-    from faceweave.compositing.composite import cheek_tone
+def test_cheek_shift_is_a_uniform_difference_in_full():
+    from faceweave.compositing.composite import cheek_shift
 
     mesh = _cheek_mesh((40, 60), (80, 60))
     face = np.full((120, 120, 3), (70.0, 12.0, 15.0), np.float32)
     behind = face + np.array([-6.0, 3.0, 4.0], np.float32)
 
-    offset = cheek_tone(face, behind, np.ones((120, 120), np.float32), mesh, 100.0)
+    shift = cheek_shift(face, behind, np.ones((120, 120), np.float32), mesh)
 
-    np.testing.assert_allclose(offset[60, 40], (-6.0, 3.0, 4.0), atol=0.3)
-    np.testing.assert_allclose(offset[60, 80], (-6.0, 3.0, 4.0), atol=0.3)
+    np.testing.assert_allclose(shift, (-6.0, 3.0, 4.0), atol=0.3)
 
 
-def test_cheek_tone_reads_the_target_s_colour_where_the_target_s_own_cheeks_are():
+def test_cheek_shift_reads_the_target_s_colour_where_the_target_s_own_cheeks_are():
     """A new face whose cheeks sit lower than the target's (a longer source
     face) over a shaded band of the target: the colour to reach is the
     target's cheeks', not the shadow's under the new cheeks."""
-    from faceweave.compositing.composite import cheek_tone
+    from faceweave.compositing.composite import cheek_shift
 
     new_mesh = _cheek_mesh((40, 80), (80, 80))
     target_mesh = _cheek_mesh((40, 50), (80, 50))
@@ -239,12 +239,9 @@ def test_cheek_tone_reads_the_target_s_colour_where_the_target_s_own_cheeks_are(
     behind[65:] += (-8.0, 2.0, 3.0)  # ... and a shadow lies under where the new cheeks go
     skin = np.ones((120, 120), np.float32)
 
-    offset = cheek_tone(face, behind, skin, new_mesh, 100.0, target_mesh=target_mesh)
-    np.testing.assert_allclose(offset[80, 40], (5.0, 0.0, 0.0), atol=0.3)
-    np.testing.assert_allclose(offset[80, 80], (5.0, 0.0, 0.0), atol=0.3)
+    np.testing.assert_allclose(cheek_shift(face, behind, skin, new_mesh, target_mesh=target_mesh), (5, 0, 0), atol=0.3)
     # without the target's mesh the new cheeks' place is read: the shadow
-    shadowed = cheek_tone(face, behind, skin, new_mesh, 100.0)
-    np.testing.assert_allclose(shadowed[80, 40], (-8.0, 2.0, 3.0), atol=0.3)
+    np.testing.assert_allclose(cheek_shift(face, behind, skin, new_mesh), (-8.0, 2.0, 3.0), atol=0.3)
 
 
 def test_blend_face_settles_the_cheeks_to_the_target_crop_s_own_cheeks():

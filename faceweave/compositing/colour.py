@@ -82,15 +82,6 @@ class ColourMatch:
     target: SkinColour
 
 
-def match_statistics(
-    lab: np.ndarray, src_mask: np.ndarray, ref_lab: np.ndarray, ref_mask: np.ndarray, *, max_gain: float = 1.6
-) -> np.ndarray:
-    """Shift and scale each LAB channel so its mean and spread under
-    ``src_mask`` equal the reference's under ``ref_mask`` (Reinhard); the
-    spread gain is limited to ``[1/max_gain, max_gain]``."""
-    return apply_statistics(lab, masked_stats(lab, src_mask), masked_stats(ref_lab, ref_mask), max_gain=max_gain)
-
-
 #: chroma more than this many skin spreads beyond the skin's mean is shifted, not scaled
 TINT_SPREADS = 1.0
 

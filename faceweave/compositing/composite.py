@@ -111,7 +111,7 @@ FOLD_SIGMA = 0.04
 SCLERA_MAX_CHANGE = 20.0
 SCLERA_MIN_PIXELS = 12
 SCLERA_MIN_OPEN = 0.15
-#: the spread of :func:`cheek_tone`'s correction around the cheeks (a
+#: the spread of the cheeks' correction around them (:func:`cheek_spread`, a
 #: fraction of the face size)
 CHEEK_SPREAD = 0.06
 #: the skin around the eyes that :func:`eyelid_lift` may lighten: between
@@ -500,46 +500,22 @@ def _points_box(points: np.ndarray, size: tuple[int, int], *, margin: int) -> tu
     return None if x1 <= x0 or y1 <= y0 else (x0, y0, x1, y1)
 
 
-def cheek_tone(
-    face: np.ndarray,
-    behind: np.ndarray,
-    skin: np.ndarray,
-    mesh: np.ndarray,
-    face_size: float,
-    *,
-    target_mesh: np.ndarray | None = None,
-) -> np.ndarray:
-    """``(s, s, 3)`` float32 CIELAB offset that gives the cheeks the
-    target's cheek colour and lightness: the difference of the two faces'
-    medians over both cheeks below the eyes (:data:`~faceweave.geometry.
-    topology.RIGHT_CHEEK`, ``LEFT_CHEEK``, where ``skin`` in ``[0, 1]`` is
-    above a half), in full there and spread smoothly around.  The new
-    face's cheeks are where ``mesh`` (its own geometry) puts them, the
-    target's where ``target_mesh`` does (default: ``mesh``): a source with
-    a longer or wider face puts its cheeks over a different, often shaded,
-    part of the target's face, whose colour is not the target's cheeks'.
-
-    The cheeks are where a face is seen against its neck: a source's
-    cheeks lit brighter or darker than the rest of its face (its light, its
-    make-up) would sit on the target as a pale or grey mask, which the
-    face-wide colour match and the broad shading do not undo.  One change
-    for both cheeks: a light from one side stays the broad shading's to
-    carry, and the pattern inside the cheeks (the source's own modelling of
-    its cheekbones) is kept."""
-    h, w = face.shape[:2]
-    diff = cheek_shift(face, behind, skin, mesh, target_mesh=target_mesh)
-    if diff is None:
-        return np.zeros((h, w, 3), np.float32)
-    return cheek_spread((w, h), mesh, face_size)[..., None] * diff
-
-
 def cheek_shift(
     face: np.ndarray, behind: np.ndarray, skin: np.ndarray, mesh: np.ndarray, *, target_mesh: np.ndarray | None = None
 ) -> np.ndarray | None:
     """``(3,)`` float32 CIELAB: the target's cheeks' median (``behind`` where
     ``target_mesh``, default ``mesh``, puts them) minus the new face's
     (``face`` where ``mesh`` puts them), over ``skin`` above a half;
-    ``None`` when either has fewer than 16 such pixels."""
+    ``None`` when either has fewer than 16 such pixels.
+
+    The cheeks are where a face is seen against its neck: a source's cheeks
+    lit brighter or darker than the rest of its face (its light, its
+    make-up) would sit on the target as a pale or grey mask, which the
+    face-wide colour match and the broad shading do not undo.  One change
+    for both cheeks: a light from one side stays the broad shading's to
+    carry.  The target's cheeks are read where its own mesh puts them: a
+    source with a longer or wider face puts its cheeks over a different,
+    often shaded, part of the target's face."""
     h, w = face.shape[:2]
     cheeks = cheek_polygons((w, h), mesh)
     theirs = cheeks if target_mesh is None else cheek_polygons((w, h), target_mesh)

@@ -90,10 +90,6 @@ class ArcFaceEmbedder:
         """``(512,)`` float32 L2-normalised embedding of one face."""
         return l2_normalize(self.embed_raw([(pixels, points)]))[0]
 
-    def embed_batch(self, items: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """``(N, 512)`` float32 L2-normalised embeddings."""
-        return l2_normalize(self.embed_raw(items))
-
     def close(self) -> None:
         """Nothing to release: the caller owns the model."""
 

@@ -226,12 +226,6 @@ def scan_video(path: str | os.PathLike, analyser) -> VideoScan:
     return scan
 
 
-def measure_video(path: str | os.PathLike, analyser) -> TemporalFigures:
-    """:func:`temporal_figures` of a video file, the largest face per frame."""
-    scan = scan_video(path, analyser)
-    return temporal_figures(scan.greys, scan.meshes)
-
-
 def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b <= 0 else a / b
 

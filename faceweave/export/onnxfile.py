@@ -59,10 +59,6 @@ class TensorSpec:
             )
         return np.dtype(_NUMPY_TYPES[self.elem_type])
 
-    @property
-    def is_static(self) -> bool:
-        return all(isinstance(d, int) for d in self.shape)
-
     def shown(self) -> str:
         """``images(batch,3,height,width)``: the shape as one would read it (no
         square brackets, which rich's markup would eat from CLI messages)."""

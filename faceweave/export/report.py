@@ -43,10 +43,6 @@ class ExportReport:
     files: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
 
-    @property
-    def min_cosine(self) -> float | None:
-        return min((a.cosine_min for a in self.accuracy), default=None)
-
     def to_dict(self) -> dict:
         return {
             "source": self.source,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
 
 from faceweave.types import BBox
@@ -18,11 +17,6 @@ def crop_matrix(box: BBox, *, face_size: int, margin: float) -> tuple[np.ndarray
     cx, cy = box.center
     m = np.array([[scale, 0.0, side / 2.0 - cx * scale], [0.0, scale, side / 2.0 - cy * scale]], np.float64)
     return m, side
-
-
-def invert_affine(m: np.ndarray) -> np.ndarray:
-    """Inverse of a ``(2, 3)`` affine matrix."""
-    return cv2.invertAffineTransform(np.asarray(m, np.float64))
 
 
 def transform_points(points: np.ndarray, m: np.ndarray, *, scale_z: bool = True) -> np.ndarray:

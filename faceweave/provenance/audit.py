@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -115,10 +115,6 @@ def outcome_of(exc: BaseException | None) -> Outcome:
         return {"outcome": "error", "code": "interrupted", "message": "interrupted"}
     code = exc.code if isinstance(exc, FaceweaveError) else "internal_error"
     return {"outcome": "error", "code": code, "message": " ".join(str(exc).split()) or type(exc).__name__}
-
-
-def hash_inputs(roles: Sequence[tuple[str, str | os.PathLike[str]]]) -> tuple[AuditInput, ...]:
-    return tuple(AuditInput.of(role, path) for role, path in roles)
 
 
 class AuditLog:

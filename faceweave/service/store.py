@@ -423,11 +423,6 @@ class JobStore:
         with self.engine.connect() as conn:
             return [JobRecord.from_row(r) for r in conn.execute(query).mappings()]
 
-    def set_fields(self, job_id: str, **values: Any) -> None:
-        """Write columns directly (tests and operators; workers use the methods above)."""
-        with self.engine.begin() as conn:
-            conn.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
-
     def known(self, job_ids: Iterable[str]) -> set[str]:
         """Those of ``job_ids`` that have a row (any state, any owner)."""
         wanted, found = builtins.list(job_ids), set[str]()
