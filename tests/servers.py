@@ -71,7 +71,7 @@ def _wait(check, what: str, process: subprocess.Popen, limit_s: float = 30.0) ->
         try:
             if check():
                 return
-        except Exception:
+        except Exception:  # noqa: BLE001 - not answering yet, in whatever way: poll again
             pass
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} did not start within {limit_s:.0f} s")

@@ -162,7 +162,7 @@ def session(model_bytes: bytes, providers: Sequence[str] = ("CPUExecutionProvide
         options.intra_op_num_threads = threads
     try:
         return ort.InferenceSession(model_bytes, sess_options=options, providers=list(providers))
-    except Exception as exc:
+    except Exception as exc:  # ONNX Runtime's errors have no common base: one ExportError
         raise ExportError(f"ONNX Runtime cannot load the model: {_one_line(exc)[:300]}") from exc
 
 
@@ -170,7 +170,7 @@ def run(sess, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Run a session; :class:`ExportError` with ONNX Runtime's message when it fails."""
     try:
         return sess.run(None, dict(feeds))
-    except Exception as exc:
+    except Exception as exc:  # ONNX Runtime's errors have no common base: one ExportError
         raise ExportError(f"the model fails to run: {_one_line(exc)[:300]}") from exc
 
 
@@ -211,7 +211,7 @@ def convert_opset(model, version: int):
         return model
     try:
         converted = version_converter.convert_version(model, version)
-    except Exception as exc:
+    except Exception as exc:  # onnx's converter raises what it meets: one ExportError
         raise ExportError(
             f"cannot convert the model from opset {onnx_opset(model)} to {version}: {_one_line(exc)[:300]}"
         ) from exc

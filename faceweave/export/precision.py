@@ -36,7 +36,7 @@ def to_fp16(model, *, op_block_list: Sequence[str] | None = None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "values were clamped to fp16 range" is expected
             converted = convert_float_to_float16(copy, keep_io_types=True, op_block_list=op_block_list)
-    except Exception as exc:
+    except Exception as exc:  # onnxconverter's errors have no common base: one ExportError
         raise ExportError(f"cannot convert the model to fp16: {' '.join(str(exc).split())[:300]}") from exc
     sort_nodes(converted.graph)  # the converter appends its input casts at the end
     return model_from_bytes(converted.SerializeToString(), what="fp16 model")
@@ -149,6 +149,6 @@ def to_int8(model, feeds: Sequence[Mapping[str, np.ndarray]], *, per_channel: bo
                 )
         except ExportError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # the quantiser's errors have no common base: one ExportError
             raise ExportError(f"INT8 quantisation failed: {' '.join(str(exc).split())[:300]}") from exc
         return model_from_bytes(target.read_bytes(), what="INT8 model")

@@ -53,7 +53,7 @@ def simplify(model, *, level: Level = "basic") -> SimplifyResult:
         options.optimized_model_filepath = str(target)
         try:
             ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
-        except Exception as exc:
+        except Exception as exc:  # ONNX Runtime's errors have no common base: one ExportError
             raise ExportError(f"ONNX Runtime cannot optimise the model: {' '.join(str(exc).split())[:300]}") from exc
         simplified = model_from_bytes(target.read_bytes(), what="optimised model")
     _keep_metadata(model, simplified)

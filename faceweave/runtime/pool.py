@@ -192,7 +192,7 @@ class SessionPool:
         if self.warmup:
             try:
                 warm_ms = warm_up(loaded, spec)
-            except Exception:
+            except Exception:  # whatever the warm-up raised: the session is closed, then it goes on
                 loaded.close()
                 raise
         record = LoadRecord(

@@ -287,5 +287,5 @@ def write_audit(
     )
     try:
         audit.append(entry)
-    except Exception:
+    except Exception:  # the job's result stands without its audit line: logged
         log.exception("cannot write the audit line of job %s", job.id)

@@ -125,7 +125,7 @@ class Service:
             self.pool.start(workers)
             self.ready.set()
             log.info("ready: %d worker(s), %d sync slot(s)", self.pool.size, self.settings.sync_slots)
-        except Exception as exc:
+        except Exception as exc:  # the API stays up and /readyz says why the models did not load
             self.load_error = errors.clean_message(f"{type(exc).__name__}: {exc}", self.hide)
             log.exception("cannot load the models")
 
@@ -142,7 +142,7 @@ class Service:
                 self.sweep()
             except StorageUnavailableError:
                 log.warning("sweep skipped: the job storage does not answer")
-            except Exception:
+            except Exception:  # the sweeper thread must outlive a failed sweep: logged
                 log.exception("sweep failed")
 
     def sweep(self, *, now: float | None = None) -> dict[str, Any]:

@@ -128,7 +128,7 @@ class WorkerPool:
         while not self._stopping.is_set() and index not in self.faults:
             try:
                 job = self.store.claim(worker_id, lease_s=self.config.lease_s)
-            except Exception:
+            except Exception:  # a worker thread must outlive a store failure: logged, tried again
                 log.exception("worker %s cannot claim a job", worker_id)
                 job = None
             if job is None:
@@ -154,7 +154,7 @@ class WorkerPool:
                     audit=self.audit,
                     fault_check=check,
                 )
-            except Exception:
+            except Exception:  # a worker thread must outlive its job: logged, the job's lease runs out
                 log.exception("worker %s crashed on job %s", worker_id, job.id)
             finally:
                 with self._lock:

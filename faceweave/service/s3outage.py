@@ -53,7 +53,7 @@ def storage_errors(on_outage: Callable[[str], None] | None = None) -> Iterator[N
         yield
     except StorageUnavailableError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # the client's errors are sorted here: outages become StorageUnavailableError
         if not is_outage(exc):
             raise
         reason = _reason(exc)

@@ -131,7 +131,7 @@ class JobStore:
     def __init__(self, url: str, *, echo: bool = False) -> None:
         try:
             self.engine: Engine = create_engine(url, echo=echo, **_engine_options(url))
-        except Exception as exc:
+        except Exception as exc:  # SQLAlchemy's and the drivers' errors: one InvalidOptionError
             raise InvalidOptionError(f"cannot use the database '{_redact(url)}': {exc}") from exc
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)

@@ -84,7 +84,7 @@ class _Heartbeat:
             held = self.store.heartbeat(
                 self.job.id, worker_id=self.worker_id, attempt=self.job.attempts, lease_s=self.config.lease_s, **values
             )
-        except Exception:
+        except Exception:  # a failed beat is retried at the next; the lease decides
             log.warning("heartbeat of job %s failed", self.job.id, exc_info=True)
             return
         if not held:

@@ -59,7 +59,7 @@ class Dispatcher:
         try:
             self.app.send_task(task, args=list(args), queue=QUEUE)
             return True
-        except Exception:
+        except Exception:  # any broker or transport failure: not published, the sweeper retries
             log.warning("cannot publish %s%r to the broker", task, args, exc_info=True)
             return False
 
@@ -69,7 +69,7 @@ class Dispatcher:
             with self.app.connection_for_read() as conn:
                 conn.ensure_connection(max_retries=1)
                 return int(conn.default_channel.queue_declare(QUEUE, passive=True).message_count)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any broker or transport failure means "cannot tell"
             return None
 
     def sweep(self, *, now: float | None = None) -> dict[str, Any]:
@@ -136,5 +136,5 @@ class Dispatcher:
     def close(self) -> None:
         try:
             self.app.close()
-        except Exception:
+        except Exception:  # closing at shutdown must not fail the shutdown
             log.debug("closing the Celery app failed", exc_info=True)

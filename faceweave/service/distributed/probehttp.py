@@ -101,7 +101,7 @@ class ProbeHttpServer:
         asyncio.set_event_loop(loop)
         try:
             loop.run_until_complete(self._serve(sock, started))
-        except Exception:
+        except Exception:  # the health server's thread ends logged, never silently
             log.exception("the health server stopped")
         finally:
             started.set()  # also when it failed to start: start() sees no _stop
@@ -148,7 +148,7 @@ class ProbeHttpServer:
                 loop = asyncio.get_running_loop()
                 return method, await loop.run_in_executor(self._slow, self.answer, method, path)
             return method, self.answer(method, path)
-        except Exception:
+        except Exception:  # a probe gets a 500, never a dropped connection
             log.exception("health answer to %s %s failed", method, path[:100])
             return method, _error(500, "internal_error", "the answer failed; the details are in the worker's log")
 

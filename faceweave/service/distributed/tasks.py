@@ -440,7 +440,7 @@ class _Beat:
                     frames_done=done,
                     progress=progress,
                 )
-            except Exception:
+            except Exception:  # a failed beat is retried at the next; the lease decides
                 log.warning("heartbeat of job %s failed", job.id, exc_info=True)
                 continue
             if not (mine and held):

@@ -40,7 +40,7 @@ def read_emap(model: str | os.PathLike | Any) -> np.ndarray:
     if isinstance(model, (str, os.PathLike)):
         try:
             model = onnx.load(os.fspath(model))
-        except Exception as exc:
+        except Exception as exc:  # onnx.load raises what protobuf meets: one ModelFormatError
             raise ModelFormatError(f"{os.fspath(model)}: not a readable ONNX model ({exc})") from exc
     inits = list(model.graph.initializer)
     if not inits:
