@@ -245,6 +245,25 @@ def _audio_seconds(path: Path) -> float:
         return float(ticks * stream.time_base)
 
 
+def _progress_before_a_segment_ends(cluster: Cluster, job_id: str) -> dict | None:
+    """The job's frames and progress once they have moved, while none of its
+    segments has finished yet; ``None`` until then.  A segment that finishes
+    first fails the test: its frames would have come from its end alone."""
+    from faceweave.service.distributed.records import JOIN, SegmentStore
+    from faceweave.service.store import JobStore
+
+    store = JobStore(cluster.config.database_url)
+    try:
+        job = store.get(job_id)
+        if job is None or job.worker_id != "segmented":
+            return None
+        parts = [r for r in SegmentStore(store).rows(job_id, job.attempts) if r.index != JOIN]
+        assert not any(r.state == "done" for r in parts), "a segment ended before the job's progress moved"
+        return {"frames_done": job.frames_done, "progress": job.progress} if job.frames_done else None
+    finally:
+        store.close()
+
+
 @pytest.mark.slow
 def test_a_video_is_split_across_both_workers_and_joined(cluster, faces_dir, tmp_path):
     from faceweave.video.io import probe_video
@@ -254,6 +273,12 @@ def test_a_video_is_split_across_both_workers_and_joined(cluster, faces_dir, tmp
     with running_app(cluster.config) as client:
         created = client.post("/v1/jobs", files=_files(faces_dir, VIDEO, "clip.mp4"), data={"format": "mp4"})
         assert created.status_code == 202, created.text
+        early = wait_for(
+            lambda: _progress_before_a_segment_ends(cluster, created.json()["id"]),
+            what="the job's progress to move while its segments run",
+            limit_s=300.0,
+        )
+        assert early["frames_done"] > 0 and 0.0 < early["progress"] < 100.0, early
         done = wait_state(client, created.json()["id"], ("succeeded", "failed", "cancelled"), limit_s=400.0)
         assert done["state"] == "succeeded", done
         result = done["result"]
@@ -409,6 +434,12 @@ def test_a_split_video_over_s3_is_joined_and_served_by_a_presigned_url(s3_cluste
     with running_app(cluster.config) as client:
         created = client.post("/v1/jobs", files=_files(faces_dir, VIDEO, "clip.mp4"), data={"format": "mp4"})
         assert created.status_code == 202, created.text
+        early = wait_for(
+            lambda: _progress_before_a_segment_ends(cluster, created.json()["id"]),
+            what="the job's progress to move while its segments run",
+            limit_s=300.0,
+        )
+        assert early["frames_done"] > 0 and 0.0 < early["progress"] < 100.0, early
         done = wait_state(client, created.json()["id"], ("succeeded", "failed", "cancelled"), limit_s=400.0)
         assert done["state"] == "succeeded", done
         assert done["result"]["segments"] >= 2

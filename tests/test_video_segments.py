@@ -325,7 +325,7 @@ class CopySwapper:
     def marked(self, options):
         return options
 
-    def swap_video(self, sources, target, output, *, reference=None, options, stop=None):
+    def swap_video(self, sources, target, output, *, reference=None, options, stop=None, progress=None):
         from faceweave.errors import OutputError
         from faceweave.video.io import VideoFrame
         from faceweave.video.pipeline import VideoSwapReport
@@ -340,6 +340,8 @@ class CopySwapper:
             for f in reader:
                 index = round(f.time * 30)
                 writer.write(stamp(VideoFrame(index, index, f.time, f.pixels)), f.time)
+                if progress is not None:
+                    progress(reader.frames_read, None)
         return VideoSwapReport(output, reader.frames_read, 0, 0, 0, 1.0, reader.broken_at)
 
 
@@ -448,3 +450,24 @@ def test_real_video_swapper_in_segments(tmp_path, faces_dir, executor):
         h, w = diff.shape[:2]
         assert diff[h // 4 : 3 * h // 4, w // 4 : 3 * w // 4].mean() > 8  # the face changed
         assert diff[: h // 10, : w // 10].mean() < 6  # the corner did not
+
+
+def test_a_segment_reports_its_frames_while_it_runs(tmp_path, faces_dir):
+    """swap_segment's progress hook: the segment's frames written so far, rising
+    to all of them, before it returns (what a worker's heartbeat stores)."""
+    from faceweave.video.pipeline import VideoOptions
+    from faceweave.video.segmented import swap_segment
+
+    segment = plan_segments(faces_dir / TALK, segments=3, min_frames=8)[1]
+    seen: list[int] = []
+    part, report = swap_segment(
+        CopySwapper([]),
+        ["me.jpg"],
+        faces_dir / TALK,
+        segment,
+        tmp_path / "part.mkv",
+        options=VideoOptions(),
+        progress=seen.append,
+    )
+    assert report.frames == segment.frames and part.frames == segment.frames
+    assert len(seen) == segment.frames and seen == sorted(seen) and seen[0] >= 1 and seen[-1] == segment.frames

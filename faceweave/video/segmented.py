@@ -84,9 +84,11 @@ def swap_segment(
     reference: ImageInput | None = None,
     options: VideoOptions = VideoOptions(),
     stop: threading.Event | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[SegmentPart, VideoSwapReport]:
     """Swap the frames of ``segment`` of ``target`` into the part ``output``
-    (video only, written atomically), with a tracker of its own.
+    (video only, written atomically), with a tracker of its own;
+    ``progress(frames)`` as the segment's frames are written.
 
     ``options.start``/``end``/``audio`` are replaced by the segment's window
     and no audio; ``options.fps`` must be ``None`` (frames dropped to a lower
@@ -102,7 +104,15 @@ def swap_segment(
         raise InvalidOptionError("--fps cannot be combined with segment-parallel video; leave the frame rate as it is")
     start, end = segment.window
     part_options = replace(options, start=start, end=end, audio=False)
-    report = video_swapper.swap_video(sources, target, output, reference=reference, options=part_options, stop=stop)
+    report = video_swapper.swap_video(
+        sources,
+        target,
+        output,
+        reference=reference,
+        options=part_options,
+        stop=stop,
+        progress=None if progress is None else lambda done, _total: progress(done),
+    )
     if report.frames != segment.frames or report.broken_at is not None:
         Path(output).unlink(missing_ok=True)
         broke = f", decoding broke at {report.broken_at:.3f} s" if report.broken_at is not None else ""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -241,9 +242,9 @@ def _segment_attempt(rt: WorkerRuntime, job: JobRecord, models: JobModels, row: 
     stop = threading.Event()
     report: VideoSwapReport | None = None
     error: Exception | None = None
-    with _Beat(rt, job, row, worker_id, stop), rt.watch_draining(stop):
+    with _Beat(rt, job, row, worker_id, stop) as beat, rt.watch_draining(stop):
         try:
-            report = _swap_segment(rt, job, models, row, part, stop)
+            report = _swap_segment(rt, job, models, row, part, stop, progress=beat.record)
         except KeyboardInterrupt:
             if not stop.is_set():
                 raise  # the process's own interrupt
@@ -268,9 +269,17 @@ def _segment_attempt(rt: WorkerRuntime, job: JobRecord, models: JobModels, row: 
 
 
 def _swap_segment(
-    rt: WorkerRuntime, job: JobRecord, models: JobModels, row: SegmentRecord, part: Path, stop: threading.Event
+    rt: WorkerRuntime,
+    job: JobRecord,
+    models: JobModels,
+    row: SegmentRecord,
+    part: Path,
+    stop: threading.Event,
+    *,
+    progress: Callable[[int], None] | None = None,
 ) -> VideoSwapReport:
-    """Swap the frames of the segment ``row`` into ``part``, with the job attempt's provenance."""
+    """Swap the frames of the segment ``row`` into ``part``, with the job
+    attempt's provenance; ``progress(frames)`` as its frames are written."""
     from faceweave.video.segmented import swap_segment
     from faceweave.video.segments import Segment
 
@@ -288,6 +297,7 @@ def _swap_segment(
         reference=_reference(rt, job),
         options=video_options,
         stop=stop,
+        progress=progress,
     )
     return report
 
@@ -407,10 +417,13 @@ def _joined_result(joined: JoinedVideo, rows: list[SegmentRecord], *, run_id: in
 # ---------------------------------------------------------------- helpers
 class _Beat:
     """Renews a segment row's lease and the job's (with the frames done so
-    far) every interval on its own thread; sets ``stop`` when either is lost."""
+    far) every interval on its own thread; sets ``stop`` when either is lost.
+    :meth:`record` (the segment's progress hook) gives the frames this
+    segment has written, which each beat stores on its row."""
 
     def __init__(self, rt: WorkerRuntime, job: JobRecord, row: SegmentRecord, worker_id: str, stop: threading.Event):
         self.rt, self.job, self.row, self.worker_id, self.stop = rt, job, row, worker_id, stop
+        self.frames = 0
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"faceweave-segment-{job.id[:8]}", daemon=True)
 
@@ -422,12 +435,16 @@ class _Beat:
         self._done.set()
         self._thread.join()
 
+    def record(self, frames: int) -> None:
+        """The segment has written ``frames`` frames (read by the next beat)."""
+        self.frames = int(frames)
+
     def _run(self) -> None:
         rt, job, lease = self.rt, self.job, self.rt.settings.lease_s
         while not self._done.wait(min(rt.settings.progress_interval_s, lease / 3.0)):
             try:
                 mine = rt.segments.heartbeat(
-                    job.id, job.attempts, self.row.index, self.worker_id, lease_s=lease, frames_done=0
+                    job.id, job.attempts, self.row.index, self.worker_id, lease_s=lease, frames_done=self.frames
                 )
                 done = rt.segments.frames_done(job.id, job.attempts)
                 total = job.frames_total or 0
