@@ -38,7 +38,7 @@ from faceweave.provenance.stamp import Provenance, stamp_image
 from faceweave.render import FaceRenderer, FrameFaces
 from faceweave.sessions import ModelSessions
 from faceweave.sources import SOURCE_CACHE, ImageInput, SourceCache
-from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, SwapperContext, create_swapper
+from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, Swapper, SwapperContext, create_swapper
 from faceweave.swappers.neural.base import NeuralSwapper
 from faceweave.targets import TargetFaces
 from faceweave.threads import single_threaded_blas
@@ -77,11 +77,26 @@ class FaceSwapper:
         options: SwapOptions = SwapOptions(),
         *,
         analyser: FaceAnalyser | None = None,
+        swapper: Swapper | None = None,
+        enhancers: Enhancers | None = None,
+        face_masks: FaceMaskModels | None = None,
+        occluders: Occluders | None = None,
+        sources: SourceCache | None = None,
         source_cache: int = SOURCE_CACHE,
         provenance: Provenance | None = None,
     ) -> None:
-        """``source_cache``: how many prepared source faces to keep for
-        reuse (0: none; a server handling other people's photos keeps none).
+        """Each component defaults to the one ``options`` build; one given
+        here is used instead and stays its caller's (not closed by
+        :meth:`close`): ``analyser``, ``swapper`` (a registered
+        :class:`~faceweave.swappers.Swapper` or any object of that protocol),
+        ``enhancers``, ``face_masks`` (FaceFusion's occluder and parser),
+        ``occluders`` (person segmentation and hands) and ``sources`` (a
+        :class:`~faceweave.sources.SourceCache` over the same analyser and
+        swapper, shared by several swappers).
+
+        ``source_cache``: how many prepared source faces to keep for
+        reuse (0: none; a server handling other people's photos keeps none),
+        when ``sources`` is not given.
 
         ``provenance`` marks what :meth:`swap` returns and the videos a
         :class:`~faceweave.video.pipeline.VideoSwapper` makes with this
@@ -93,7 +108,9 @@ class FaceSwapper:
         swap made so logs it (``faceweave`` logger, INFO)."""
         self.options = options
         self.provenance = provenance
-        self._own_analyser = analyser is None
+        #: the components built here (closed by :meth:`close`), not given by the caller
+        given = {"analyser": analyser, "swapper": swapper, "occluders": occluders, "sources": sources}
+        self._owned = frozenset(name for name, value in given.items() if value is None)
         #: the ONNX sessions of the neural models (swapper, enhancers, a chosen face detector and
         #: landmarker), opened when one is used
         self.sessions = ModelSessions(options.runtime)
@@ -106,19 +123,31 @@ class FaceSwapper:
             self.sessions.close()
             raise
         try:
-            self.swapper = create_swapper(options.swapper, SwapperContext(options=options, sessions=self.sessions))
+            self.swapper = (
+                create_swapper(options.swapper, SwapperContext(options=options, sessions=self.sessions))
+                if swapper is None
+                else swapper
+            )
             facefusion = isinstance(self.swapper, NeuralSwapper) and options.neural_compositing() == "facefusion"
-            self.enhancers = Enhancers.load(options.enhance, self.sessions, facefusion=facefusion)
+            self.enhancers = (
+                Enhancers.load(options.enhance, self.sessions, facefusion=facefusion)
+                if enhancers is None
+                else enhancers
+            )
             #: FaceFusion's occluder and face parser, when the mask options name them
-            self.face_masks = FaceMaskModels.load(options.masks, self.sessions)
+            self.face_masks = FaceMaskModels.load(options.masks, self.sessions) if face_masks is None else face_masks
         except BaseException:
             self.close()
             raise
-        self.sources = SourceCache(self.analyser, self.swapper, options=options, capacity=source_cache)
+        self.sources = (
+            SourceCache(self.analyser, self.swapper, options=options, capacity=source_cache)
+            if sources is None
+            else sources
+        )
         self.targets = TargetFaces(self.analyser, options)
         self.expression = ExpressionChecker(self.analyser, options)
         #: the person segmentation and hand models, when the mask options ask for them
-        self.occluders = Occluders.from_options(options.masks)
+        self.occluders = Occluders.from_options(options.masks) if occluders is None else occluders
         self.renderer = FaceRenderer(
             options, occluders=self.occluders, expression=self.expression, face_masks=self.face_masks
         )
@@ -164,13 +193,11 @@ class FaceSwapper:
         return (time.perf_counter() - start) * 1000.0
 
     def close(self) -> None:
-        if self._own_analyser:
-            self.analyser.close()
-        if getattr(self, "swapper", None) is not None:
-            self.swapper.close()
-        if getattr(self, "occluders", None) is not None:
-            self.occluders.close()
-        if getattr(self, "sources", None) is not None:
+        """Close the components built here (not those given to the constructor) and the model sessions."""
+        for name in ("analyser", "swapper", "occluders"):
+            if name in self._owned and getattr(self, name, None) is not None:
+                getattr(self, name).close()
+        if "sources" in self._owned and getattr(self, "sources", None) is not None:
             self.sources.clear()
         self.sessions.close()
 

@@ -686,3 +686,44 @@ def test_without_a_source_cache_every_source_is_prepared(path):
         swapper.load_sources([path(BIDEN)])
         swapper.load_sources([path(BIDEN)])
         assert len(calls) == 2
+
+
+class _SpySwapper:
+    """The mesh swapper behind the Swapper protocol, counting its calls and closes."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.calls, self.closed = inner, 0, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def swap(self, *args, **kwargs):
+        self.calls += 1
+        return self.inner.swap(*args, **kwargs)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_components_given_to_the_constructor_are_used_and_stay_the_callers(swapper, path):
+    """Injected swapper, occluders and source cache: the swap runs through
+    them, gives what the built ones give, and closing leaves them open."""
+    from faceweave.analysis.occluders import Occluders
+    from faceweave.sources import SourceCache
+
+    spy = _SpySwapper(swapper.swapper)
+    occluders = Occluders.from_options(swapper.options.masks)
+    closed: list[str] = []
+    occluders.close = lambda: closed.append("occluders")  # type: ignore[method-assign]
+    cache = SourceCache(swapper.analyser, spy, options=swapper.options, capacity=4)
+    plain = Provenance.new(watermark=False)  # no run id in the pixels: the two runs comparable
+    with FaceSwapper(
+        swapper.options, analyser=swapper.analyser, swapper=spy, occluders=occluders, sources=cache, provenance=plain
+    ) as given:
+        assert given.swapper is spy and given.occluders is occluders and given.sources is cache
+        result = given.swap([path(BIDEN)], path(HAPPY))
+        assert spy.calls >= 1 and len(cache.load([path(BIDEN)])) == 1
+    assert spy.closed == 0 and closed == []  # the caller's, not closed
+    with FaceSwapper(swapper.options, analyser=swapper.analyser, provenance=plain) as built:
+        same = built.swap([path(BIDEN)], path(HAPPY))
+    np.testing.assert_array_equal(result.image, same.image)
