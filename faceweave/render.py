@@ -19,12 +19,12 @@ the template crop (:func:`~faceweave.crops.template_crop`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from faceweave.analysis.occluders import Occluders
-from faceweave.compositing.blend import match_detail_planned, paste_back, refine_photo_face, warp_frame
+from faceweave.compositing.blend import DetailPlan, match_detail_planned, paste_back, refine_photo_face, warp_frame
 from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.composite import composite
 from faceweave.compositing.facefusion import (
@@ -330,24 +330,27 @@ class FaceRenderer:
         reuses it, :mod:`faceweave.compositing.plans`)."""
         how = profile if profile is not None else self.profile("video")
         held = self._reused(plan, timings)
-        made: FacePlan | None = None
+        makes = plan is not None and plan.makes
         try:
             comp = self._composite(crop, out, timings, colour, profile=how, keep=keep, plan=held)
+            if makes:  # the later frames composite while this one pastes
+                plan.slot.put(comp.plan)  # type: ignore[union-attr]
             with timed(timings, "paste"):
                 if comp.warp is not None:
                     warp_frame(into, comp.warp, crop.matrix, out=into)
                 paste_back(into, comp.pixels, comp.paste, crop.matrix, out=into)
                 if not how.photo_detail:  # a video keeps its frame rate: grain and blur only
-                    detail = None if held is None else held.detail
+                    detail = self._reused_detail(plan, held, timings)
                     detail = match_detail_planned(
                         pixels, into, comp.detail, crop.matrix, blur_mask=comp.mask, plan=detail
                     )
-                    made = None if comp.plan is None else replace(comp.plan, detail=detail)
+                    if makes:
+                        plan.slot.put_detail(detail)  # type: ignore[union-attr]
                     return
                 self._refine_photo(pixels, crop, comp, into=into)
         finally:
-            if plan is not None and plan.makes:
-                plan.slot.put(made)  # nothing when this face failed: the later frames make their own
+            if makes:  # what was not handed over when this face failed: the later frames make their own
+                plan.slot.give_up()  # type: ignore[union-attr]
 
     def _refine_photo(self, pixels: np.ndarray, crop: AlignedCrop, comp: Composite, *, into: np.ndarray) -> None:
         """A photo's grain, blur and sharpness, and the skin's texture when
@@ -362,11 +365,20 @@ class FaceRenderer:
     @staticmethod
     def _reused(plan: PlanUse | None, timings: dict[str, float]) -> FacePlan | None:
         """The track's face plan when this face reuses it (waiting for the
-        earlier frame's render to hand it over), else ``None``."""
+        earlier frame's render to hand over its masks and tone), else ``None``."""
         if plan is None or plan.makes:
             return None
         with timed(timings, "plan"):
             return plan.slot.get()
+
+    @staticmethod
+    def _reused_detail(plan: PlanUse | None, held: FacePlan | None, timings: dict[str, float]) -> DetailPlan | None:
+        """How the track's plan matches the detail, when this face reuses a
+        plan it got (waiting for the earlier frame's paste), else ``None``."""
+        if plan is None or plan.makes or held is None:
+            return None
+        with timed(timings, "plan"):
+            return plan.slot.get_detail()
 
     def _composite(
         self,

@@ -110,6 +110,32 @@ def test_a_slot_hands_the_plan_to_a_reuser_on_another_thread():
     assert got == [plan] and slot.get(timeout=0.0) is plan
 
 
+def test_a_reuser_gets_the_masks_before_the_making_render_has_pasted():
+    """The two parts come apart: the masks and tone as soon as the maker has
+    composited, how the detail is matched once it has pasted."""
+    slot, plan, detail = PlanSlot(4), _plan(), object()
+    slot.put(plan)
+    assert slot.get(timeout=0.0) is plan and slot.get_detail(timeout=0.01) is None  # not pasted yet
+    reader = threading.Thread(target=lambda: got.append(slot.get_detail(timeout=5.0)))
+    got: list = []
+    reader.start()
+    slot.put_detail(detail)  # type: ignore[arg-type]
+    reader.join(5.0)
+    assert got == [detail]
+    slot.give_up()  # after a full hand-over: nothing changes
+    assert slot.get(timeout=0.0) is plan and slot.get_detail(timeout=0.0) is detail
+
+
+def test_a_maker_that_fails_after_compositing_keeps_its_masks_and_gives_up_the_detail():
+    slot, plan = PlanSlot(5), _plan()
+    slot.put(plan)
+    slot.give_up()
+    assert slot.get(timeout=0.0) is plan and slot.get_detail(timeout=0.0) is None
+    never = PlanSlot(6)
+    never.give_up()
+    assert never.get(timeout=0.0) is None and never.get_detail(timeout=0.0) is None
+
+
 def test_a_failed_or_missing_plan_leaves_the_reuser_to_make_its_own():
     failed = PlanSlot(1)
     failed.put(None)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from faceweave.compositing.blend import DetailPlan
 from faceweave.compositing.values import FacePlan
 
 #: how long a reusing render waits for the plan of its track's earlier
@@ -36,24 +37,51 @@ SLOT_WAIT_S = 30.0
 class PlanSlot:
     """One face plan handed from the render of the frame that makes it to
     the renders of the later frames that reuse it (threads: one puts, any
-    number get)."""
+    number get), in two parts as the making render has them: the masks and
+    the tone once it has composited (:meth:`put`, :meth:`get`), then how
+    its detail is matched once it has pasted (:meth:`put_detail`,
+    :meth:`get_detail`).  A reusing render starts its own compositing as
+    soon as the first part is there, rather than waiting for the whole
+    render of the earlier frame; what it gets is the same either way."""
 
     def __init__(self, frame: int) -> None:
         #: the index of the frame that makes the plan
         self.frame = frame
         self._ready = threading.Event()
+        self._detail_ready = threading.Event()
         self._plan: FacePlan | None = None
+        self._detail: DetailPlan | None = None
 
     def put(self, plan: FacePlan | None) -> None:
-        """Hand over the plan (``None``: the making render failed, so the
-        later frames make their own)."""
-        self._plan = plan
+        """Hand over the plan's masks and tone (``None``: the making render
+        failed, so the later frames make their own, their detail plan too)."""
+        self._plan = plan if plan is None or plan.detail is None else replace(plan, detail=None)
         self._ready.set()
+        if plan is None:
+            self.put_detail(None)
+
+    def put_detail(self, detail: DetailPlan | None) -> None:
+        """Hand over how the detail is matched (``None``: measured by each later frame)."""
+        if not self._detail_ready.is_set():
+            self._detail = detail
+            self._detail_ready.set()
+
+    def give_up(self) -> None:
+        """The making render failed: the parts not handed over yet are
+        ``None`` (the later frames make their own), those handed over stay."""
+        if not self._ready.is_set():
+            self._ready.set()
+        self.put_detail(None)
 
     def get(self, timeout: float = SLOT_WAIT_S) -> FacePlan | None:
-        """The plan once made (waiting for it), or ``None`` when it failed
-        or did not come within ``timeout`` seconds."""
+        """The plan's masks and tone once made (waiting for them), or
+        ``None`` when it failed or did not come within ``timeout`` seconds."""
         return self._plan if self._ready.wait(timeout) else None
+
+    def get_detail(self, timeout: float = SLOT_WAIT_S) -> DetailPlan | None:
+        """How the detail is matched once the making render has pasted
+        (waiting for it), or ``None`` when it failed or did not come in time."""
+        return self._detail if self._detail_ready.wait(timeout) else None
 
 
 @dataclass(frozen=True, eq=False)
