@@ -16,16 +16,30 @@ OUTPUT ?= out/swap.png
 # those tests skip with the reason
 SYSTEM_PACKAGES ?= gcc chromium redis-server postgresql podman runc mmdebstrap prometheus coturn
 
-.PHONY: system-deps setup run swap lint test bench bench-service bench-watermark evaluate image clean
+.PHONY: system-deps setup lock run swap lint test bench bench-service bench-watermark evaluate image clean
 
-$(VENV)/.installed: pyproject.toml faceweave/kernels/_raster.c faceweave/kernels/_pixels.c | system-deps
+# the extras development and CI install; their exact versions (and every
+# package under them) are requirements.lock's, used as pip constraints
+DEV_EXTRAS := test,lint,c2pa,distributed
+
+$(VENV)/.installed: pyproject.toml requirements.lock faceweave/kernels/_raster.c faceweave/kernels/_pixels.c | system-deps
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,lint,c2pa,distributed]'
+	$(PY) -m pip install -q -c requirements.lock -e '.[$(DEV_EXTRAS)]'
 	# the tests use the ONNX detector inside the nudenet wheel (AGPL, not a
 	# default dependency); --no-deps keeps its second OpenCV package out
-	$(PY) -m pip install -q --no-deps nudenet==3.4.2
+	$(PY) -m pip install -q --no-deps -c requirements.lock nudenet
 	touch $@
+
+# requirements.lock anew: the newest versions pyproject.toml's ranges allow,
+# resolved in a scratch virtual environment (run it, then make test)
+lock:
+	rm -rf .lock-venv && (python3.11 -m venv .lock-venv || python3 -m venv .lock-venv)
+	.lock-venv/bin/python -m pip install -q --upgrade pip
+	.lock-venv/bin/python -m pip install -q -e '.[$(DEV_EXTRAS)]'
+	.lock-venv/bin/python -m pip install -q --no-deps nudenet
+	{ sed -n '1,/^# Refresh with/p' requirements.lock; .lock-venv/bin/python -m pip freeze --exclude-editable; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock && rm -rf .lock-venv
 
 setup: $(VENV)/.installed
 

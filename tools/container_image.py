@@ -121,13 +121,14 @@ def ensure_bases() -> None:
 
 
 def _pyproject_digest() -> str:
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes())
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + (ROOT / "requirements.lock").read_bytes())
     digest.update(json.dumps([WHEELHOUSE_EXTRA, IMAGE_EXTRAS]).encode())
     return digest.hexdigest()
 
 
 def ensure_wheelhouse(python: str = sys.executable) -> None:
-    """``deploy/wheels``: every wheel the image installs, fetched again when pyproject.toml changes."""
+    """``deploy/wheels``: every wheel the image installs (at requirements.lock's versions), fetched again when
+    pyproject.toml or the lock changes."""
     stamp = WHEELS / ".stamp"
     digest = _pyproject_digest()
     if stamp.exists() and stamp.read_text() == digest:
@@ -135,7 +136,10 @@ def ensure_wheelhouse(python: str = sys.executable) -> None:
     for old in WHEELS.glob("*.whl"):
         old.unlink()
     _run(
-        [python, "-m", "pip", "wheel", "-q", "-w", str(WHEELS), f"{ROOT}[{','.join(IMAGE_EXTRAS)}]", *WHEELHOUSE_EXTRA]
+        [
+            *(python, "-m", "pip", "wheel", "-q", "-w", str(WHEELS), "-c", str(ROOT / "requirements.lock")),
+            *(f"{ROOT}[{','.join(IMAGE_EXTRAS)}]", *WHEELHOUSE_EXTRA),
+        ]
     )
     for own in WHEELS.glob("faceweave-*.whl"):
         own.unlink()  # the image builds faceweave from the source it is given
