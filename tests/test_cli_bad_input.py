@@ -48,6 +48,9 @@ def bad(tmp_path_factory, faces_dir: Path) -> Path:
     (folder / "noidentities").mkdir()
     (folder / "unknown_key.toml").write_text("[server]\nport = 8000\n")
     (folder / "wrong_type.json").write_text('{"port": "eighty"}')
+    from PIL import Image
+
+    Image.new("RGB", (320, 240), (128, 128, 128)).save(folder / "grey.png")  # a photo without a face
     return folder
 
 
@@ -184,6 +187,15 @@ CASES = [
     ("export-output-not-onnx", ["export", "{ONNX}", "-o", "{O}/x.txt"], 2, [".onnx"]),
     ("bench-batch-list-nonsense", ["benchmark-model", "{ONNX}", "--batch", "0,-1,x"], 2, ["--batch", "1,2,4,8"]),
     ("bench-batch-huge", ["benchmark-model", "{ONNX}", "--batch", "100000000"], 2, ["--batch 100000000", "GiB"]),
+    # benchmark
+    ("benchmark-unknown-resolution", ["benchmark", "-s", S, "--resolutions", "4k"], 2, ["'4k'", "240p", "all"]),
+    ("benchmark-source-is-text", ["benchmark", "-s", "{B}/text.jpg", "--frames", "4"], 2, ["text.jpg", "JPEG, PNG"]),
+    (
+        "benchmark-picture-without-face",
+        ["benchmark", "-s", S, "-t", "{B}/grey.png", "--resolutions", "240p", "--frames", "4", "--cycles", "1"],
+        2,
+        ["no face was swapped", "240p"],
+    ),
     ("bench-negative-warmup", ["benchmark-model", "{ONNX}", "--warmup", "-1"], 2, ["--warmup", "0 or more"]),
     (
         "bench-unknown-provider",

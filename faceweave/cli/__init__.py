@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from faceweave.cli.batch import batch_command
+from faceweave.cli.benchmark import benchmark_command
 from faceweave.cli.evaluate import evaluate_command
 from faceweave.cli.export import benchmark_model_command, export_command
 from faceweave.cli.faces import faces_command
@@ -69,6 +70,7 @@ def build_app() -> typer.Typer:
     app.add_typer(build_models_app(), name="models")
     app.command("export", no_args_is_help=True)(export_command)
     app.command("benchmark-model", no_args_is_help=True)(benchmark_model_command)
+    app.command("benchmark", no_args_is_help=True)(benchmark_command)
     return app
 
 
