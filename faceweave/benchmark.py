@@ -16,7 +16,6 @@ The clips and outputs live in a temporary folder that is removed at the end.
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -38,9 +37,9 @@ CLIP_FPS = 30
 @dataclass(frozen=True)
 class BenchmarkCase:
     """One resolution's figures: ``cold_s`` the first swap's wall seconds
-    with the swapper built (models loaded, source prepared), ``fps`` the
-    warm runs' median frames per second, ``cpu_ms`` their median process CPU
-    per frame, ``stages_ms`` the CPU per frame of each stage in the median run."""
+    with the swapper built (models loaded, source prepared); ``fps``,
+    ``cpu_ms`` (process CPU per frame) and ``stages_ms`` (each stage's CPU
+    per frame) of the median warm run (by frames per second)."""
 
     resolution: str
     width: int
@@ -197,7 +196,7 @@ def _run_case(
         frames=report.frames,
         cold_s=cold_s,
         cold_fps=cold.frames / cold_s if cold_s > 0 else 0.0,
-        fps=statistics.median(r.fps for r, _ in runs),
+        fps=report.fps,
         cpu_ms=1000.0 * cpu_s / max(report.frames, 1),
         faces_swapped=report.faces_swapped,
         stages_ms=stages,

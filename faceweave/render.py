@@ -330,11 +330,11 @@ class FaceRenderer:
         reuses it, :mod:`faceweave.compositing.plans`)."""
         how = profile if profile is not None else self.profile("video")
         held = self._reused(plan, timings)
-        makes = plan is not None and plan.makes
+        making = plan.slot if plan is not None and plan.makes else None  # this face makes its track's plan
         try:
             comp = self._composite(crop, out, timings, colour, profile=how, keep=keep, plan=held)
-            if makes:  # the later frames composite while this one pastes
-                plan.slot.put(comp.plan)  # type: ignore[union-attr]
+            if making is not None:  # the later frames composite while this one pastes
+                making.put(comp.plan)
             with timed(timings, "paste"):
                 if comp.warp is not None:
                     warp_frame(into, comp.warp, crop.matrix, out=into)
@@ -344,13 +344,13 @@ class FaceRenderer:
                     detail = match_detail_planned(
                         pixels, into, comp.detail, crop.matrix, blur_mask=comp.mask, plan=detail
                     )
-                    if makes:
-                        plan.slot.put_detail(detail)  # type: ignore[union-attr]
+                    if making is not None:
+                        making.put_detail(detail)
                     return
                 self._refine_photo(pixels, crop, comp, into=into)
         finally:
-            if makes:  # what was not handed over when this face failed: the later frames make their own
-                plan.slot.give_up()  # type: ignore[union-attr]
+            if making is not None:  # what was not handed over when this face failed: the later frames make their own
+                making.give_up()
 
     def _refine_photo(self, pixels: np.ndarray, crop: AlignedCrop, comp: Composite, *, into: np.ndarray) -> None:
         """A photo's grain, blur and sharpness, and the skin's texture when

@@ -9,6 +9,7 @@ creates nothing.
 from __future__ import annotations
 
 import errno
+import importlib.util
 import os
 import socket
 import sys
@@ -89,14 +90,12 @@ def check_distributed_installed(broker: str | None, *, role: str) -> None:
     Raises:
         InvalidOptionError: one of them is missing, naming the extra to install.
     """
-    import importlib.util
-
     if not broker:
         return
     needed = [name for name, _ in _DISTRIBUTED_MODULES]
     if broker.startswith(("redis://", "rediss://")):
         needed.append("redis")
-    missing = [name for name in needed if not _installed(name, importlib.util.find_spec)]
+    missing = [name for name in needed if not _installed(name)]
     if missing:
         raise InvalidOptionError(
             f"{role} needs the distributed extra ({', '.join(missing)} not installed):"
@@ -104,11 +103,11 @@ def check_distributed_installed(broker: str | None, *, role: str) -> None:
         )
 
 
-def _installed(name: str, find_spec) -> bool:
+def _installed(name: str) -> bool:
     """Whether ``name`` imports here (already imported, or found on the path)."""
     if name in sys.modules:
         return sys.modules[name] is not None
-    return find_spec(name) is not None
+    return importlib.util.find_spec(name) is not None
 
 
 def check_port_free(host: str, port: int, *, flag: str = "--port") -> None:

@@ -55,7 +55,7 @@ class PlanSlot:
     def put(self, plan: FacePlan | None) -> None:
         """Hand over the plan's masks and tone (``None``: the making render
         failed, so the later frames make their own, their detail plan too)."""
-        self._plan = plan if plan is None or plan.detail is None else replace(plan, detail=None)
+        self._plan = plan
         self._ready.set()
         if plan is None:
             self.put_detail(None)

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from faceweave.compositing.blend import DetailPlan
 from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.occlusion import OcclusionPlan
 from faceweave.types import MESH_POINTS, checked_array
@@ -134,15 +133,14 @@ class MaskPlan:
 
 @dataclass(frozen=True, eq=False)
 class FacePlan:
-    """A face's plan: its slow masks, the slow part of its colour and how
-    its detail is matched, made on one frame of its track and reused by the
-    next ones
-    (:mod:`faceweave.compositing.plans`)."""
+    """A face's plan: its slow masks and the slow part of its colour, made
+    on one frame of its track and reused by the next ones
+    (:mod:`faceweave.compositing.plans`; how its detail is matched after the
+    paste, a :class:`~faceweave.compositing.blend.DetailPlan`, follows in
+    the slot's second part)."""
 
     masks: MaskPlan
     tone: TonePlan
-    #: how its detail is matched after the paste (video; ``None``: measured on each frame)
-    detail: DetailPlan | None = None
 
     def fits(self, size: tuple[int, int]) -> bool:
         """Whether the plan is made for a half grid of ``size = (W, H)``."""

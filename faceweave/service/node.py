@@ -11,7 +11,7 @@ import logging
 import socket
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from faceweave.errors import NotReadyError, StorageUnavailableError
 from faceweave.service import errors
@@ -25,6 +25,9 @@ from faceweave.service.settings import ServiceSettings
 from faceweave.service.storage import open_storage
 from faceweave.service.store import JobStore
 from faceweave.service.webrtc.hub import LiveHub
+
+if TYPE_CHECKING:
+    from faceweave.monitoring import DeviceCollector
 
 log = logging.getLogger("faceweave.service")
 #: abandoned uploads and scratch files older than this are deleted by the sweeper
@@ -200,7 +203,7 @@ class Service:
             self.devices.monitor.close()
 
 
-def _device_collector(settings: ServiceSettings, metrics: Metrics) -> Any | None:
+def _device_collector(settings: ServiceSettings, metrics: Metrics) -> DeviceCollector | None:
     """The device monitor's collector, registered on ``metrics``, when this
     node runs jobs itself (embedded workers, not distributed mode: there the
     ``faceweave worker`` nodes export their own devices) and
