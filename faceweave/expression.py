@@ -17,6 +17,7 @@ from __future__ import annotations
 from faceweave.analysis import FaceAnalyser, mesh_box
 from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.composite import composite
+from faceweave.compositing.skintone import skin_tone_steps
 from faceweave.geometry.expression import ExpressionCorrection, ExpressionRatios, expression_ratios, next_correction
 from faceweave.options import SwapOptions
 from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, Swapper
@@ -96,7 +97,14 @@ class ExpressionChecker:
     def _read(self, crop: AlignedCrop, out: SwapOutput, colour: ColourMatch | None) -> ExpressionRatios | None:
         """The ratios the face mesh reads off ``out`` composited into the
         crop; ``None`` when it finds no face there or reads a degenerate one."""
-        look = composite(crop, out, mask_options=self._look_masks, shading=self.options.shading, colour=colour)
+        look = composite(
+            crop,
+            out,
+            mask_options=self._look_masks,
+            shading=self.options.shading,
+            colour=colour,
+            skin_tone=skin_tone_steps(self.options.skin_tone),
+        )
         seen = self.analyser.mesher.landmarks(look.pixels, mesh_box(out.mesh))
         try:
             return expression_ratios(seen) if seen is not None else None

@@ -377,6 +377,14 @@ class SwapOptions(_Options):
     shading: float = Field(
         0.5, ge=0.0, le=1.0, description="how much of the target's low-frequency shading the result takes"
     )
+    skin_tone: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="how much of the target's skin the new face takes: 0 the source's own skin colour and tint, "
+        "0.5 the colour matched and part of the target's tint, 1 the target's tint and shading in full "
+        "(the classical swapper and 'faceweave' compositing)",
+    )
     expression_check: bool = Field(
         True,
         description="photos: look at each new face once and correct its mouth width, mouth opening and eye "

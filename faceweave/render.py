@@ -37,6 +37,7 @@ from faceweave.compositing.facefusion import (
     smooth_occlusion,
 )
 from faceweave.compositing.plans import PlanUse
+from faceweave.compositing.skintone import skin_tone_steps
 from faceweave.compositing.values import Composite, FacePlan
 from faceweave.crops import cut_crop, template_crop, working_face_size
 from faceweave.expression import ExpressionChecker
@@ -108,6 +109,8 @@ class FaceRenderer:
         self.face_masks = face_masks if face_masks is not None else FaceMaskModels()
         #: the steps of each kind of output (:mod:`faceweave.profiles`)
         self.profiles = resolve_profiles(options.masks)
+        #: how much of the target's skin the new faces take (:mod:`faceweave.compositing.skintone`)
+        self.skin_tone = skin_tone_steps(options.skin_tone)
 
     def render(
         self,
@@ -408,6 +411,7 @@ class FaceRenderer:
                 folds=profile.folds,
                 warp_frame=profile.warp_frame,
                 plan=plan,
+                skin_tone=self.skin_tone,
             )
 
 

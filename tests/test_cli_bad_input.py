@@ -80,6 +80,24 @@ CASES = [
     # swap: outputs
     ("swap-output-txt", ["swap", "-s", S, "-t", T, "-o", "{O}/out.txt"], 2, [".txt", ".png"]),
     (
+        "swap-skin-tone-above-one",
+        ["swap", "-s", S, "-t", T, "-o", "{O}/out.png", "--skin-tone", "1.5"],
+        2,
+        ["--skin-tone", "less than or equal to 1"],
+    ),
+    (
+        "live-skin-tone-below-zero",
+        ["live", V, "-s", S, "-o", "{O}/out.mp4", "--skin-tone", "-0.5"],
+        2,
+        ["--skin-tone", "greater than or equal to 0"],
+    ),
+    (
+        "evaluate-skin-tone-above-one",
+        ["evaluate", "{F}", "--out", "{O}/ev", "--skin-tone", "2"],
+        2,
+        ["--skin-tone", "less than or equal to 1"],
+    ),
+    (
         "swap-output-under-a-file",
         ["swap", "-s", S, "-t", T, "-o", "{B}/text.jpg/out.png"],
         1,
@@ -303,6 +321,11 @@ USAGE = [
         "unknown-option",
         ["swap", "-s", "a.jpg", "-t", "b.jpg", "-o", "c.png", "--no-such-option"],
         ["no such option", "--no-such-option"],
+    ),
+    (
+        "skin-tone-not-a-number",
+        ["swap", "-s", "a.jpg", "-t", "b.jpg", "-o", "c.png", "--skin-tone", "natural"],
+        ["--skin-tone", "valid number"],
     ),
     ("unknown-command", ["swop"], ["no such command 'swop'", "faceweave --help"]),
     ("missing-output", ["swap", "-s", "a.jpg", "-t", "b.jpg"], ["missing option '--output'"]),

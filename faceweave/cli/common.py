@@ -151,6 +151,7 @@ def options_from_flags(
         target_lips=target_lips,
         hands=args.occlusion_hands,
         expression_check=expression_check,
+        skin_tone=args.skin_tone,
         selection=selection,
         swapper=args.swapper,
         pixel_boost=args.pixel_boost,

@@ -34,6 +34,7 @@ EXIT_INTERRUPTED = 130
 FLAG_FOR_FIELD = {
     "working_size": "--working-size",
     "max_pixels": "--max-pixels",
+    "skin_tone": "--skin-tone",
     "mode": "--faces",
     "order": "--order",
     "indices": "--face-index",

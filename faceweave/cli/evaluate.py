@@ -35,6 +35,7 @@ from faceweave.cli.quality_options import (
     NoMouthMaskOption,
     NoOcclusionOption,
     OcclusionHandsOption,
+    SkinToneOption,
 )
 from faceweave.cli.runtime_options import (
     CompositingOption,
@@ -122,6 +123,7 @@ def evaluate_command(
     no_occlusion: NoOcclusionOption = False,
     no_mouth_mask: NoMouthMaskOption = False,
     occlusion_hands: OcclusionHandsOption = False,
+    skin_tone: SkinToneOption = None,
     no_expression_check: NoExpressionCheckOption = False,
     swapper: SwapperOption = "mesh",
     pixel_boost: PixelBoostOption = None,
@@ -162,6 +164,7 @@ def evaluate_command(
             mouth_mask=not no_mouth_mask,
             hands=occlusion_hands,
             expression_check=not no_expression_check,
+            skin_tone=skin_tone,
             swapper=swapper,
             pixel_boost=pixel_boost,
             compositing=compositing,
@@ -225,7 +228,7 @@ def _evaluate_video(term: console.Terminal, options, video: Path, source: Path, 
 
     with FaceSwapper(options) as swapper:
         evaluation = evaluate_video(video, source, out_dir, swapper=swapper)
-    term.line(format_video_summary(evaluation, video))
+    term.line(format_video_summary(evaluation, video, settings=options.model_dump(mode="json")))
     return console.EXIT_OK
 
 

@@ -33,7 +33,13 @@ from faceweave.cli.mask_flags import (
     FaceParserRegionsOption,
     FaceSwapperWeightOption,
 )
-from faceweave.cli.quality_options import MaxPixelsOption, NoMouthMaskOption, NoOcclusionOption, OcclusionHandsOption
+from faceweave.cli.quality_options import (
+    MaxPixelsOption,
+    NoMouthMaskOption,
+    NoOcclusionOption,
+    OcclusionHandsOption,
+    SkinToneOption,
+)
 from faceweave.cli.runtime_options import (
     CompositingOption,
     DeviceIdOption,
@@ -185,6 +191,7 @@ def live_command(
     no_occlusion: NoOcclusionOption = False,
     no_mouth_mask: NoMouthMaskOption = False,
     occlusion_hands: OcclusionHandsOption = False,
+    skin_tone: SkinToneOption = None,
     swapper: SwapperOption = "mesh",
     pixel_boost: PixelBoostOption = None,
     compositing: CompositingOption = None,
@@ -257,6 +264,7 @@ class LiveArgs:
     no_occlusion: bool
     no_mouth_mask: bool
     occlusion_hands: bool
+    skin_tone: float | None
     swapper: str
     pixel_boost: int | None
     compositing: str | None

@@ -52,6 +52,17 @@ OcclusionHandsOption = Annotated[
         rich_help_panel=PANEL,
     ),
 ]
+SkinToneOption = Annotated[
+    float | None,
+    typer.Option(
+        "--skin-tone",
+        metavar="0-1",
+        help="How much of the target's skin the new face takes: 0 the source's own skin colour and tint, 1 the "
+        f"target's tint and shading in full (default {SwapOptions().skin_tone}); the classical swapper and "
+        "faceweave compositing.",
+        rich_help_panel=PANEL,
+    ),
+]
 NoExpressionCheckOption = Annotated[
     bool,
     typer.Option(

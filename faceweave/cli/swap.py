@@ -49,6 +49,7 @@ from faceweave.cli.quality_options import (
     NoMouthMaskOption,
     NoOcclusionOption,
     OcclusionHandsOption,
+    SkinToneOption,
     TargetLipsOption,
 )
 from faceweave.cli.runtime_options import (
@@ -118,6 +119,7 @@ def swap_command(
     no_mouth_mask: NoMouthMaskOption = False,
     target_lips: TargetLipsOption = None,
     occlusion_hands: OcclusionHandsOption = False,
+    skin_tone: SkinToneOption = None,
     no_expression_check: NoExpressionCheckOption = False,
     map_: MapOption = None,
     trim: TrimOption = None,
@@ -191,6 +193,7 @@ class SwapArgs:
     no_mouth_mask: bool
     target_lips: str | None
     occlusion_hands: bool
+    skin_tone: float | None
     no_expression_check: bool
     map_: list[str] | None
     trim: str | None

@@ -39,6 +39,7 @@ from faceweave.compositing.regions import (
 )
 from faceweave.compositing.resample import gaussian_lowpass, half, half_mesh, upsample, upsampled_window
 from faceweave.compositing.skin import CENTRE_TOLERANCE, skin_likelihood, skin_statistics
+from faceweave.compositing.skintone import ANCHOR_CHROMA, DEFAULT_SKIN_TONE, SkinTone
 from faceweave.compositing.values import (
     ColourPlan,
     Composite,
@@ -76,14 +77,16 @@ TINT_SIGMA = 0.03
 TINT_EYE_MARGIN = 0.06
 TINT_FEATHER = 0.03
 #: how much of the target's fine lightness and colour pattern the tint
-#: takes (the rest is the source's modelling of its cheeks and its own
-#: blush, which carry identity).  Since the cheeks are settled to the
-#: target's after the blend (:func:`settle_cheeks`), lightness adds nothing
-#: to the tone: on the judge's 24 pairs (no watermark) lightness 0.3 -> 0
-#: and colour 1 -> 0.6 moved d_src by -0.007 / -0.005 per pair (seeds 0 / 1),
-#: blotch by 0.0 / -0.18 and tone by +0.01 / +0.15 dE
+#: takes by default (the rest is the source's modelling of its cheeks and
+#: its own blush, which carry identity; ``SwapOptions.skin_tone`` moves
+#: them, :mod:`faceweave.compositing.skintone`).  Since the cheeks are
+#: settled to the target's after the blend (:func:`settle_cheeks`),
+#: lightness adds nothing to the tone: on the judge's 24 pairs (no
+#: watermark) lightness 0.3 -> 0 and colour 1 -> 0.6 moved d_src by -0.007 /
+#: -0.005 per pair (seeds 0 / 1), blotch by 0.0 / -0.18 and tone by +0.01 /
+#: +0.15 dE
 TINT_LIGHTNESS = 0.0
-TINT_CHROMA = 0.6
+TINT_CHROMA = ANCHOR_CHROMA
 #: a coloured light (:func:`coloured_light`): the excess of the target's
 #: skin-colour spread over the new face's (ΔE, at the shading's scale) from
 #: which the target's colour pattern is taken in full.  On the judge's 24
@@ -135,6 +138,7 @@ def composite(
     folds: bool = False,
     warp_frame: bool = True,
     plan: FacePlan | None = None,
+    skin_tone: SkinTone = DEFAULT_SKIN_TONE,
 ) -> Composite:
     """Blend ``out.face`` into ``out.background`` and say where to paste.
 
@@ -157,7 +161,9 @@ def composite(
     face's track (:class:`~faceweave.compositing.values.FacePlan`), reused;
     the mouth, the lips, what is in front, the whites of the eyes and the
     blend are this frame's.  ``Composite.plan`` is the one used (made here
-    without it)."""
+    without it).  ``skin_tone``: how much of the target's skin the new face
+    takes (:class:`~faceweave.compositing.skintone.SkinTone`; the default
+    is ``SwapOptions.skin_tone``'s default)."""
     person_mask = crop_mask(person_mask, target, name="person mask")
     hands = crop_mask(hands_mask, target, name="hands mask")
     hands = None if hands is None else np.clip(hands, 0.0, 1.0)
@@ -178,9 +184,17 @@ def composite(
         plan=made,
     )
     tone = held.tone if held is not None else None
-    colours, tone = colour_plan(view, masks.skin, shading=shading, colour=colour, tone=tone)
+    colours, tone = colour_plan(view, masks.skin, shading=shading, colour=colour, tone=tone, skin_tone=skin_tone)
     pixels = blend_face(
-        out, behind, masks.mask, colours, hands=hands, face_size=target.face_size, target=target, folds=folds
+        out,
+        behind,
+        masks.mask,
+        colours,
+        hands=hands,
+        face_size=target.face_size,
+        target=target,
+        folds=folds,
+        cheeks=skin_tone.cheeks,
     )
     used = held if held is not None else FacePlan(masks=made, tone=tone)
     return Composite(pixels=pixels, mask=masks.mask, paste=masks.paste, detail=masks.detail, warp=warp, plan=used)
@@ -369,28 +383,43 @@ def colour_plan(
     shading: float,
     colour: ColourMatch | None,
     tone: TonePlan | None = None,
+    skin_tone: SkinTone = DEFAULT_SKIN_TONE,
 ) -> tuple[ColourPlan, TonePlan]:
     """The colour mapping (measured on ``skin`` both faces show, unless a
-    fixed ``colour`` is given), the target's low-frequency shading and skin
-    tint (:func:`tone_plan`; ``tone``: one made on an earlier frame of the
-    face's track, reused as it is), and the whites of the eyes, made on
-    this frame.  Returns the plan and the tone plan it holds."""
+    fixed ``colour`` is given; ``skin_tone.colour`` of it is taken), the
+    target's low-frequency shading and skin tint (:func:`tone_plan`;
+    ``tone``: one made on an earlier frame of the face's track, reused as it
+    is), and the whites of the eyes, made on this frame.  Returns the plan
+    and the tone plan it holds."""
     if colour is None:
         colour = ColourMatch(
             source=SkinColour(*masked_stats(view.face_lab, skin)),
             target=SkinColour(*masked_stats(view.behind_lab, skin)),
         )
-    matched = apply_statistics(view.face_lab, colour.source.stats, colour.target.stats, max_gain=MAX_CONTRAST_GAIN)
+    matched = matched_colour(view.face_lab, colour, skin_tone.colour)
     if tone is None or not tone.fits(view.size):
-        tone = tone_plan(view, matched, skin, shading=shading)
+        tone = tone_plan(view, matched, skin, shading=shading, skin_tone=skin_tone)
     # the whites of the eyes last: what the shading does to them is made up
     # too (the cheeks are settled after the blend, :func:`settle_cheeks`)
     shaded = matched + tone.tint + tone.amount * tone.shading
     regional = tone.tint + sclera_tone(shaded, view.behind_lab, view.mesh)
-    return ColourPlan(match=colour, shading=tone.shading, amount=tone.amount, regional=regional), tone
+    plan = ColourPlan(match=colour, shading=tone.shading, amount=tone.amount, regional=regional, share=skin_tone.colour)
+    return plan, tone
 
 
-def tone_plan(view: HalfCrop, matched: np.ndarray, skin: np.ndarray, *, shading: float) -> TonePlan:
+def matched_colour(lab: np.ndarray, colour: ColourMatch, share: float = 1.0) -> np.ndarray:
+    """``lab`` (float32 CIELAB) with ``share`` of the skin-colour mapping
+    ``colour`` (:func:`~faceweave.compositing.colour.apply_statistics`; 1:
+    all of it, 0: the colour kept)."""
+    matched = apply_statistics(lab, colour.source.stats, colour.target.stats, max_gain=MAX_CONTRAST_GAIN)
+    if share >= 1.0:
+        return matched
+    return np.asarray(lab + np.float32(share) * (matched - lab), np.float32)
+
+
+def tone_plan(
+    view: HalfCrop, matched: np.ndarray, skin: np.ndarray, *, shading: float, skin_tone: SkinTone = DEFAULT_SKIN_TONE
+) -> TonePlan:
     """The target's low-frequency shading and its skin tint for the new
     face ``matched`` (its colour already mapped to the target's).
 
@@ -398,12 +427,15 @@ def tone_plan(view: HalfCrop, matched: np.ndarray, skin: np.ndarray, *, shading:
     darken it) and spread smoothly over the rest of the face.  A light from
     one side on the source but not on the target (or the other way round)
     is lighting, not identity: then more of the target's shading is taken
-    than ``shading`` asks."""
+    than ``shading`` asks.  ``skin_tone`` gives the tint's shares and the
+    least shading."""
+    shading = skin_tone.shading_amount(shading)
     gap = abs(side_lighting(view.face_lab, view.mesh, skin) - side_lighting(view.behind_lab, view.mesh, skin))
     amount = float(np.clip(shading + gap / SIDE_LIGHT_SPAN, shading, 1.0))
     sigma = SHADING_SIGMA * view.face_size
     light = coloured_light(matched, view.behind_lab, skin, sigma=sigma)
-    tint = skin_tint(view, matched, skin, chroma=TINT_CHROMA + (1.0 - TINT_CHROMA) * light)
+    chroma = skin_tone.chroma + (1.0 - skin_tone.chroma) * light
+    tint = skin_tint(view, matched, skin, chroma=chroma, lightness=skin_tone.lightness, lids=skin_tone.lids)
     offset = shading_offset(matched + tint, skin, view.behind_lab, skin, sigma=sigma)
     # under a coloured light the rest of the shading's chroma comes too (as
     # part of the tint, which is added whole)
@@ -424,10 +456,19 @@ def coloured_light(face: np.ndarray, behind: np.ndarray, skin: np.ndarray, *, si
     return float(np.clip(excess / COLOUR_LIGHT_SPAN, 0.0, 1.0))
 
 
-def skin_tint(view: HalfCrop, matched: np.ndarray, skin: np.ndarray, *, chroma: float = TINT_CHROMA) -> np.ndarray:
+def skin_tint(
+    view: HalfCrop,
+    matched: np.ndarray,
+    skin: np.ndarray,
+    *,
+    chroma: float = TINT_CHROMA,
+    lightness: float = TINT_LIGHTNESS,
+    lids: float = 1.0,
+) -> np.ndarray:
     """``(s, s, 3)`` float32 CIELAB offset: the target's skin tint
-    (``chroma`` of a*, b*, default :data:`TINT_CHROMA`, and
-    :data:`TINT_LIGHTNESS` of L*) where its skin shows it, at a fine scale.
+    (``chroma`` of a*, b*, default :data:`TINT_CHROMA`, and ``lightness``
+    of L*, default :data:`TINT_LIGHTNESS`) where its skin shows it, at a
+    fine scale, and ``lids`` of the lids' lift (:func:`eyelid_lift`).
 
     The skin's hue and saturation vary over a face (pinker cheeks, a warmer
     jaw, a cooler shaded side) with the light and the person's skin, not with
@@ -446,8 +487,11 @@ def skin_tint(view: HalfCrop, matched: np.ndarray, skin: np.ndarray, *, chroma: 
     weight = feather(on * (1.0 - eyes), erode=0, blur=TINT_FEATHER * fs)
     tint = np.zeros((small[1], small[0], 3), np.float32)
     tint[..., 1:] = fine[..., 1:] * (chroma * weight)[..., None]
-    tint[..., 0] = TINT_LIGHTNESS * fine[..., 0] * weight
-    tint += eyelid_lift(face, behind, mesh, fs)
+    tint[..., 0] = lightness * fine[..., 0] * weight
+    if lids >= 1.0:
+        tint += eyelid_lift(face, behind, mesh, fs)
+    elif lids > 0.0:
+        tint += np.float32(lids) * eyelid_lift(face, behind, mesh, fs)
     return cv2.resize(tint, view.size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
 
 
@@ -685,6 +729,7 @@ def blend_face(
     face_size: float | None = None,
     target: AlignedCrop | None = None,
     folds: bool = False,
+    cheeks: float = 1.0,
 ) -> np.ndarray:
     """``(S, S, 3)`` uint8: the new face, colour-matched and shaded, blended
     into ``behind`` under ``mask`` by the multi-band blend (full resolution,
@@ -703,15 +748,16 @@ def blend_face(
     video, where the mouth follows the speech and its folds must follow
     it; a photo's mouth is the source's, corrected by the expression check,
     and its folds carry much of the likeness: taken from the target they
-    cost 0.04 of the judge's d_src)."""
+    cost 0.04 of the judge's d_src).  ``cheeks``: the share of that
+    settling taken (``SkinTone.cheeks``); ``plan.share``, of the colour
+    mapping."""
     pixels = behind.copy()
     box = blend_window(mask)
     if box is None:
         return pixels
     x0, y0, x1, y1 = box
     roi = (slice(y0, y1), slice(x0, x1))
-    stats = plan.match.source.stats, plan.match.target.stats
-    matched = apply_statistics(to_lab(out.face[roi]), *stats, max_gain=MAX_CONTRAST_GAIN)
+    matched = matched_colour(to_lab(out.face[roi]), plan.match, plan.share)
     offset = plan.regional + plan.amount * plan.shading
     shaded = matched + upsampled_window(offset, (mask.shape[1], mask.shape[0]), box)
     background = behind[roi].astype(np.float32)
@@ -722,12 +768,13 @@ def blend_face(
     if folds and face_size is not None:
         front = target_folds(front, background, out.mesh[:, :2] - (x0, y0), face_size)
     blended = laplacian_blend(front, background, mask[roi], levels=BLEND_LEVELS)
-    if face_size is not None:
+    if face_size is not None and cheeks > 0.0:
         reference = background if target is None else target.pixels[roi].astype(np.float32)
         theirs = None if target is None else target.mesh[:, :2] - (x0, y0)
-        blended += settle_cheeks(
+        settled = settle_cheeks(
             blended, reference, out.mesh[:, :2] - (x0, y0), mask[roi], face_size, target_mesh=theirs
         )
+        blended += settled if cheeks >= 1.0 else np.float32(cheeks) * settled
     if hands is not None:
         held = hands[roi][..., None]
         blended = blended * (1.0 - held) + background * held

@@ -153,7 +153,7 @@ class ColourPlan:
     to the target's; ``regional`` gives it the target's skin tint;
     ``shading`` ``(s, s, 3)`` float32 CIELAB offset, the target's
     low-frequency shading minus the matched and tinted face's, added
-    ``amount`` (0..1) times."""
+    ``amount`` (0..1) times; ``share`` (0..1) of ``match`` is taken."""
 
     match: ColourMatch
     shading: np.ndarray
@@ -161,10 +161,13 @@ class ColourPlan:
     #: ``(s, s, 3)`` float32 CIELAB offset added whole: the target's skin tint
     #: where its skin shows it (:func:`~faceweave.compositing.composite.skin_tint`); zeros when not given
     regional: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 3), np.float32))
+    share: float = 1.0
 
     def __post_init__(self) -> None:
         shading = checked_array(self.shading, shape=(None, None, 3), dtype=np.float32, name="shading offset")
         object.__setattr__(self, "shading", shading)
+        if not 0.0 <= self.share <= 1.0:
+            raise ValueError(f"colour share must be in [0, 1]; got {self.share}")
         regional = np.zeros_like(shading) if self.regional.size == 0 else self.regional
         regional = checked_array(regional, shape=shading.shape, dtype=np.float32, name="regional offset")
         object.__setattr__(self, "regional", regional)

@@ -226,11 +226,27 @@ def _pair_origin(options: Mapping[str, Any]) -> str:
     return f"listed in {listed}" if listed else f"seed {options.get('seed')}"
 
 
+def _settings(options: Mapping[str, Any]) -> str:
+    return settings_line(options.get("swap_options") or {})
+
+
+def settings_line(swap: Mapping[str, Any]) -> str:
+    """The swap settings a reader compares runs by, from ``SwapOptions``
+    dumped to a mapping: swapper, working size, skin tone, shading."""
+    if not swap:
+        return "not recorded"
+    return (
+        f"swapper {swap.get('swapper')}  working size {swap.get('working_size')}"
+        f"  skin tone {swap.get('skin_tone')}  shading {swap.get('shading')}"
+    )
+
+
 def format_summary(report: EvaluationReport) -> str:
     """Short human-readable summary with PASS/FAIL per check (plain text)."""
     s = report.summary
     lines = [
         f"faceweave evaluate: {s['pairs']} pairs from {report.data_dir} ({_pair_origin(report.options)})",
+        f"settings:        {_settings(report.options)}",
         f"faces found:     {s['pairs_found']}/{s['pairs']} pairs"
         + (
             ""

@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
 
+from faceweave.evaluate.report import settings_line
 from faceweave.geometry import topology as topo
 from faceweave.io import atomic_output
 
@@ -260,7 +262,9 @@ def evaluate_video(video: Path, source: Path, out_dir: Path, *, swapper, progres
     return evaluation
 
 
-def format_video_summary(e: VideoEvaluation, video: Path | str) -> str:
+def format_video_summary(e: VideoEvaluation, video: Path | str, *, settings: Mapping[str, Any] | None = None) -> str:
+    """Short summary; ``settings``: the ``SwapOptions`` used, dumped (a settings line)."""
+
     def f(v: float | None, digits: int = 4) -> str:
         return "n/a" if v is None else f"{v:.{digits}f}"
 
@@ -269,6 +273,7 @@ def format_video_summary(e: VideoEvaluation, video: Path | str) -> str:
     return "\n".join(
         [
             f"faceweave evaluate (video): {video}",
+            f"settings:          {settings_line(settings or {})}",
             f"frames:            {e.swapped.frames} (face in {e.original.frames_with_face} original, "
             f"{e.swapped.frames_with_face} swapped)",
             f"landmark jitter:   original {f(e.original.jitter)}  swapped {f(e.swapped.jitter)}  ratio "

@@ -59,6 +59,13 @@ class JobOptions(BaseModel):
         "video", description="keep the target's own lips (lip sync): in videos (default), always, never"
     )
     occlusion_hands: bool = Field(False, description="also keep hands in front of the face (hand landmark model)")
+    skin_tone: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="how much of the target's skin the new face takes: 0 the source's own, 1 the target's "
+        f"(default {SwapOptions().skin_tone})",
+    )
     format: Literal["png", "jpg", "webp", "mp4", "webm", "gif", "mov", "mkv"] | None = None
     quality: int | None = Field(None, ge=1, le=100)
     trim: str | None = Field(None, max_length=64, description="video: START-END, e.g. 5-20 or 00:00:05-00:00:20")
@@ -174,6 +181,7 @@ class JobOptions(BaseModel):
                     "face_mask_blur": self.face_mask_blur,
                     "face_mask_padding": self.face_mask_padding,
                 },
+                **({} if self.skin_tone is None else {"skin_tone": self.skin_tone}),
                 "swapper": self.swapper,
                 "swapper_weight": self.face_swapper_weight,
                 "pixel_boost": self.pixel_boost,

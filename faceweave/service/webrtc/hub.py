@@ -133,11 +133,12 @@ class LiveHub:
             raise
 
     # -- models ---------------------------------------------------------------
-    def swap_options(self) -> SwapOptions:
-        """The options live swaps run with: the job defaults at the video working size."""
+    def swap_options(self, skin_tone: float | None = None) -> SwapOptions:
+        """The options live swaps run with: the job defaults at the video
+        working size, with the session's ``skin_tone`` (``None``: the default)."""
         from faceweave.service.jobspec import JobOptions
 
-        return JobOptions().swap_options(
+        return JobOptions(skin_tone=skin_tone).swap_options(
             kind="video",
             has_reference=False,
             max_pixels=self.config.max_pixels,
@@ -165,8 +166,11 @@ class LiveHub:
         with self._lock:
             self._models.append(models)
 
-    def _live_session(self, models: JobModels, sources: Sequence[ImageInput]) -> LiveSession:
-        """A session on ``models`` for the source photos (on a worker thread).
+    def _live_session(
+        self, models: JobModels, sources: Sequence[ImageInput], skin_tone: float | None = None
+    ) -> LiveSession:
+        """A session on ``models`` for the source photos (on a worker thread),
+        with the offer's ``skin_tone``.
 
         Raises:
             NoFaceError: a source photo has no face.
@@ -174,7 +178,7 @@ class LiveHub:
         from faceweave.live.session import LiveOptions, LiveSession
         from faceweave.video.pipeline import VideoSwapper
 
-        video = VideoSwapper(models.swapper(self.swap_options()), kind="live")
+        video = VideoSwapper(models.swapper(self.swap_options(skin_tone)), kind="live")
         return LiveSession(video, sources, options=LiveOptions(provenance=self.config.provenance()))
 
     # -- sessions -------------------------------------------------------------
@@ -200,7 +204,7 @@ class LiveHub:
         try:
             peer = _peer_module()
             models = await run_in_threadpool(self._borrow_models)
-            live = await run_in_threadpool(self._live_session, models, sources)
+            live = await run_in_threadpool(self._live_session, models, sources, offer.skin_tone)
         except BaseException:
             if models is not None:
                 self._give_back(models)

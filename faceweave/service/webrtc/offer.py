@@ -12,7 +12,7 @@ from faceweave.errors import InvalidOptionError, NoVideoTrackError
 from faceweave.service.webrtc.sdp import offer_problem
 
 #: the text fields of ``POST /v1/live`` (the photo is the file part ``source``)
-OFFER_FIELDS = frozenset({"sdp", "type", "reservation"})
+OFFER_FIELDS = frozenset({"sdp", "type", "reservation", "skin_tone"})
 #: the longest SDP taken (a browser's offer with one video track is a few kB)
 MAX_SDP_CHARS = 60_000
 
@@ -21,11 +21,14 @@ MAX_SDP_CHARS = 60_000
 class Offer:
     """An SDP offer (``type`` is always ``"offer"``) that sends video;
     ``reservation``: the id of the place ``POST /v1/live/reservations`` held
-    for it (the session's id then), or ``None`` to take a place now."""
+    for it (the session's id then), or ``None`` to take a place now;
+    ``skin_tone``: the session's ``SwapOptions.skin_tone`` (``None``: the
+    default)."""
 
     sdp: str
     type: str = "offer"
     reservation: str | None = None
+    skin_tone: float | None = None
 
 
 def parse_offer(fields: Mapping[str, list[str]]) -> Offer:
@@ -39,8 +42,8 @@ def parse_offer(fields: Mapping[str, list[str]]) -> Offer:
     unknown = sorted(set(fields) - OFFER_FIELDS)
     if unknown:
         raise InvalidOptionError(
-            f"unknown field '{unknown[0][:60]}'; POST /v1/live takes the fields sdp, type and reservation and the"
-            " file part source"
+            f"unknown field '{unknown[0][:60]}'; POST /v1/live takes the fields sdp, type, reservation and "
+            "skin_tone and the file part source"
         )
     values = {name: items[-1] for name, items in fields.items() if items}
     kind = values.get("type", "offer").strip()
@@ -60,7 +63,24 @@ def parse_offer(fields: Mapping[str, list[str]]) -> Offer:
     problem = offer_problem(sdp)
     if problem is not None:
         raise InvalidOptionError(f"the SDP offer cannot be answered: {problem}")
-    return Offer(sdp=sdp, reservation=values.get("reservation", "").strip() or None)
+    reservation = values.get("reservation", "").strip() or None
+    return Offer(sdp=sdp, reservation=reservation, skin_tone=_skin_tone(values.get("skin_tone")))
+
+
+def _skin_tone(text: str | None) -> float | None:
+    """The field ``skin_tone``: a number from 0 to 1, or ``None`` when not sent."""
+    if text is None or not text.strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise InvalidOptionError(
+            f"field 'skin_tone' must be a number from 0 (the source's own skin) to 1 (the target's), not "
+            f"'{text.strip()[:40]}'"
+        )
+    return value
 
 
 def sends_video(sdp: str) -> bool:
