@@ -53,6 +53,7 @@ class ExpressionChecker:
         self.analyser = analyser
         self.options = options
         self._look_masks = options.masks.model_copy(update={"occlusion": False})
+        self._skin_tone = skin_tone_steps(options.skin_tone)
 
     def wanted(self, face_size: float) -> bool:
         """Whether a photo's face of ``face_size`` pixels is checked at all."""
@@ -103,7 +104,7 @@ class ExpressionChecker:
             mask_options=self._look_masks,
             shading=self.options.shading,
             colour=colour,
-            skin_tone=skin_tone_steps(self.options.skin_tone),
+            skin_tone=self._skin_tone,
         )
         seen = self.analyser.mesher.landmarks(look.pixels, mesh_box(out.mesh))
         try:
