@@ -15,6 +15,7 @@ from faceweave.compositing.regions import skin_region
 from faceweave.compositing.skin import CENTRE_TOLERANCE, skin_likelihood, skin_statistics
 from faceweave.geometry import topology as topo
 from faceweave.kernels import to_uint8
+from faceweave.kernels.lab import ChromaMap, LabMap
 from faceweave.swappers.base import AlignedCrop
 from faceweave.types import checked_array
 
@@ -94,7 +95,21 @@ def apply_statistics(
     max_gain: float = 1.6,
     max_chroma_gain: float = 2.5,
 ) -> np.ndarray:
-    """Map the per-channel statistics ``own`` = ``(mean, std)`` onto ``ref``.
+    """Map the per-channel statistics ``own`` = ``(mean, std)`` onto ``ref``
+    (:func:`statistics_map`, which says how) in float32 CIELAB ``lab``."""
+    return statistics_map(own, ref, max_gain=max_gain, max_chroma_gain=max_chroma_gain).apply(lab)
+
+
+def statistics_map(
+    own: tuple[np.ndarray, np.ndarray],
+    ref: tuple[np.ndarray, np.ndarray],
+    *,
+    max_gain: float = 1.6,
+    max_chroma_gain: float = 2.5,
+    share: float = 1.0,
+) -> LabMap:
+    """The mapping of the per-channel statistics ``own`` = ``(mean, std)``
+    onto ``ref`` (``share`` of it taken).
 
     Lightness: shift and scale to the reference mean and spread (gain limited
     to ``[1/max_gain, max_gain]``).  Chroma (a, b): scaled about neutral grey
@@ -105,10 +120,9 @@ def apply_statistics(
     (a black-and-white photo) the chroma is scaled down to the reference's
     spread, so lips and eyes lose their colour too."""
     (mu_s, sd_s), (mu_r, sd_r) = own, ref
-    out = np.empty_like(lab, dtype=np.float32)
     gain = float(np.clip(sd_r[0] / max(float(sd_s[0]), 1e-3), 1.0 / max_gain, max_gain))
-    out[..., 0] = (lab[..., 0] - mu_s[0]) * gain + mu_r[0]
     achromatic = bool(np.all(np.abs(mu_r[1:]) < 3.0) and np.all(sd_r[1:] < 2.0))
+    chroma = []
     for c in (1, 2):
         if achromatic:
             # a black-and-white (or nearly) target: the new face loses its colour too
@@ -117,18 +131,18 @@ def apply_statistics(
             g = float(np.clip(mu_r[c] / mu_s[c], 1.0 / max_chroma_gain, max_chroma_gain))
         else:
             g = 1.0
-        shift = mu_r[c] - g * mu_s[c]
-        scaled = lab[..., c] * g + shift
+        shift = float(np.float32(mu_r[c] - g * mu_s[c]))
         if g > 1.0 and not achromatic and mu_s[c] * mu_r[c] > 0:
             # beyond the skin's own range of tint (brows, lips, a flush) a
             # stronger tint is shifted, not scaled: scaling would turn light-brown
             # brows orange and pink lips red on a warmer target
             sign = float(np.sign(mu_s[c]))
             edge = sign * (abs(float(mu_s[c])) + TINT_SPREADS * float(sd_s[c]))  # the skin's own range ends here
-            beyond = lab[..., c] * sign > abs(edge)
-            scaled = np.where(beyond, lab[..., c] + (g * edge + shift - edge), scaled)
-        out[..., c] = scaled
-    return out
+            add = float(g * edge + (mu_r[c] - g * mu_s[c]) - edge)
+            chroma.append(ChromaMap(gain=g, shift=shift, sign=sign, edge=abs(edge), add=add))
+        else:
+            chroma.append(ChromaMap(gain=g, shift=shift))
+    return LabMap(gain=gain, own=float(mu_s[0]), ref=float(mu_r[0]), a=chroma[0], b=chroma[1], share=share)
 
 
 def masked_blur(image: np.ndarray, mask: np.ndarray, sigma: float) -> np.ndarray:

@@ -16,13 +16,12 @@ from faceweave.compositing.blend import laplacian_blend, per_channel
 from faceweave.compositing.colour import (
     ColourMatch,
     SkinColour,
-    apply_statistics,
     chroma_spread,
     masked_stats,
     shading_offset,
     side_lighting,
+    statistics_map,
     to_lab,
-    to_rgb,
 )
 from faceweave.compositing.masks import box_mask, combine, feather, polygon_mask
 from faceweave.compositing.occlusion import OcclusionPlan, occlusion_plan, target_beard, target_occlusion
@@ -51,6 +50,7 @@ from faceweave.compositing.values import (
 )
 from faceweave.geometry import topology as topo
 from faceweave.kernels import to_uint8
+from faceweave.kernels.lab import LabMap, shade_face
 from faceweave.options import MaskOptions
 from faceweave.swappers.base import AlignedCrop, SwapOutput
 from faceweave.types import checked_array
@@ -409,12 +409,16 @@ def colour_plan(
 
 def matched_colour(lab: np.ndarray, colour: ColourMatch, share: float = 1.0) -> np.ndarray:
     """``lab`` (float32 CIELAB) with ``share`` of the skin-colour mapping
-    ``colour`` (:func:`~faceweave.compositing.colour.apply_statistics`; 1:
-    all of it, 0: the colour kept)."""
-    matched = apply_statistics(lab, colour.source.stats, colour.target.stats, max_gain=MAX_CONTRAST_GAIN)
-    if share >= 1.0:
-        return matched
-    return np.asarray(lab + np.float32(share) * (matched - lab), np.float32)
+    ``colour`` (:func:`colour_map`; 1: all of it, 0: the colour kept)."""
+    return colour_map(colour, share).apply(lab)
+
+
+def colour_map(colour: ColourMatch, share: float = 1.0) -> LabMap:
+    """The skin-colour mapping ``colour`` as a
+    :class:`~faceweave.kernels.lab.LabMap` (``share`` of it taken):
+    :func:`~faceweave.compositing.colour.statistics_map` with this
+    module's contrast limit."""
+    return statistics_map(colour.source.stats, colour.target.stats, max_gain=MAX_CONTRAST_GAIN, share=share)
 
 
 def tone_plan(
@@ -757,14 +761,11 @@ def blend_face(
         return pixels
     x0, y0, x1, y1 = box
     roi = (slice(y0, y1), slice(x0, x1))
-    matched = matched_colour(to_lab(out.face[roi]), plan.match, plan.share)
-    offset = plan.regional + plan.amount * plan.shading
-    shaded = matched + upsampled_window(offset, (mask.shape[1], mask.shape[0]), box)
+    offset = upsampled_window(plan.regional + plan.amount * plan.shading, (mask.shape[1], mask.shape[0]), box)
+    # the new face colour-matched and shaded where it covers the crop, the
+    # crop elsewhere, in 8-bit levels (one compiled pass)
+    front = shade_face(to_lab(out.face[roi]), offset, out.coverage, behind, box, colour_map(plan.match, plan.share))
     background = behind[roi].astype(np.float32)
-    # the new face where it covers the crop, the crop elsewhere (cv2.copyTo: a
-    # one-plane mask over three channels, without NumPy's slow broadcast)
-    covered = (out.coverage[roi] > 0.5).view(np.uint8)
-    front = np.asarray(cv2.copyTo(to_rgb(shaded).astype(np.float32), covered, background.copy()), np.float32)
     if folds and face_size is not None:
         front = target_folds(front, background, out.mesh[:, :2] - (x0, y0), face_size)
     blended = laplacian_blend(front, background, mask[roi], levels=BLEND_LEVELS)

@@ -17,7 +17,8 @@ start, and a read-only root filesystem needs nothing.
 
 from __future__ import annotations
 
-from faceweave.kernels import pixels, raster
+from faceweave.kernels import lab, pixels, raster
+from faceweave.kernels.lab import LabMap, shade_face
 from faceweave.kernels.pixels import paste_warped, put_detail, to_uint8, warp_by_grid
 from faceweave.kernels.raster import affine_maps, rasterize
 
@@ -27,4 +28,15 @@ def compiled() -> bool:
     return raster.compiled() and pixels.compiled()
 
 
-__all__ = ["affine_maps", "compiled", "paste_warped", "put_detail", "rasterize", "to_uint8", "warp_by_grid"]
+__all__ = [
+    "LabMap",
+    "affine_maps",
+    "compiled",
+    "lab",
+    "paste_warped",
+    "put_detail",
+    "rasterize",
+    "shade_face",
+    "to_uint8",
+    "warp_by_grid",
+]

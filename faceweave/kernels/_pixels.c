@@ -324,10 +324,114 @@ done:
     return result;
 }
 
+/* a table of steps + 1 samples over [0, 1] at v (>= 0), linearly interpolated */
+static inline float table_at(const float *table, int steps, float v) {
+    float t = v * (float)steps;
+    int i = (int)t;
+    if (i > steps - 1)
+        i = steps - 1;
+    float frac = t - (float)i;
+    return table[i] + frac * (table[i + 1] - table[i]);
+}
+
+static inline float lab_uncube(float f) {
+    return f > 0.206893f ? f * f * f : (f - (float)(16.0 / 116.0)) / 7.787f;
+}
+
+/* one mapped chroma value: q = gain, shift, sign, edge, add */
+static inline float chroma_map(const float *q, float v) {
+    if (q[2] != 0.0f && v * q[2] > q[3])
+        return v + q[4];
+    return v * q[0] + q[1];
+}
+
+/* shade_face(lab, offset, coverage, behind, out, degamma, params, crop_w, crop_h, x0, y0, x1, y1, steps)
+ *   lab, offset   float32 (y1 - y0, x1 - x0, 3): the new face's window in CIELAB, and
+ *                 what is added to it after the mapping
+ *   coverage      float32 (crop_h, crop_w): where the new face covers the crop
+ *   behind        uint8 (crop_h, crop_w, 3): the crop behind the new face
+ *   out           float32 (y1 - y0, x1 - x0, 3), written: lab mapped, offset and
+ *                 back in 8-bit sRGB levels (rounded, clipped) where coverage
+ *                 > 0.5, else behind's levels
+ *   degamma       float32 (steps + 1): the sRGB curve over [0, 1]
+ *   params        float32 (23): XYZ * white -> RGB (9), lightness gain, own, ref,
+ *                 a (gain, shift, sign, edge, add), b (the same), share
+ * OpenCV's float Lab -> RGB formulas; faceweave/kernels/reference.py
+ * shade_face is the same arithmetic in NumPy.
+ */
+static PyObject *shade_face(PyObject *self, PyObject *args) {
+    Py_buffer lab_b, off_b, cov_b, behind_b, out_b, deg_b, par_b;
+    int cw, chh, x0, y0, x1, y1, steps;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*y*y*iiiiiii", &lab_b, &off_b, &cov_b, &behind_b, &out_b, &deg_b, &par_b,
+                          &cw, &chh, &x0, &y0, &x1, &y1, &steps))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t fsize = sizeof(float), crop = (Py_ssize_t)cw * chh, window = (Py_ssize_t)(x1 - x0) * (y1 - y0);
+    if (cw <= 0 || chh <= 0 || x0 < 0 || y0 < 0 || x1 > cw || y1 > chh || x1 <= x0 || y1 <= y0 || steps < 1) {
+        PyErr_SetString(PyExc_ValueError, "the window must lie inside the crop");
+        goto done;
+    }
+    if (behind_b.len != crop * 3 || cov_b.len != crop * fsize || lab_b.len != window * 3 * fsize
+        || off_b.len != window * 3 * fsize || out_b.len != window * 3 * fsize || deg_b.len != (steps + 1) * fsize
+        || par_b.len != 23 * fsize) {
+        PyErr_SetString(PyExc_ValueError, "behind and coverage must match the crop, lab, offset and out the window");
+        goto done;
+    }
+    const uint8_t *behind = (const uint8_t *)behind_b.buf;
+    const float *lab = (const float *)lab_b.buf, *off = (const float *)off_b.buf, *cov = (const float *)cov_b.buf;
+    const float *deg = (const float *)deg_b.buf, *inv = (const float *)par_b.buf, *map = inv + 9;
+    float *out = (float *)out_b.buf;
+    int w = x1 - x0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int j = y0; j < y1; j++) {
+        for (int i = x0; i < x1; i++) {
+            Py_ssize_t p = (Py_ssize_t)j * cw + i, q = ((Py_ssize_t)(j - y0) * w + (i - x0)) * 3;
+            if (!(cov[p] > 0.5f)) {
+                for (int c = 0; c < 3; c++)
+                    out[q + c] = (float)behind[p * 3 + c];
+                continue;
+            }
+            const float *v = lab + q;
+            float m[3] = {(v[0] - map[1]) * map[0] + map[2], chroma_map(map + 3, v[1]), chroma_map(map + 8, v[2])};
+            float s[3];
+            for (int c = 0; c < 3; c++)
+                s[c] = (map[13] >= 1.0f ? m[c] : v[c] + map[13] * (m[c] - v[c])) + off[q + c];
+            float y, fy;
+            if (s[0] <= 7.9996248f) {
+                y = s[0] / 903.3f;
+                fy = 7.787f * y + (float)(16.0 / 116.0);
+            } else {
+                fy = (s[0] + 16.0f) / 116.0f;
+                y = fy * fy * fy;
+            }
+            float x = lab_uncube(s[1] / 500.0f + fy), z = lab_uncube(fy - s[2] / 200.0f);
+            for (int c = 0; c < 3; c++) {
+                float u = x * inv[3 * c] + y * inv[3 * c + 1] + z * inv[3 * c + 2];
+                u = u > 1.0f ? 1.0f : u;
+                u = u >= 0.0f ? u : 0.0f;
+                u = table_at(deg, steps, u) * 255.0f + 0.5f;
+                out[q + c] = u >= 255.0f ? 255.0f : (float)(int)u;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&lab_b);
+    PyBuffer_Release(&off_b);
+    PyBuffer_Release(&cov_b);
+    PyBuffer_Release(&behind_b);
+    PyBuffer_Release(&out_b);
+    PyBuffer_Release(&deg_b);
+    PyBuffer_Release(&par_b);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"put_detail", put_detail, METH_VARARGS, "Move a detail band under a mask and write the window into a frame."},
     {"paste_warped", paste_warped, METH_VARARGS, "Warp a crop and its mask into a frame and blend them there."},
     {"warp_by_grid", warp_by_grid, METH_VARARGS, "A smooth field on a grid to every pixel, and a picture moved by it."},
+    {"shade_face", shade_face, METH_VARARGS, "A face's CIELAB window mapped, offset and back to 8-bit sRGB, or the crop behind."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -123,3 +123,22 @@ def warp_by_grid(pixels: np.ndarray, grid: np.ndarray, step: int) -> tuple[np.nd
     changed = np.empty((h, w), np.float32)
     _pixels.warp_by_grid(field, values, offsets, changed, moved, field.shape[1], field.shape[0], w, h, c, int(step))
     return moved, offsets, changed
+
+
+def run_shade_face(
+    lab: np.ndarray,
+    offset: np.ndarray,
+    coverage: np.ndarray,
+    behind: np.ndarray,
+    out: np.ndarray,
+    degamma: np.ndarray,
+    params: np.ndarray,
+    box: tuple[int, int, int, int],
+) -> None:
+    """The compiled :func:`faceweave.kernels.lab.shade_face` on its checked,
+    contiguous arrays (``out``: float32, the window's, written)."""
+    if _pixels is None:  # pragma: no cover - the caller runs the reference then
+        raise RuntimeError("the compiled kernels are not installed")
+    h, w = coverage.shape[:2]
+    steps = int(degamma.shape[0]) - 1
+    _pixels.shade_face(lab, offset, coverage, behind, out, degamma, params, w, h, *box, steps)

@@ -144,3 +144,64 @@ def warp_by_grid(pixels: np.ndarray, grid: np.ndarray, step: int) -> tuple[np.nd
     dy += np.arange(h, dtype=np.float32)[:, None]
     moved = cv2.remap(pixels, dx, dy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     return moved.reshape(pixels.shape), offsets, changed
+
+
+def _table(table: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``table`` (samples over [0, 1]) at float32 ``values`` in [0, 1], linearly interpolated."""
+    steps = table.shape[0] - 1
+    t = values * np.float32(steps)
+    i = np.minimum(t.astype(np.int32), steps - 1)
+    frac = t - i.astype(np.float32)
+    return table[i] + frac * (table[i + 1] - table[i])
+
+
+def _map_lab(lab: np.ndarray, map_: np.ndarray) -> list[np.ndarray]:
+    """:meth:`faceweave.kernels.lab.LabMap.apply` on channels, from the kernel's parameters."""
+    out = [(lab[..., 0] - map_[1]) * map_[0] + map_[2]]
+    for c, q in ((1, map_[3:8]), (2, map_[8:13])):
+        v = lab[..., c]
+        scaled = v * q[0] + q[1]
+        out.append(np.where(v * q[2] > q[3], v + q[4], scaled) if q[2] != 0.0 else scaled)
+    if map_[13] >= 1.0:
+        return out
+    return [lab[..., c] + map_[13] * (m - lab[..., c]) for c, m in enumerate(out)]
+
+
+def _lab_to_levels(lab: list[np.ndarray], inverse: np.ndarray, degamma: np.ndarray) -> np.ndarray:
+    """``[L, a, b]`` -> RGB ``(..., 3)`` float32 8-bit levels, rounded and clipped (OpenCV's float formulas)."""
+    light, a, b = lab
+    f32 = np.float32
+    dark = light <= f32(7.9996248)
+    y_dark = light / f32(903.3)
+    fy = np.where(dark, f32(7.787) * y_dark + f32(16.0 / 116.0), (light + f32(16.0)) / f32(116.0))
+    y = np.where(dark, y_dark, fy * fy * fy)
+    x, z = (
+        np.where(f > f32(0.206893), f * f * f, (f - f32(16.0 / 116.0)) / f32(7.787))
+        for f in (a / f32(500.0) + fy, fy - b / f32(200.0))
+    )
+    out = []
+    for k in range(3):
+        v = x * inverse[3 * k] + y * inverse[3 * k + 1] + z * inverse[3 * k + 2]
+        v = np.where(v > f32(1.0), f32(1.0), v)
+        v = np.where(v >= f32(0.0), v, f32(0.0))
+        level = _table(degamma, v) * f32(255.0) + f32(0.5)
+        out.append(np.minimum(level, f32(255.0)).astype(np.int32).astype(np.float32))
+    return np.stack(out, axis=-1)
+
+
+def shade_face(
+    lab: np.ndarray,
+    offset: np.ndarray,
+    coverage: np.ndarray,
+    behind: np.ndarray,
+    box: tuple[int, int, int, int],
+    params: np.ndarray,
+    degamma: np.ndarray,
+) -> np.ndarray:
+    """:func:`faceweave.kernels.lab.shade_face` (``params`` from
+    :meth:`~faceweave.kernels.lab.LabMap.params`)."""
+    x0, y0, x1, y1 = box
+    shaded = [v + offset[..., k] for k, v in enumerate(_map_lab(lab, params[9:]))]
+    levels = _lab_to_levels(shaded, params[:9], degamma)
+    window = (slice(y0, y1), slice(x0, x1))
+    return np.where((coverage[window] > np.float32(0.5))[..., None], levels, behind[window].astype(np.float32))
