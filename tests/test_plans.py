@@ -242,3 +242,32 @@ def test_a_second_face_entering_gets_its_own_plan(faces_dir):
     assert sorted(u.makes for u in second) == [False, True]  # the newcomer makes its own
     assert [u.makes for u in third] == [False, False]
     assert len({id(u.slot) for u in third}) == 2
+
+
+@pytest.mark.slow
+def test_the_occlusion_plan_holds_the_skin_model_of_its_frame_and_a_reusing_frame_reads_it(swapped):
+    """The skin's colour, hue and texture statistics (medians) are measured
+    once, on the frame that makes the plan: that frame's occlusion is what
+    it was without a plan, and a later frame tests its pixels against them."""
+    from faceweave.compositing.composite import half_crop
+    from faceweave.compositing.occlusion import occlusion_plan, target_occlusion
+    from faceweave.compositing.regions import skin_region
+    from faceweave.compositing.skin import hue_statistics, skin_statistics
+
+    crop, out = swapped
+    view = half_crop(out, out.background, face_size=crop.face_size)
+    lab, mesh, fs = view.behind_lab, view.mesh, view.face_size
+    skin = skin_region(view.size, mesh, fs)
+    plan = occlusion_plan(lab, mesh, skin, fs)
+    assert plan.skin is not None
+    centre, spread = skin_statistics(lab, skin)
+    np.testing.assert_array_equal(plan.skin.centre, centre)
+    np.testing.assert_array_equal(plan.skin.spread, spread)
+    assert plan.skin.hue == hue_statistics(lab, skin)
+    made = target_occlusion(lab, mesh, skin, fs, None, plan)
+    np.testing.assert_array_equal(made, target_occlusion(lab, mesh, skin, fs, None, None))
+    # a plan whose skin was far bluer: this frame's skin no longer passes its colour test
+    bluer = replace(plan, skin=replace(plan.skin, centre=plan.skin.centre + np.float32([0.0, 0.0, -40.0])))
+    assert float(target_occlusion(lab, mesh, skin, fs, None, bluer)[skin > 0.5].mean()) < 0.5 * float(
+        made[skin > 0.5].mean()
+    )

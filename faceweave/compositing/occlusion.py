@@ -29,11 +29,13 @@ from faceweave.compositing.regions import (
 from faceweave.compositing.resample import half, half_mesh
 from faceweave.compositing.skin import (
     CENTRE_TOLERANCE,
+    SkinModel,
     darker_than_skin,
     likelihood_from_distance,
     occluder_free,
     skin_distance,
     skin_likelihood,
+    skin_model,
     skin_statistics,
     texture_likelihood,
 )
@@ -98,6 +100,9 @@ class OcclusionPlan:
     not_tested: np.ndarray
     glasses: bool
     covered: np.ndarray | None = None
+    #: the face's bare-skin model, measured on the frame that made the plan
+    #: (``None``: measured on each frame)
+    skin: SkinModel | None = None
 
     def __post_init__(self) -> None:
         shape = (int(self.rim.shape[0]), int(self.rim.shape[1]))
@@ -124,7 +129,8 @@ def occlusion_plan(lab: np.ndarray, mesh: np.ndarray, skin: np.ndarray, face_siz
     # (but not the eye openings and brows themselves)
     not_tested = feature_mask(size, mesh, grow=(0.01 if glasses else 0.05) * face_size)
     covered = lower_face_cover(lab, mesh, skin, face_size)
-    return OcclusionPlan(rim=rim, below=below, not_tested=not_tested, glasses=glasses, covered=covered)
+    model = skin_model(lab, skin, face_size=face_size)
+    return OcclusionPlan(rim=rim, below=below, not_tested=not_tested, glasses=glasses, covered=covered, skin=model)
 
 
 def target_occlusion(
@@ -141,16 +147,18 @@ def target_occlusion(
     ``source_clean``: the source's clean map on the same grid, when known
     (what the source cannot give is not taken from it); ``plan``: its slow
     part made on an earlier frame of the face's track
-    (:func:`occlusion_plan`, made here without it).  What is in front is
+    (:func:`occlusion_plan`, made here without it), with the skin's colour,
+    hue and texture model measured on that frame.  What is in front is
     looked for on this frame's pixels."""
     size = (lab.shape[1], lab.shape[0])
     if plan is None or not plan.fits(size):
         plan = occlusion_plan(lab, mesh, skin, face_size)
     # in the middle of the face only colours far from skin count (a
     # shadow beside the nose is not an occluder, a microphone is)
-    distance = skin_distance(lab, *skin_statistics(lab, skin))
+    model = plan.skin if plan.skin is not None else skin_model(lab, skin, face_size=face_size)
+    distance = skin_distance(lab, model.centre, model.spread)
     middle = likelihood_from_distance(distance, CENTRE_TOLERANCE)
-    free = occluder_free(lab, skin, face_size=face_size, hair_zone=plan.rim, distance=distance)
+    free = occluder_free(lab, skin, face_size=face_size, hair_zone=plan.rim, distance=distance, model=model)
     target_skin = plan.rim * free + (1.0 - plan.rim) * middle
     if ISLAND_MAX > 0:
         target_skin = without_islands(target_skin, mesh, face_size)

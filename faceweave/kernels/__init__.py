@@ -2,11 +2,13 @@
 a few calls.
 
 A kernel is a small C function, built when faceweave is installed
-(``_raster.c``, a CPython extension with no dependency beyond a C
+(``_raster.c``, ``_pixels.c``: CPython extensions with no dependency beyond a C
 compiler), that replaces a Python-level loop of many small calls and runs
 with the interpreter lock released, so the video's render threads run it
-side by side.  Today that is the mesh swapper's rasterizer and its
-piecewise-affine maps (:mod:`faceweave.kernels.raster`).
+side by side: the mesh swapper's rasterizer and its piecewise-affine
+maps (:mod:`faceweave.kernels.raster`), paste-back, the detail step and
+the reshaping warp (:mod:`faceweave.kernels.pixels`), and the blend's
+colour chain (:mod:`faceweave.kernels.lab`).
 
 Where no C compiler was there at install time, the same functions run
 their NumPy formulations (:mod:`faceweave.kernels.reference`), which give
