@@ -334,8 +334,15 @@ static inline float table_at(const float *table, int steps, float v) {
     return table[i] + frac * (table[i + 1] - table[i]);
 }
 
+/* reciprocals of OpenCV's Lab constants: a product, not a division, per pixel */
+#define INV_903_3 ((float)(1.0 / 903.3))
+#define INV_116 ((float)(1.0 / 116.0))
+#define INV_500 ((float)(1.0 / 500.0))
+#define INV_200 ((float)(1.0 / 200.0))
+#define INV_7_787 ((float)(1.0 / 7.787))
+
 static inline float lab_uncube(float f) {
-    return f > 0.206893f ? f * f * f : (f - (float)(16.0 / 116.0)) / 7.787f;
+    return f > 0.206893f ? f * f * f : (f - (float)(16.0 / 116.0)) * INV_7_787;
 }
 
 /* one mapped chroma value: q = gain, shift, sign, edge, add */
@@ -398,13 +405,13 @@ static PyObject *shade_face(PyObject *self, PyObject *args) {
                 s[c] = (map[13] >= 1.0f ? m[c] : v[c] + map[13] * (m[c] - v[c])) + off[q + c];
             float y, fy;
             if (s[0] <= 7.9996248f) {
-                y = s[0] / 903.3f;
+                y = s[0] * INV_903_3;
                 fy = 7.787f * y + (float)(16.0 / 116.0);
             } else {
-                fy = (s[0] + 16.0f) / 116.0f;
+                fy = (s[0] + 16.0f) * INV_116;
                 y = fy * fy * fy;
             }
-            float x = lab_uncube(s[1] / 500.0f + fy), z = lab_uncube(fy - s[2] / 200.0f);
+            float x = lab_uncube(s[1] * INV_500 + fy), z = lab_uncube(fy - s[2] * INV_200);
             for (int c = 0; c < 3; c++) {
                 float u = x * inv[3 * c] + y * inv[3 * c + 1] + z * inv[3 * c + 2];
                 u = u > 1.0f ? 1.0f : u;

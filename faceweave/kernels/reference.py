@@ -172,12 +172,12 @@ def _lab_to_levels(lab: list[np.ndarray], inverse: np.ndarray, degamma: np.ndarr
     light, a, b = lab
     f32 = np.float32
     dark = light <= f32(7.9996248)
-    y_dark = light / f32(903.3)
-    fy = np.where(dark, f32(7.787) * y_dark + f32(16.0 / 116.0), (light + f32(16.0)) / f32(116.0))
+    y_dark = light * f32(1.0 / 903.3)
+    fy = np.where(dark, f32(7.787) * y_dark + f32(16.0 / 116.0), (light + f32(16.0)) * f32(1.0 / 116.0))
     y = np.where(dark, y_dark, fy * fy * fy)
     x, z = (
-        np.where(f > f32(0.206893), f * f * f, (f - f32(16.0 / 116.0)) / f32(7.787))
-        for f in (a / f32(500.0) + fy, fy - b / f32(200.0))
+        np.where(f > f32(0.206893), f * f * f, (f - f32(16.0 / 116.0)) * f32(1.0 / 7.787))
+        for f in (a * f32(1.0 / 500.0) + fy, fy - b * f32(1.0 / 200.0))
     )
     out = []
     for k in range(3):
