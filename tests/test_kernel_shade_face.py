@@ -6,11 +6,12 @@ within one level."""
 
 from __future__ import annotations
 
-import threading
+from functools import partial
 
 import cv2
 import numpy as np
 import pytest
+from tests.thread_fixtures import side_by_side
 
 from faceweave import kernels
 from faceweave.compositing.colour import ColourMatch, SkinColour, apply_statistics, statistics_map, to_lab, to_rgb
@@ -161,17 +162,6 @@ def test_shade_face_refuses_what_does_not_fit():
 def test_shade_face_runs_side_by_side_in_threads():
     cases = [(shade_case(k), random_map(k)) for k in range(4)]
     want = [lab.shade_face(*c[:4], tuple(c[4]), m) for c, m in cases]
-    got: list[np.ndarray | None] = [None] * len(cases)
-
-    def run(k: int) -> None:
-        c, m = cases[k]
-        for _ in range(30):
-            got[k] = lab.shade_face(*c[:4], tuple(c[4]), m)
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(cases))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for g, w in zip(got, want, strict=True):
+    jobs = [partial(lab.shade_face, *c[:4], tuple(c[4]), m) for c, m in cases]
+    for g, w in zip(side_by_side(jobs, repeats=30), want, strict=True):
         np.testing.assert_array_equal(g, w)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import shutil
 import sysconfig
-import threading
+from functools import partial
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
+from tests.thread_fixtures import side_by_side
 
 from faceweave import kernels
 from faceweave.geometry import topology as topo
@@ -160,18 +161,8 @@ def test_the_kernels_run_side_by_side_in_threads():
     meshes = [face_mesh(yaw=y, seed=k) for k, y in enumerate((0.0, 0.3, -0.3, 0.6))]
     tris = topo.triangles()
     want = [rasterize_triangles(m, tris, m[tris, 2].mean(axis=1), (346, 346)) for m in meshes]
-    got: list[np.ndarray | None] = [None] * len(meshes)
-
-    def run(k: int) -> None:
-        for _ in range(20):
-            got[k] = rasterize_triangles(meshes[k], tris, meshes[k][tris, 2].mean(axis=1), (346, 346))
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(meshes))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for g, w in zip(got, want, strict=True):
+    jobs = [partial(rasterize_triangles, m, tris, m[tris, 2].mean(axis=1), (346, 346)) for m in meshes]
+    for g, w in zip(side_by_side(jobs, repeats=20), want, strict=True):
         np.testing.assert_array_equal(g, w)
 
 

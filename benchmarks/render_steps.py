@@ -1,0 +1,162 @@
+"""Render steps before and after, interleaved in one process: the CPU time
+per face of one step in its earlier formulation and in today's, on the
+faces of the 720p one-face clip (``benchmarks/video_swap.py``'s
+``derive_720p``), alternating the two every round so the machine's drift
+falls on both alike (whole-process figures move by 10-40 % from minute to
+minute on the 2-core machine; a step's 1-2 ms does not show through that).
+
+- ``colour chain``: the end of ``blend_face`` before the compiled kernel
+  (the statistics transfer, the offsets added, ``cvtColor`` Lab -> RGB,
+  the rounding, ``copyTo`` over the crop behind) against
+  ``kernels.shade_face`` (the same values within one level);
+- ``occlusion test``: ``target_occlusion`` on a frame that reuses its
+  track's plan, with the skin model measured on the frame (before) and read
+  from the plan (``OcclusionPlan.skin``).
+
+    .venv/bin/python benchmarks/render_steps.py [--frames 40] [--rounds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faces"
+SOURCE = "single/biden2.jpg"
+
+
+def capture(data: Path, frames: int) -> tuple[list, list]:
+    """The arguments of ``blend_face`` and ``composite`` for the first ``frames`` faces of the clip."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import faceweave.compositing.composite as composite_module
+    import faceweave.render as render_module
+    from faceweave.options import SelectionOptions, SwapOptions
+    from faceweave.pipeline import FaceSwapper
+    from faceweave.video.pipeline import VideoOptions, VideoSwapper
+    from video_swap import derive_720p
+
+    blends: list = []
+    composites: list = []
+    blend_face, composite = composite_module.blend_face, render_module.composite
+
+    def spy_blend(*args, **kw):
+        if len(blends) < frames:
+            blends.append((args, kw))
+        return blend_face(*args, **kw)
+
+    def spy_composite(*args, **kw):
+        if len(composites) < frames:
+            composites.append((args, {**kw, "plan": None}))
+        return composite(*args, **kw)
+
+    composite_module.blend_face, render_module.composite = spy_blend, spy_composite
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            clip = Path(tmp) / "720p.mp4"
+            derive_720p(data / "video" / "lp_d18_talking_face.mp4", clip)
+            options = SwapOptions(selection=SelectionOptions(mode="one"), working_size=192)
+            with FaceSwapper(options) as swapper:
+                end = (frames + 0.5) / 30.0
+                VideoSwapper(swapper).swap_video(
+                    [data / SOURCE], clip, Path(tmp) / "out.mp4", options=VideoOptions(end=end)
+                )
+    finally:
+        composite_module.blend_face, render_module.composite = blend_face, composite
+    return blends, composites
+
+
+def colour_chain_before(out, behind, mask, plan, box) -> np.ndarray:
+    """``blend_face``'s colour chain as it was before ``kernels.shade_face``."""
+    from faceweave.compositing.colour import to_lab, to_rgb
+    from faceweave.compositing.composite import matched_colour
+    from faceweave.compositing.resample import upsampled_window
+
+    x0, y0, x1, y1 = box
+    roi = (slice(y0, y1), slice(x0, x1))
+    matched = matched_colour(to_lab(out.face[roi]), plan.match, plan.share)
+    shaded = matched + upsampled_window(plan.regional + plan.amount * plan.shading, (mask.shape[1], mask.shape[0]), box)
+    covered = (out.coverage[roi] > 0.5).view(np.uint8)
+    background = behind[roi].astype(np.float32)
+    return np.asarray(cv2.copyTo(to_rgb(shaded).astype(np.float32), covered, background), np.float32)
+
+
+def colour_chain_after(out, behind, mask, plan, box) -> np.ndarray:
+    """``blend_face``'s colour chain today."""
+    from faceweave.compositing.colour import to_lab
+    from faceweave.compositing.composite import colour_map
+    from faceweave.compositing.resample import upsampled_window
+    from faceweave.kernels import shade_face
+
+    x0, y0, x1, y1 = box
+    offset = upsampled_window(plan.regional + plan.amount * plan.shading, (mask.shape[1], mask.shape[0]), box)
+    lab = to_lab(out.face[y0:y1, x0:x1])
+    return shade_face(lab, offset, out.coverage, behind, box, colour_map(plan.match, plan.share))
+
+
+def interleaved(pairs: Sequence[tuple[str, Callable[[], None]]], rounds: int, per: int) -> dict[str, float]:
+    """Median CPU milliseconds (this thread) per item of each callable, alternating their order every round."""
+    times: dict[str, list[float]] = {name: [] for name, _ in pairs}
+    for r in range(rounds):
+        for name, run in pairs if r % 2 == 0 else pairs[::-1]:
+            start = time.thread_time()
+            run()
+            times[name].append(1000.0 * (time.thread_time() - start) / per)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--frames", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=30)
+    args = parser.parse_args()
+    if not (args.data / SOURCE).is_file():
+        print(f"test data not found under {args.data}", file=sys.stderr)
+        return 2
+    from faceweave.compositing.composite import blend_window, composite, half_crop
+    from faceweave.compositing.occlusion import target_occlusion
+
+    cv2.setNumThreads(1)  # as a video's render threads run
+    blends, composites = capture(args.data, args.frames)
+    faces = [(a[0], a[1], a[2], a[3], blend_window(a[2])) for a, _ in blends]
+    faces = [f for f in faces if f[4] is not None]
+    chain = interleaved(
+        [
+            ("before", lambda: [colour_chain_before(*f) for f in faces]),
+            ("after", lambda: [colour_chain_after(*f) for f in faces]),
+        ],
+        args.rounds,
+        len(faces),
+    )
+    tests = []
+    for a, kw in composites:
+        made = composite(*a, **kw).plan.masks
+        view = half_crop(a[1], a[1].background, face_size=a[0].face_size)
+        tests.append((view, made))
+
+    def occlusion(measured: bool) -> None:
+        for view, made in tests:
+            plan = replace(made.occlusion, skin=None) if measured else made.occlusion
+            target_occlusion(view.behind_lab, view.mesh, made.skin, view.face_size, None, plan)
+
+    occl = interleaved(
+        [("before", lambda: occlusion(True)), ("after", lambda: occlusion(False))], args.rounds, len(tests)
+    )
+    print(f"CPU ms per face, medians of {args.rounds} interleaved rounds over {len(faces)} faces of the 720p clip")
+    print(f"{'step':<40}{'before':>8}{'after':>8}{'ratio':>8}")
+    for name, found in (("colour chain (shade_face)", chain), ("occlusion test, reused plan (skin model)", occl)):
+        print(f"{name:<40}{found['before']:8.2f}{found['after']:8.2f}{found['after'] / found['before']:8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
