@@ -11,7 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from faceweave import names
 from faceweave.errors import InvalidOptionError
+from faceweave.models.catalog import find_spec, takes_embedding
 
 SelectionMode = Literal["one", "many", "reference", "index"]
 FaceOrder = Literal["left-right", "right-left", "top-bottom", "bottom-top", "large-small", "small-large", "best-score"]
@@ -115,45 +117,35 @@ class AnalysisOptions(_Options):
     @field_validator("face_detector")
     @classmethod
     def _known_detector(cls, value: str) -> str:
-        from faceweave.analysis.face_detectors import check_face_detector
-
-        try:
-            return check_face_detector(value)
-        except InvalidOptionError as exc:
-            raise ValueError(str(exc)) from None
+        if value not in names.FACE_DETECTORS:
+            raise ValueError(names.unknown("face detector", value, names.FACE_DETECTORS))
+        return value
 
     @field_validator("face_landmarker")
     @classmethod
     def _known_landmarker(cls, value: str) -> str:
-        from faceweave.analysis.face_landmarkers import check_face_landmarker
-
-        try:
-            return check_face_landmarker(value)
-        except InvalidOptionError as exc:
-            raise ValueError(str(exc)) from None
+        if value not in names.FACE_LANDMARKERS:
+            raise ValueError(names.unknown("face landmarker", value, names.FACE_LANDMARKERS))
+        return value
 
     @field_validator("face_detector_size")
     @classmethod
     def _detector_size(cls, value: int, info: ValidationInfo) -> int:
-        from faceweave.analysis.face_detectors import ONNX_DETECTORS
-
         chosen = info.data.get("face_detector", "")
-        spec = ONNX_DETECTORS.get(chosen)
-        sizes = spec.sizes if spec is not None else (640,) if chosen == "many" else (160, 320, 480, 512, 640)
+        sizes = names.DETECTOR_SIZES.get(chosen, names.ANY_DETECTOR_SIZE)
         if value not in sizes:
-            name = spec.name if spec is not None else chosen if chosen == "many" else "an ONNX face detector"
+            name = chosen if chosen in names.DETECTOR_SIZES else "an ONNX face detector"
             raise ValueError(f"face detector size {value} for {name}; one of {', '.join(map(str, sizes))}")
         return value
 
     @field_validator("face_detector_angles")
     @classmethod
     def _detector_angles(cls, value: tuple[int, ...]) -> tuple[int, ...]:
-        from faceweave.analysis.decoding import DETECTOR_ANGLES
-
-        bad = [a for a in value if a not in DETECTOR_ANGLES]
+        angles = names.DETECTOR_ANGLES
+        bad = [a for a in value if a not in angles]
         if bad or not value:
             got = f"{bad[0]}" if bad else "none"
-            raise ValueError(f"face detector angles: {got}; one or more of {', '.join(map(str, DETECTOR_ANGLES))}")
+            raise ValueError(f"face detector angles: {got}; one or more of {', '.join(map(str, angles))}")
         return tuple(dict.fromkeys(value))
 
     @field_validator("face_detector_margin")
@@ -174,10 +166,7 @@ class AnalysisOptions(_Options):
 
     def onnx_models(self) -> tuple[str, ...]:
         """The catalog entries the chosen detector and landmarker load (none for mediapipe's)."""
-        from faceweave.analysis.face_detectors import detector_models
-        from faceweave.analysis.face_landmarkers import LANDMARKER_MODELS
-
-        return detector_models(self.face_detector) + LANDMARKER_MODELS[self.face_landmarker]
+        return names.detector_models(self.face_detector) + names.LANDMARKER_MODELS[self.face_landmarker]
 
 
 class SelectionOptions(_Options):
@@ -255,39 +244,31 @@ class MaskOptions(_Options):
     @field_validator("face_occluder")
     @classmethod
     def _known_occluder(cls, value: str | None) -> str | None:
-        from faceweave.maskers import OCCLUDER_CHOICES
-
-        if value is not None and value not in OCCLUDER_CHOICES:
-            raise ValueError(f"unknown face occluder {value!r}; one of {', '.join(OCCLUDER_CHOICES)}")
+        if value is not None and value not in names.OCCLUDER_CHOICES:
+            raise ValueError(names.unknown("face occluder", value, names.OCCLUDER_CHOICES))
         return value
 
     @field_validator("face_parser")
     @classmethod
     def _known_parser(cls, value: str | None) -> str | None:
-        from faceweave.maskers import available_face_parsers
-
-        if value is not None and value not in available_face_parsers():
-            raise ValueError(f"unknown face parser {value!r}; one of {', '.join(available_face_parsers())}")
+        if value is not None and value not in names.FACE_PARSERS:
+            raise ValueError(names.unknown("face parser", value, tuple(sorted(names.FACE_PARSERS))))
         return value
 
     @field_validator("face_parser_regions")
     @classmethod
     def _known_regions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from faceweave.maskers import check_regions
-
-        try:
-            return check_regions(value)
-        except InvalidOptionError as exc:
-            raise ValueError(str(exc)) from None
+        problem = names.region_problem(tuple(value))
+        if problem is not None:
+            raise ValueError(problem)
+        return tuple(value)
 
     @field_validator("face_mask_areas")
     @classmethod
     def _known_areas(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from faceweave.compositing.facefusion import FACE_MASK_AREAS
-
-        unknown = [a for a in value if a not in FACE_MASK_AREAS]
+        unknown = [a for a in value if a not in names.FACE_MASK_AREAS]
         if unknown:
-            raise ValueError(f"unknown face mask area {unknown[0]!r}; one of {', '.join(FACE_MASK_AREAS)}")
+            raise ValueError(f"unknown face mask area {unknown[0]!r}; one of {', '.join(names.FACE_MASK_AREAS)}")
         return tuple(dict.fromkeys(value))
 
     @field_validator("face_mask_padding")
@@ -316,10 +297,8 @@ class RuntimeOptions(_Options):
     @field_validator("execution_provider")
     @classmethod
     def _known_provider(cls, value: str) -> str:
-        from faceweave.runtime.providers import PROVIDERS
-
-        if value not in PROVIDERS:
-            raise ValueError(f"unknown execution provider {value!r}; one of {', '.join(PROVIDERS)}")
+        if value not in names.EXECUTION_PROVIDERS:
+            raise ValueError(names.unknown("execution provider", value, names.EXECUTION_PROVIDERS))
         return value
 
 
@@ -342,19 +321,19 @@ class EnhancerOptions(_Options):
     @field_validator("face")
     @classmethod
     def _known_face(cls, value: str | None) -> str | None:
-        from faceweave.enhancers import available_face_enhancers
-
-        if value is not None and value not in available_face_enhancers():
-            raise ValueError(f"unknown face enhancer {value!r}; available: {', '.join(available_face_enhancers())}")
+        if value is not None and value not in names.FACE_ENHANCERS:
+            raise ValueError(
+                names.unknown("face enhancer", value, tuple(sorted(names.FACE_ENHANCERS)), listed="available:")
+            )
         return value
 
     @field_validator("frame")
     @classmethod
     def _known_frame(cls, value: str | None) -> str | None:
-        from faceweave.enhancers import available_frame_enhancers
-
-        if value is not None and value not in available_frame_enhancers():
-            raise ValueError(f"unknown frame enhancer {value!r}; available: {', '.join(available_frame_enhancers())}")
+        if value is not None and value not in names.FRAME_ENHANCERS:
+            raise ValueError(
+                names.unknown("frame enhancer", value, tuple(sorted(names.FRAME_ENHANCERS)), listed="available:")
+            )
         return value
 
 
@@ -435,10 +414,8 @@ class SwapOptions(_Options):
     @model_validator(mode="after")
     def _weight_for_embedding_swappers(self) -> SwapOptions:
         """Refused here, before any model file is looked for (the factory refuses it too)."""
-        from faceweave.swappers.neural import NEURAL_SWAPPERS
-
-        entry = NEURAL_SWAPPERS.get(self.swapper)
-        if self.swapper_weight != 0.5 and entry is not None and entry.spec.source != "embedding":
+        neural = self.swapper in names.NEURAL_SWAPPERS
+        if self.swapper_weight != 0.5 and neural and not takes_embedding(find_spec(self.swapper)):
             raise ValueError(
                 f"{self.swapper} takes the source face as an image, not an identity embedding: the swapper weight "
                 "applies only to the embedding swappers (inswapper, hyperswap, simswap, ghost, hififace); leave it "
@@ -470,10 +447,6 @@ class SwapOptions(_Options):
     @field_validator("swapper")
     @classmethod
     def _known_swapper(cls, value: str) -> str:
-        from faceweave.swappers import swapper_factory
-
-        try:
-            swapper_factory(value)  # the registry's own message for an unknown name
-        except InvalidOptionError as exc:
-            raise ValueError(str(exc)) from None
+        if value not in names.SWAPPERS:
+            raise ValueError(names.unknown("swapper", value, names.SWAPPERS, listed="available:"))
         return value

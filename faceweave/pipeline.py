@@ -38,8 +38,9 @@ from faceweave.provenance.stamp import Provenance, stamp_image
 from faceweave.render import FaceRenderer, FrameFaces
 from faceweave.sessions import ModelSessions
 from faceweave.sources import SOURCE_CACHE, ImageInput, SourceCache
-from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, Swapper, SwapperContext, create_swapper
+from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, Swapper, SwapperContext
 from faceweave.swappers.neural.base import NeuralSwapper
+from faceweave.swappers.registry import create_swapper
 from faceweave.targets import TargetFaces
 from faceweave.threads import single_threaded_blas
 from faceweave.timing import timed

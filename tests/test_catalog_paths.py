@@ -30,14 +30,15 @@ from faceweave.analysis.face_landmarkers import FACE_LANDMARKERS, LANDMARKER_MOD
 from faceweave.embedders import ArcFaceEmbedder, EmbeddingConverter
 from faceweave.embedders.arcface import EMBEDDERS
 from faceweave.enhancers import available_face_enhancers, available_frame_enhancers
-from faceweave.enhancers.base import FACE_ENHANCERS, FRAME_ENHANCERS, create_face_enhancer, create_frame_enhancer
+from faceweave.enhancers.base import FRAME_ENHANCERS, create_face_enhancer, create_frame_enhancer
 from faceweave.maskers import available_face_occluders, available_face_parsers, create_face_occluder, create_face_parser
 from faceweave.models import ModelSpec, ModelStore, builtin_specs
 from faceweave.options import RuntimeOptions, SwapOptions
 from faceweave.runtime import SessionPool
 from faceweave.sessions import ModelSessions
-from faceweave.swappers.base import SwapperContext, available_swappers, create_swapper
+from faceweave.swappers.base import SwapperContext
 from faceweave.swappers.neural import NEURAL_SWAPPERS
+from faceweave.swappers.registry import available_swappers, create_swapper
 
 CATALOG = builtin_specs()
 PATHS = ("models-dir", "import", "download", "from-facefusion")
@@ -180,20 +181,6 @@ def _accepted() -> list[tuple[str, str]]:
 def test_every_accepted_name_has_a_catalog_entry_of_its_kind(kind, name):
     assert name in CATALOG, f"{name} is accepted as a {kind} but has no catalog entry"
     assert CATALOG[name].kind == kind
-
-
-@pytest.mark.parametrize("name", sorted(NEURAL_SWAPPERS))
-def test_swapper_constants_agree_with_the_catalog(name):
-    spec, model = NEURAL_SWAPPERS[name].spec, CATALOG[name]
-    assert (model.template, model.crop_size, model.mean, model.std) == (spec.template, spec.size, spec.mean, spec.std)
-    assert set(model.requires) == {n for n in (spec.embedder, spec.converter) if n}
-
-
-@pytest.mark.parametrize("name", sorted(FACE_ENHANCERS))
-def test_face_enhancer_constants_agree_with_the_catalog(name):
-    spec, model = FACE_ENHANCERS[name], CATALOG[name]
-    assert (model.template, model.crop_size) == (spec.template, spec.size)
-    assert ("weight" in [t.name for t in model.inputs]) == spec.weight_input
 
 
 def test_catalog_facts_of_the_new_entries():

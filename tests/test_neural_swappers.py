@@ -382,7 +382,8 @@ def test_signature_and_option_errors():
     # an unknown name: the registry's one error, whichever factory would have built it
     from faceweave.options import SwapOptions
     from faceweave.sessions import ModelSessions
-    from faceweave.swappers import SwapperContext, create_swapper
+    from faceweave.swappers import SwapperContext
+    from faceweave.swappers.registry import create_swapper
 
     options = SwapOptions()
     with pytest.raises(InvalidOptionError, match="unknown swapper 'roop'; available: .*inswapper_128"):

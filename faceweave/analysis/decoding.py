@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from faceweave import names
 from faceweave.errors import InvalidOptionError, ModelSignatureError
 
 #: the strides of the anchor grids of scrfd, retinaface and yunet
@@ -229,7 +230,7 @@ def suppress(raw: RawDetections, *, score_threshold: float, iou_threshold: float
 # -- several detectors, turned frames, margins ----------------------------------
 
 #: the angles (degrees, counter-clockwise) a frame may be turned by before detection
-DETECTOR_ANGLES = (0, 90, 180, 270)
+DETECTOR_ANGLES = names.DETECTOR_ANGLES
 
 
 def merge_iou(several: bool, angles: int) -> float:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 import cv2
 import numpy as np
 
+from faceweave import names
 from faceweave.analysis import decoding
 from faceweave.analysis.decoding import Letterbox, RawDetections
 from faceweave.errors import InvalidOptionError, ModelSignatureError
@@ -136,34 +136,30 @@ class YoloFaceDetector(OnnxFaceDetector):
         return decoding.decode_yolo(outputs[0], boxed, threshold=self.score, model=self.name)
 
 
-_ANCHOR_SIZES = (160, 320, 480, 512, 640)
-
-#: the ONNX detectors, by name (each also names its catalog entry)
-ONNX_DETECTORS: Mapping[str, DetectorSpec] = MappingProxyType(
+#: the ONNX detectors, by name (each also names its catalog entry; sizes: :data:`faceweave.names.DETECTOR_SIZES`)
+ONNX_DETECTORS: Mapping[str, DetectorSpec] = names.registered(
+    "ONNX face detector",
+    names.ONNX_FACE_DETECTORS,
     {
         s.name: s
         for s in (
-            DetectorSpec("yolo_face", "unit", (640,), YoloFaceDetector, 1),
-            DetectorSpec("scrfd", "symmetric", _ANCHOR_SIZES, AnchorFaceDetector, 9),
-            DetectorSpec("retinaface", "symmetric", _ANCHOR_SIZES, AnchorFaceDetector, 9),
-            DetectorSpec("yunet", "raw", (640,), YunetFaceDetector, 12),
+            DetectorSpec("yolo_face", "unit", names.DETECTOR_SIZES["yolo_face"], YoloFaceDetector, 1),
+            DetectorSpec("scrfd", "symmetric", names.DETECTOR_SIZES["scrfd"], AnchorFaceDetector, 9),
+            DetectorSpec("retinaface", "symmetric", names.DETECTOR_SIZES["retinaface"], AnchorFaceDetector, 9),
+            DetectorSpec("yunet", "raw", names.DETECTOR_SIZES["yunet"], YunetFaceDetector, 12),
         )
-    }
+    },
 )
 
 #: the detectors FaceFusion's ``many`` runs on every frame, in its order
-MANY_DETECTORS: tuple[str, ...] = ("retinaface", "scrfd", "yolo_face")
+MANY_DETECTORS: tuple[str, ...] = names.MANY_DETECTORS
 
 #: every name ``--face-detector`` takes, the default first
-FACE_DETECTORS: tuple[str, ...] = ("mediapipe", *ONNX_DETECTORS, "many")
+FACE_DETECTORS: tuple[str, ...] = names.FACE_DETECTORS
 
 
-def detector_models(name: str) -> tuple[str, ...]:
-    """The ONNX detectors (catalog entries) the choice ``name`` runs: none
-    for mediapipe, the three of :data:`MANY_DETECTORS` for ``many``."""
-    if name == "many":
-        return MANY_DETECTORS
-    return (name,) if name in ONNX_DETECTORS else ()
+#: the ONNX detectors (catalog entries) a ``--face-detector`` choice runs
+detector_models = names.detector_models
 
 
 class FaceDetection:
@@ -237,7 +233,7 @@ def check_face_detector(name: str) -> str:
     """``name`` when it is a registered detector, else :class:`InvalidOptionError`
     naming the accepted ones."""
     if name not in FACE_DETECTORS:
-        raise InvalidOptionError(f"unknown face detector {name!r}; one of {', '.join(FACE_DETECTORS)}")
+        raise InvalidOptionError(names.unknown("face detector", name, FACE_DETECTORS))
     return name
 
 

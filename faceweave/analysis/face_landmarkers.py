@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 import cv2
 import numpy as np
 
+from faceweave import names
 from faceweave.analysis import decoding
 from faceweave.analysis.face_detectors import bgr
 from faceweave.errors import InvalidOptionError, ModelSignatureError
@@ -27,15 +28,9 @@ from faceweave.geometry.templates import estimate_alignment
 from faceweave.runtime.model import RunnableModel
 
 #: every name ``--face-landmarker`` takes, the default first
-FACE_LANDMARKERS: tuple[str, ...] = ("mediapipe", "2dfan4", "peppa_wutz", "many", "fan_68_5")
+FACE_LANDMARKERS: tuple[str, ...] = names.FACE_LANDMARKERS
 #: the catalog entries each landmarker loads
-LANDMARKER_MODELS = {
-    "mediapipe": (),
-    "2dfan4": ("2dfan4", "fan_68_5"),
-    "peppa_wutz": ("peppa_wutz", "fan_68_5"),
-    "many": ("2dfan4", "peppa_wutz", "fan_68_5"),
-    "fan_68_5": ("fan_68_5",),
-}
+LANDMARKER_MODELS = names.LANDMARKER_MODELS
 #: ``many``: 2dfan4's points are kept unless peppa_wutz's score is more than this above its own (FaceFusion's)
 MANY_MARGIN = 0.2
 
@@ -209,7 +204,7 @@ def check_face_landmarker(name: str) -> str:
     """``name`` when it is a registered landmarker, else :class:`InvalidOptionError`
     naming the accepted ones."""
     if name not in FACE_LANDMARKERS:
-        raise InvalidOptionError(f"unknown face landmarker {name!r}; one of {', '.join(FACE_LANDMARKERS)}")
+        raise InvalidOptionError(names.unknown("face landmarker", name, FACE_LANDMARKERS))
     return name
 
 

@@ -15,10 +15,12 @@ colour transfer, no multi-band blend, no grain: the face is the model's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import cv2
 import numpy as np
+
+from faceweave import names
 
 #: sigma (crop pixels) of the smoothing of an occlusion or region mask
 #: before it is stretched from ``[0.5, 1]`` to ``[0, 1]`` (FaceFusion's)
@@ -39,11 +41,15 @@ def _points(*spans: tuple[int, int]) -> tuple[int, ...]:
 
 #: FaceFusion's face mask areas: which of the 68 landmarks (iBUG layout: jaw
 #: 0-16, brows 17-26, nose 27-35, eyes 36-47, mouth 48-67) each one's hull spans
-FACE_MASK_AREAS: dict[str, tuple[int, ...]] = {
-    "upper-face": _points((0, 3), (14, 17), (17, 27), (31, 36)),
-    "lower-face": _points((3, 14), (31, 36)),
-    "mouth": _points((48, 68)),
-}
+FACE_MASK_AREAS: Mapping[str, tuple[int, ...]] = names.registered(
+    "face mask area",
+    names.FACE_MASK_AREAS,
+    {
+        "upper-face": _points((0, 3), (14, 17), (17, 27), (31, 36)),
+        "lower-face": _points((3, 14), (31, 36)),
+        "mouth": _points((48, 68)),
+    },
+)
 
 
 def area_mask(side: int, points68: np.ndarray, areas: Sequence[str]) -> np.ndarray:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from faceweave import names
 from faceweave.errors import InvalidOptionError, ModelSignatureError
+from faceweave.models.catalog import FRAME_ENHANCER_TILING, find_spec
 from faceweave.runtime.model import RunnableModel, TensorLike
 from faceweave.types import Face
 
@@ -115,62 +116,28 @@ class FrameEnhancerSpec:
     tile_pad: int = 16
 
 
-def _face(name: str, template: str = "ffhq_512", size: int = 512, weight: bool = False) -> FaceEnhancerSpec:
-    return FaceEnhancerSpec(name=name, template=template, size=size, weight_input=weight)
+def _face(name: str) -> FaceEnhancerSpec:
+    """The face enhancer ``name`` as the catalog describes it (its one source)."""
+    model = find_spec(name)
+    weight = "weight" in [t.name for t in model.inputs]
+    return FaceEnhancerSpec(
+        name=name, template=str(model.template), size=int(model.crop_size or 0), weight_input=weight
+    )
 
 
-FACE_ENHANCERS: Mapping[str, FaceEnhancerSpec] = MappingProxyType(
-    {
-        s.name: s
-        for s in (
-            _face("gfpgan_1.2"),
-            _face("gfpgan_1.3"),
-            _face("gfpgan_1.4"),
-            _face("codeformer", weight=True),
-            _face("gpen_bfr_256", template="arcface_128", size=256),
-            _face("gpen_bfr_512"),
-            _face("gpen_bfr_1024", size=1024),
-            _face("gpen_bfr_2048", size=2048),
-            _face("restoreformer_plus_plus"),
-        )
-    }
+FACE_ENHANCERS: Mapping[str, FaceEnhancerSpec] = names.registered(
+    "face enhancer", names.FACE_ENHANCERS, {name: _face(name) for name in names.FACE_ENHANCERS}
 )
 
-#: FaceFusion 3.x's frame enhancers beyond Real-ESRGAN: (name, scale, FaceFusion's tile side)
-FACEFUSION_FRAME_ENHANCERS: tuple[tuple[str, int, int], ...] = (
-    ("clear_reality_x4", 4, 128),
-    ("face_dat_x4", 4, 128),
-    ("nomos8k_sc_x4", 4, 128),
-    ("real_hatgan_x4", 4, 256),
-    ("real_web_photo_x4", 4, 64),
-    ("realistic_rescaler_x4", 4, 128),
-    ("remacri_x4", 4, 128),
-    ("siax_x4", 4, 128),
-    ("span_kendata_x4", 4, 128),
-    ("swin2_sr_x4", 4, 128),
-    ("tghq_face_x8", 8, 128),
-    ("ultra_sharp_x4", 4, 128),
-    ("ultra_sharp_2_x4", 4, 1024),
-)
-
-FRAME_ENHANCERS: Mapping[str, FrameEnhancerSpec] = MappingProxyType(
+#: every frame enhancer tiled at FaceFusion's tile side (and its pad, a sixteenth of the tile),
+#: with faceweave's overlap of an eighth of the tile (the catalog's :data:`FRAME_ENHANCER_TILING`)
+FRAME_ENHANCERS: Mapping[str, FrameEnhancerSpec] = names.registered(
+    "frame enhancer",
+    names.FRAME_ENHANCERS,
     {
-        s.name: s
-        for s in (
-            FrameEnhancerSpec("real_esrgan_x2", scale=2),
-            FrameEnhancerSpec("real_esrgan_x2_fp16", scale=2),
-            FrameEnhancerSpec("real_esrgan_x4", scale=4),
-            FrameEnhancerSpec("real_esrgan_x4_fp16", scale=4),
-            FrameEnhancerSpec("real_esrgan_x8", scale=8),
-            FrameEnhancerSpec("real_esrgan_x8_fp16", scale=8),
-            # FaceFusion's other frame enhancers, tiled at FaceFusion's tile side (and its pad),
-            # with faceweave's overlap of an eighth of the tile
-            *(
-                FrameEnhancerSpec(name, scale=scale, tile_size=tile, tile_overlap=tile // 8, tile_pad=tile // 16)
-                for name, scale, tile in FACEFUSION_FRAME_ENHANCERS
-            ),
-        )
-    }
+        name: FrameEnhancerSpec(name, scale=scale, tile_size=tile, tile_overlap=tile // 8, tile_pad=tile // 16)
+        for name, (scale, tile) in FRAME_ENHANCER_TILING.items()
+    },
 )
 
 
@@ -192,14 +159,16 @@ def available_frame_enhancers() -> list[str]:
 
 def face_enhancer_spec(name: str) -> FaceEnhancerSpec:
     if name not in FACE_ENHANCERS:
-        raise InvalidOptionError(f"unknown face enhancer {name!r}; available: {', '.join(available_face_enhancers())}")
+        raise InvalidOptionError(
+            names.unknown("face enhancer", name, tuple(available_face_enhancers()), listed="available:")
+        )
     return FACE_ENHANCERS[name]
 
 
 def frame_enhancer_spec(name: str) -> FrameEnhancerSpec:
     if name not in FRAME_ENHANCERS:
         raise InvalidOptionError(
-            f"unknown frame enhancer {name!r}; available: {', '.join(available_frame_enhancers())}"
+            names.unknown("frame enhancer", name, tuple(available_frame_enhancers()), listed="available:")
         )
     return FRAME_ENHANCERS[name]
 

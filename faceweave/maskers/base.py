@@ -13,17 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from faceweave import names
 from faceweave.errors import InvalidOptionError
+from faceweave.models.catalog import find_spec
 from faceweave.runtime.model import RunnableModel
 
 #: FaceFusion's region names (``facefusion.choices.face_mask_region_set``) ->
 #: the CelebAMask-HQ class a BiSeNet parser labels them with
-REGIONS: Mapping[str, int] = MappingProxyType(
+REGIONS: Mapping[str, int] = names.registered(
+    "face parser region",
+    names.PARSER_REGIONS,
     {
         "skin": 1,
         "left-eyebrow": 2,
@@ -35,11 +38,8 @@ REGIONS: Mapping[str, int] = MappingProxyType(
         "mouth": 11,
         "upper-lip": 12,
         "lower-lip": 13,
-    }
+    },
 )
-
-_IMAGENET_MEAN = (0.485, 0.456, 0.406)
-_IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 @dataclass(frozen=True)
@@ -53,13 +53,19 @@ class MaskerSpec:
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
 
-FACE_OCCLUDERS: Mapping[str, MaskerSpec] = MappingProxyType(
-    {name: MaskerSpec(name, 256) for name in ("xseg_1", "xseg_2", "xseg_3")}
+def _masker(name: str) -> MaskerSpec:
+    """The mask model ``name`` as the catalog describes it (its one source)."""
+    model = find_spec(name)
+    return MaskerSpec(name, int(model.crop_size or 0), model.mean or (0.0, 0.0, 0.0), model.std or (1.0, 1.0, 1.0))
+
+
+FACE_OCCLUDERS: Mapping[str, MaskerSpec] = names.registered(
+    "face occluder", names.FACE_OCCLUDERS, {name: _masker(name) for name in names.FACE_OCCLUDERS}
 )
 #: what ``--face-occluder`` takes: one occluder, or ``many``: all three, their minimum (FaceFusion's choices)
-OCCLUDER_CHOICES: tuple[str, ...] = ("many", *sorted(FACE_OCCLUDERS))
-FACE_PARSERS: Mapping[str, MaskerSpec] = MappingProxyType(
-    {name: MaskerSpec(name, 512, _IMAGENET_MEAN, _IMAGENET_STD) for name in ("bisenet_resnet_18", "bisenet_resnet_34")}
+OCCLUDER_CHOICES: tuple[str, ...] = names.OCCLUDER_CHOICES
+FACE_PARSERS: Mapping[str, MaskerSpec] = names.registered(
+    "face parser", names.FACE_PARSERS, {name: _masker(name) for name in names.FACE_PARSERS}
 )
 
 
@@ -104,11 +110,9 @@ def check_regions(regions: Iterable[str]) -> tuple[str, ...]:
     """``regions`` as a tuple, each a name of :data:`REGIONS`; raises
     :class:`InvalidOptionError` naming the first unknown one and the accepted."""
     chosen = tuple(regions)
-    if not chosen:
-        raise InvalidOptionError(f"face parser regions: choose at least one of {', '.join(REGIONS)}")
-    for name in chosen:
-        if name not in REGIONS:
-            raise InvalidOptionError(f"unknown face parser region {name!r}; one of {', '.join(REGIONS)}")
+    problem = names.region_problem(chosen)
+    if problem is not None:
+        raise InvalidOptionError(problem)
     return chosen
 
 

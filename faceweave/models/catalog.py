@@ -24,6 +24,7 @@ Long because the catalog is data: one spec per model, in tables.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from faceweave.errors import UnknownModelError
 from faceweave.models.spec import ModelSpec, TensorSpec
@@ -36,6 +37,27 @@ NON_COMMERCIAL = "Non-Commercial"
 _HALF = (0.5, 0.5, 0.5)
 _ZERO = (0.0, 0.0, 0.0)
 _ONE = (1.0, 1.0, 1.0)
+
+
+#: the frame enhancers' upscale factor and FaceFusion's tile side (pixels of input)
+FRAME_ENHANCER_TILING: Mapping[str, tuple[int, int]] = MappingProxyType(
+    {
+        **{f"real_esrgan_x{scale}{fp}": (scale, 256) for scale in (2, 4, 8) for fp in ("", "_fp16")},
+        "clear_reality_x4": (4, 128),
+        "face_dat_x4": (4, 128),
+        "nomos8k_sc_x4": (4, 128),
+        "real_hatgan_x4": (4, 256),
+        "real_web_photo_x4": (4, 64),
+        "realistic_rescaler_x4": (4, 128),
+        "remacri_x4": (4, 128),
+        "siax_x4": (4, 128),
+        "span_kendata_x4": (4, 128),
+        "swin2_sr_x4": (4, 128),
+        "tghq_face_x8": (8, 128),
+        "ultra_sharp_x4": (4, 128),
+        "ultra_sharp_2_x4": (4, 1024),
+    }
+)
 
 
 def facefusion_urls(tag: str, file: str) -> tuple[str, ...]:
@@ -371,10 +393,6 @@ def _enhancers() -> list[ModelSpec]:
         "ultra_sharp_x4": (NON_COMMERCIAL, "Kim2091", "models-3.0.0"),
         "ultra_sharp_2_x4": (NON_COMMERCIAL, "Kim2091", "models-3.3.0"),
     }
-    from faceweave.enhancers.base import FACEFUSION_FRAME_ENHANCERS
-
-    tiles = {name: (scale, tile) for name, scale, tile in FACEFUSION_FRAME_ENHANCERS}
-
     return [
         face("gfpgan_1.2", "Apache-2.0", "TencentARC"),
         face("gfpgan_1.3", "Apache-2.0", "TencentARC"),
@@ -386,7 +404,10 @@ def _enhancers() -> list[ModelSpec]:
         face("gpen_bfr_2048", NON_COMMERCIAL, "yangxy", size=2048),
         face("restoreformer_plus_plus", "Apache-2.0", "wzhouxiff"),
         *(frame(f"real_esrgan_x{scale}{suffix}", scale) for scale in (2, 4, 8) for suffix in ("", "_fp16")),
-        *(frame(name, tiles[name][0], *facts, tile=tiles[name][1]) for name, facts in others.items()),
+        *(
+            frame(name, FRAME_ENHANCER_TILING[name][0], *facts, tile=FRAME_ENHANCER_TILING[name][1])
+            for name, facts in others.items()
+        ),
     ]
 
 
@@ -597,3 +618,10 @@ def find_spec(name: str, catalog: Mapping[str, ModelSpec] | None = None) -> Mode
     close = difflib.get_close_matches(name, list(specs), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else "; run `faceweave models list` to see them"
     raise UnknownModelError(f"unknown model {name!r}{hint}")
+
+
+def takes_embedding(model: ModelSpec) -> bool:
+    """Whether the swapper ``model``'s source input is an identity embedding
+    (``(batch, 512)``) rather than a source image."""
+    source = model.inputs[1] if len(model.inputs) > 1 else None
+    return source is not None and source.shape is not None and len(source.shape) == 2

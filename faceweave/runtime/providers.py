@@ -14,22 +14,28 @@ Two different "fallbacks" must not be confused:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from faceweave import names
+
 #: faceweave's provider names -> ONNX Runtime's
-ORT_PROVIDER_NAMES: dict[str, str] = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-    "cann": "CANNExecutionProvider",
-    "openvino": "OpenVINOExecutionProvider",
-    "coreml": "CoreMLExecutionProvider",
-    "directml": "DmlExecutionProvider",
-    "rocm": "ROCMExecutionProvider",
-    "migraphx": "MIGraphXExecutionProvider",
-}
+ORT_PROVIDER_NAMES: Mapping[str, str] = names.registered(
+    "execution provider",
+    names.EXECUTION_PROVIDERS,
+    {
+        "cpu": "CPUExecutionProvider",
+        "cuda": "CUDAExecutionProvider",
+        "tensorrt": "TensorrtExecutionProvider",
+        "cann": "CANNExecutionProvider",
+        "openvino": "OpenVINOExecutionProvider",
+        "coreml": "CoreMLExecutionProvider",
+        "directml": "DmlExecutionProvider",
+        "rocm": "ROCMExecutionProvider",
+        "migraphx": "MIGraphXExecutionProvider",
+    },
+)
 PROVIDERS = tuple(ORT_PROVIDER_NAMES)
 CPU = "CPUExecutionProvider"
 

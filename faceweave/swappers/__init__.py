@@ -1,5 +1,5 @@
 """Swappers: one small class per kind behind :class:`Swapper`, built by name
-from a :class:`SwapperContext`."""
+from a :class:`SwapperContext` (:mod:`faceweave.swappers.registry`)."""
 
 from faceweave.swappers.base import (
     AlignedCrop,
@@ -9,9 +9,6 @@ from faceweave.swappers.base import (
     Swapper,
     SwapperContext,
     SwapperFactory,
-    available_swappers,
-    create_swapper,
-    swapper_factory,
 )
 
 __all__ = [
@@ -22,7 +19,4 @@ __all__ = [
     "Swapper",
     "SwapperContext",
     "SwapperFactory",
-    "available_swappers",
-    "create_swapper",
-    "swapper_factory",
 ]

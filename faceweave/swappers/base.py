@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from faceweave.errors import InvalidOptionError
 from faceweave.options import SwapOptions
 from faceweave.types import MESH_POINTS, Face, Pose, checked_array
 
@@ -190,34 +189,3 @@ class SwapperContext:
 
 #: a registered swapper's factory
 SwapperFactory = Callable[[SwapperContext], Swapper]
-
-
-def _registry() -> dict[str, SwapperFactory]:
-    """Swapper factories by name: ``mesh`` and the neural models."""
-    from functools import partial
-
-    from faceweave.swappers.mesh import mesh_swapper
-    from faceweave.swappers.neural import NEURAL_SWAPPERS
-    from faceweave.swappers.neural.factory import load_neural_swapper
-
-    factories: dict[str, SwapperFactory] = {"mesh": mesh_swapper}
-    factories.update({name: partial(load_neural_swapper, name) for name in NEURAL_SWAPPERS})
-    return factories
-
-
-def available_swappers() -> list[str]:
-    return sorted(_registry())
-
-
-def swapper_factory(name: str) -> SwapperFactory:
-    """The factory registered as ``name``; :class:`InvalidOptionError` for
-    an unknown name, listing the known ones (the one place that says so)."""
-    factories = _registry()
-    if name not in factories:
-        raise InvalidOptionError(f"unknown swapper {name!r}; available: {', '.join(sorted(factories))}")
-    return factories[name]
-
-
-def create_swapper(name: str, context: SwapperContext) -> Swapper:
-    """Build the swapper registered as ``name``."""
-    return swapper_factory(name)(context)

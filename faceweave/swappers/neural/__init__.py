@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
+from faceweave import names
 from faceweave.swappers.neural.base import (
     InferenceModel,
     NeuralSpec,
@@ -76,7 +76,7 @@ def _entries() -> dict[str, NeuralEntry]:
 
 
 #: model name -> (class, constants); read-only
-NEURAL_SWAPPERS: Mapping[str, NeuralEntry] = MappingProxyType(_entries())
+NEURAL_SWAPPERS: Mapping[str, NeuralEntry] = names.registered("neural swapper", names.NEURAL_SWAPPERS, _entries())
 
 
 __all__ = [

@@ -51,6 +51,7 @@ import numpy as np
 from faceweave.embedders.arcface import l2_normalize
 from faceweave.errors import InvalidOptionError, ModelSignatureError
 from faceweave.geometry.templates import points5, warp_to_template
+from faceweave.models.catalog import find_spec, takes_embedding
 from faceweave.runtime.model import RunnableModel, TensorLike
 from faceweave.swappers.base import AlignedCrop, Precomputed, SourceFace, SwapOutput
 from faceweave.swappers.neural.pixel_boost import boost_factor, tile, untile
@@ -98,6 +99,35 @@ class NeuralSpec:
         if self.source_template is None or self.source_size is None:
             raise ModelSignatureError(f"{self.name}: takes a source image but names no source template and size")
         return self.source_template, self.source_size
+
+
+def catalog_spec(name: str, *, family: str, denormalize: bool, source_template: str | None = None) -> NeuralSpec:
+    """The constants of the catalog's swapper ``name`` (the one source of a
+    model's facts: :mod:`faceweave.models.catalog`): its template, side,
+    mean and std, whether its source input is an embedding (``(batch,
+    512)``) or an image (whose side is ``source_size``), and the models that
+    make the embedding (``requires``: ArcFace first, then the converter);
+    with the family's own ``denormalize`` and the template a source image
+    is aligned to."""
+    model = find_spec(name)
+    source = model.inputs[1]
+    embedding = takes_embedding(model)
+    embedder, converter = (*model.requires, None, None)[:2] if embedding else (None, None)
+    side = None if embedding or source.shape is None else source.shape[-1]
+    return NeuralSpec(
+        name=name,
+        family=family,
+        template=str(model.template),
+        size=int(model.crop_size or 0),
+        mean=model.mean or (0.0, 0.0, 0.0),
+        std=model.std or (1.0, 1.0, 1.0),
+        denormalize=denormalize,
+        source="embedding" if embedding else "image",
+        embedder=embedder,
+        converter=converter,
+        source_template=source_template,
+        source_size=int(side) if isinstance(side, int) else None,
+    )
 
 
 @dataclass(frozen=True, eq=False)

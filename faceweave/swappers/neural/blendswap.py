@@ -4,20 +4,9 @@ RGB in ``[0, 1]``) instead of an embedding."""
 
 from __future__ import annotations
 
-from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
+from faceweave.swappers.neural.base import NeuralSwapper, catalog_spec
 
-BLENDSWAP_256 = NeuralSpec(
-    name="blendswap_256",
-    family="blendswap",
-    template="ffhq_512",
-    size=256,
-    mean=(0.0, 0.0, 0.0),
-    std=(1.0, 1.0, 1.0),
-    denormalize=False,
-    source="image",
-    source_template="arcface_112_v2",
-    source_size=112,
-)
+BLENDSWAP_256 = catalog_spec("blendswap_256", family="blendswap", denormalize=False, source_template="arcface_112_v2")
 
 
 class BlendSwap(NeuralSwapper):

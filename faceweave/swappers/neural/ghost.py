@@ -7,22 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
+from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper, catalog_spec
 
 
 def _ghost(n: int) -> NeuralSpec:
-    return NeuralSpec(
-        name=f"ghost_{n}_256",
-        family="ghost",
-        template="arcface_112_v1",
-        size=256,
-        mean=(0.5, 0.5, 0.5),
-        std=(0.5, 0.5, 0.5),
-        denormalize=True,
-        source="embedding",
-        embedder="arcface_w600k_r50",
-        converter="crossface_ghost",
-    )
+    return catalog_spec(f"ghost_{n}_256", family="ghost", denormalize=True)
 
 
 GHOST_1_256, GHOST_2_256, GHOST_3_256 = _ghost(1), _ghost(2), _ghost(3)

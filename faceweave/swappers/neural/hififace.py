@@ -12,20 +12,9 @@ import numpy as np
 
 from faceweave.embedders.arcface import l2_normalize
 from faceweave.errors import InvalidOptionError
-from faceweave.swappers.neural.base import InferenceModel, NeuralSpec, NeuralSwapper
+from faceweave.swappers.neural.base import InferenceModel, NeuralSpec, NeuralSwapper, catalog_spec
 
-HIFIFACE_UNOFFICIAL_256 = NeuralSpec(
-    name="hififace_unofficial_256",
-    family="hififace",
-    template="mtcnn_512",
-    size=256,
-    mean=(0.5, 0.5, 0.5),
-    std=(0.5, 0.5, 0.5),
-    denormalize=True,
-    source="embedding",
-    embedder="arcface_w600k_r50",
-    converter="crossface_hififace",
-)
+HIFIFACE_UNOFFICIAL_256 = catalog_spec("hififace_unofficial_256", family="hififace", denormalize=True)
 
 
 class HiFiFace(NeuralSwapper):

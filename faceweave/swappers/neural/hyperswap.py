@@ -18,24 +18,14 @@ from typing import Any
 import numpy as np
 
 from faceweave.errors import ModelSignatureError
-from faceweave.swappers.neural.base import InferenceModel, NeuralSpec, NeuralSwapper
+from faceweave.swappers.neural.base import InferenceModel, NeuralSpec, NeuralSwapper, catalog_spec
 
 #: the name of the model's own mask output
 MASK_OUTPUT = "mask"
 
 
 def _hyperswap(v: str) -> NeuralSpec:
-    return NeuralSpec(
-        name=f"hyperswap_1{v}_256",
-        family="hyperswap",
-        template="arcface_128",
-        size=256,
-        mean=(0.5, 0.5, 0.5),
-        std=(0.5, 0.5, 0.5),
-        denormalize=True,
-        source="embedding",
-        embedder="arcface_w600k_r50",
-    )
+    return catalog_spec(f"hyperswap_1{v}_256", family="hyperswap", denormalize=True)
 
 
 HYPERSWAP_1A_256, HYPERSWAP_1B_256, HYPERSWAP_1C_256 = _hyperswap("a"), _hyperswap("b"), _hyperswap("c")

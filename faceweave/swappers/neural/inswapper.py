@@ -7,27 +7,16 @@ computes it.  (insightface itself also L2-normalises the latent afterwards:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any
 
 import numpy as np
 
 from faceweave.errors import ModelFormatError, ModelSignatureError
-from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
+from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper, catalog_spec
 
-INSWAPPER_128 = NeuralSpec(
-    name="inswapper_128",
-    family="inswapper",
-    template="arcface_128",
-    size=128,
-    mean=(0.0, 0.0, 0.0),
-    std=(1.0, 1.0, 1.0),
-    denormalize=False,
-    source="embedding",
-    embedder="arcface_w600k_r50",
-)
-INSWAPPER_128_FP16 = dataclasses.replace(INSWAPPER_128, name="inswapper_128_fp16")
+INSWAPPER_128 = catalog_spec("inswapper_128", family="inswapper", denormalize=False)
+INSWAPPER_128_FP16 = catalog_spec("inswapper_128_fp16", family="inswapper", denormalize=False)
 
 
 def read_emap(model: str | os.PathLike | Any) -> np.ndarray:

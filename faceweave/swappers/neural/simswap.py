@@ -10,32 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from faceweave.embedders.arcface import l2_normalize
-from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
+from faceweave.swappers.neural.base import NeuralSwapper, catalog_spec
 
-SIMSWAP_256 = NeuralSpec(
-    name="simswap_256",
-    family="simswap",
-    template="arcface_112_v1",
-    size=256,
-    mean=(0.485, 0.456, 0.406),
-    std=(0.229, 0.224, 0.225),
-    denormalize=False,
-    source="embedding",
-    embedder="arcface_w600k_r50",
-    converter="crossface_simswap",
-)
-SIMSWAP_UNOFFICIAL_512 = NeuralSpec(
-    name="simswap_unofficial_512",
-    family="simswap",
-    template="arcface_112_v1",
-    size=512,
-    mean=(0.0, 0.0, 0.0),
-    std=(1.0, 1.0, 1.0),
-    denormalize=False,
-    source="embedding",
-    embedder="arcface_w600k_r50",
-    converter="crossface_simswap",
-)
+SIMSWAP_256 = catalog_spec("simswap_256", family="simswap", denormalize=False)
+SIMSWAP_UNOFFICIAL_512 = catalog_spec("simswap_unofficial_512", family="simswap", denormalize=False)
 
 
 class SimSwap(NeuralSwapper):

@@ -4,20 +4,9 @@
 
 from __future__ import annotations
 
-from faceweave.swappers.neural.base import NeuralSpec, NeuralSwapper
+from faceweave.swappers.neural.base import NeuralSwapper, catalog_spec
 
-UNIFACE_256 = NeuralSpec(
-    name="uniface_256",
-    family="uniface",
-    template="ffhq_512",
-    size=256,
-    mean=(0.5, 0.5, 0.5),
-    std=(0.5, 0.5, 0.5),
-    denormalize=True,
-    source="image",
-    source_template="ffhq_512",
-    source_size=256,
-)
+UNIFACE_256 = catalog_spec("uniface_256", family="uniface", denormalize=True, source_template="ffhq_512")
 
 
 class UniFace(NeuralSwapper):
