@@ -12,8 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from faceweave.analysis.face_detectors import FACE_DETECTORS
-from faceweave.analysis.face_landmarkers import FACE_LANDMARKERS
+from faceweave import names
 
 #: the help panel these options are listed under
 PANEL = "Face detection"
@@ -23,8 +22,8 @@ FaceDetectorOption = Annotated[
     typer.Option(
         "--face-detector",
         metavar="NAME",
-        help=f"Face detector: {'|'.join(FACE_DETECTORS)} (default mediapipe, offline; the others are FaceFusion's "
-        "ONNX models: download or import the file first). Its five points align the neural swappers.",
+        help=f"Face detector: {'|'.join(names.FACE_DETECTORS)} (default mediapipe, offline; the others are "
+        "FaceFusion's ONNX models: download or import the file first). Its five points align the neural swappers.",
         rich_help_panel=PANEL,
     ),
 ]
@@ -72,7 +71,7 @@ FaceLandmarkerOption = Annotated[
     typer.Option(
         "--face-landmarker",
         metavar="NAME",
-        help=f"Where the five alignment points come from: {'|'.join(FACE_LANDMARKERS)} (default mediapipe: the "
+        help=f"Where the five alignment points come from: {'|'.join(names.FACE_LANDMARKERS)} (default mediapipe: the "
         "detector's points, or the mesh's with the mediapipe detector; 2dfan4, peppa_wutz: FaceFusion's 68 points, "
         "each needs fan_68_5 too; many: both, FaceFusion's choice between them).",
         rich_help_panel=PANEL,

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from faceweave.maskers import OCCLUDER_CHOICES, REGIONS, available_face_parsers
+from faceweave import names
 
 #: the help panel these options are listed under
 PANEL = "FaceFusion masks and knobs (neural swappers)"
@@ -21,7 +21,7 @@ FaceOccluderOption = Annotated[
     typer.Option(
         "--face-occluder",
         metavar="NAME",
-        help=f"FaceFusion's occluder model: {'|'.join(OCCLUDER_CHOICES)} (many: all three, their minimum; keeps "
+        help=f"FaceFusion's occluder model: {'|'.join(names.OCCLUDER_CHOICES)} (many: all three, their minimum; keeps "
         "what is in front of the face: hair, hands, glasses; the files must be downloaded or imported first).",
         rich_help_panel=PANEL,
     ),
@@ -31,7 +31,7 @@ FaceParserOption = Annotated[
     typer.Option(
         "--face-parser",
         metavar="NAME",
-        help=f"FaceFusion's face parser: {'|'.join(available_face_parsers())} (the new face shows only on "
+        help=f"FaceFusion's face parser: {'|'.join(sorted(names.FACE_PARSERS))} (the new face shows only on "
         "--face-parser-regions).",
         rich_help_panel=PANEL,
     ),
@@ -42,7 +42,7 @@ FaceParserRegionsOption = Annotated[
         "--face-parser-regions",
         metavar="REGION",
         help=f"Regions the new face shows on with --face-parser (repeat, or comma-separate; default all): "
-        f"{', '.join(REGIONS)}.",
+        f"{', '.join(names.PARSER_REGIONS)}.",
         rich_help_panel=PANEL,
     ),
 ]

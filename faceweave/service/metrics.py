@@ -19,10 +19,18 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from faceweave.service.distributed.telemetry import STAGE_BUCKETS
+from faceweave.service.distributed.telemetry import (
+    FACES_SWAPPED,
+    FRAMES_PROCESSED,
+    JOB_BUCKETS,
+    JOB_QUEUED_SECONDS,
+    JOB_RUN_SECONDS,
+    JOBS_FINISHED,
+    STAGE_BUCKETS,
+    STAGE_SECONDS,
+)
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-_JOB_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 _LIVE_BUCKETS = (0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -48,25 +56,13 @@ class Metrics:
             "Age of the oldest queued job (0 when none waits): the autoscaling signal",
             registry=r,
         )
-        self.jobs_finished = Counter("faceweave_jobs_finished", "Jobs finished", ["kind", "state"], registry=r)
-        self.job_seconds = Histogram(
-            "faceweave_job_run_seconds", "Time a worker spent on a job", ["kind"], buckets=_JOB_BUCKETS, registry=r
-        )
-        self.queue_seconds = Histogram(
-            "faceweave_job_queued_seconds",
-            "Time from submission to a worker taking the job",
-            buckets=_JOB_BUCKETS,
-            registry=r,
-        )
-        self.stages = Histogram(
-            "faceweave_stage_seconds",
-            "Seconds per frame (video) or per photo in each stage (embedded workers)",
-            ["stage"],
-            buckets=STAGE_BUCKETS,
-            registry=r,
-        )
-        self.frames = Counter("faceweave_frames_processed", "Video frames processed", registry=r)
-        self.faces = Counter("faceweave_faces_swapped", "Faces swapped (images and video frames)", registry=r)
+        # the job families, as the Celery workers count them too
+        self.jobs_finished = JOBS_FINISHED.counter(r)
+        self.job_seconds = JOB_RUN_SECONDS.histogram(r, JOB_BUCKETS)
+        self.queue_seconds = JOB_QUEUED_SECONDS.histogram(r, JOB_BUCKETS)
+        self.stages = STAGE_SECONDS.histogram(r, STAGE_BUCKETS)
+        self.frames = FRAMES_PROCESSED.counter(r)
+        self.faces = FACES_SWAPPED.counter(r)
         self.busy = Counter("faceweave_worker_busy_seconds", "Seconds workers spent running jobs", registry=r)
         self.workers = Gauge("faceweave_workers", "Embedded workers", ["state"], registry=r)
         self.live_sessions = Gauge("faceweave_live_sessions", "Live (WebRTC) sessions running now", registry=r)

@@ -17,13 +17,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faceweave.errors import DeviceFaultError
 from faceweave.service.distributed.telemetry import stage_seconds
-from faceweave.service.errors import job_error
 from faceweave.service.jobdata import JobResult, JobState, VideoResult
 from faceweave.service.jobs import (
     JobOutcome,
@@ -37,6 +36,7 @@ from faceweave.service.jobs import (
     write_audit,
 )
 from faceweave.service.jobspec import JobOptions
+from faceweave.service.lease import Lease, beat_interval, job_problem, record_failure
 from faceweave.service.models import JobModels
 from faceweave.service.storage import Storage
 from faceweave.service.store import JobRecord, JobStore
@@ -48,48 +48,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("faceweave.service.worker")
 
 
-class _Heartbeat:
-    """Renews the job's lease and writes its progress every interval, on its
-    own thread; sets ``stop`` when the job is no longer this worker's."""
+def job_lease(store: JobStore, job: JobRecord, worker_id: str, config: RunConfig, stop: threading.Event) -> Lease:
+    """The lease of a job this worker holds: renewed with its progress every
+    interval; ``stop`` is set when the job is no longer this worker's."""
 
-    def __init__(self, store: JobStore, job: JobRecord, worker_id: str, config: RunConfig, stop: threading.Event):
-        self.store, self.job, self.worker_id, self.config, self.stop = store, job, worker_id, config, stop
-        self.values: dict[str, Any] = {}
-        self.lost = False
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"faceweave-heartbeat-{job.id[:8]}", daemon=True)
+    def renew(values: Mapping[str, Any]) -> bool:
+        return store.heartbeat(job.id, worker_id=worker_id, attempt=job.attempts, lease_s=config.lease_s, **values)
 
-    def __enter__(self) -> _Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def update(self, **values: Any) -> None:
-        with self._lock:
-            self.values.update(values)
-
-    def _run(self) -> None:
-        interval = min(self.config.progress_interval_s, self.config.lease_s / 3.0)
-        while not self._done.wait(interval):
-            self.flush()
-
-    def flush(self) -> None:
-        with self._lock:
-            values = dict(self.values)
-        try:
-            held = self.store.heartbeat(
-                self.job.id, worker_id=self.worker_id, attempt=self.job.attempts, lease_s=self.config.lease_s, **values
-            )
-        except Exception:  # a failed beat is retried at the next; the lease decides
-            log.warning("heartbeat of job %s failed", self.job.id, exc_info=True)
-            return
-        if not held:
-            self.lost = True
-            self.stop.set()
+    interval = beat_interval(config.progress_interval_s, config.lease_s)
+    return Lease(renew, interval_s=interval, stop=stop, name=f"faceweave-heartbeat-{job.id[:8]}")
 
 
 #: ``fault_check(error) -> DeviceFaultError | None`` (see :func:`run_job`)
@@ -198,7 +165,7 @@ class _JobRun:
         )
         self.started = time.perf_counter()
         self.provenance = config.provenance()
-        self.beat = _Heartbeat(store, job, worker_id, config, stop)
+        self.beat = job_lease(store, job, worker_id, config, stop)
         self.output: Path | None = None
         self.preview: Path | None = None
         self.result: JobResult | None = None
@@ -283,19 +250,9 @@ class _JobRun:
 
     def fail(self, error: Exception, seconds: float) -> JobOutcome | None:
         """Record the failure (its files deleted); ``None`` when the job is no longer this worker's."""
-        problem = job_error(error, self.config.hide)
-        if problem.code == "internal_error":
-            log.error("job %s failed", self.job.id, exc_info=error)
+        problem = job_problem(self.job, error, self.config.hide)
         discard_files(self.storage, self.output, self.preview)
-        held = self.store.finish(
-            self.job.id,
-            worker_id=self.worker_id,
-            attempt=self.job.attempts,
-            state=JobState.FAILED,
-            ttl_s=self.config.ttl_s,
-            error_code=problem.code,
-            error_message=problem.message,
-        )
+        held = record_failure(self.store, self.job, problem, holder=self.worker_id, ttl_s=self.config.ttl_s)
         return JobOutcome(state="failed", seconds=seconds, error_code=problem.code) if held else None
 
     def hand_back(self, fault: DeviceFaultError, seconds: float) -> JobOutcome | None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,10 +33,10 @@ from faceweave.errors import InvalidOptionError, NoFaceError
 from faceweave.service.distributed.celery_app import TASK_JOB, TASK_JOIN, TASK_SEGMENT
 from faceweave.service.distributed.records import JOIN, SEGMENTED, SegmentRecord, claim_job, hand_to_segments
 from faceweave.service.distributed.runtime import WorkerRuntime
-from faceweave.service.errors import JobProblem, job_error
 from faceweave.service.jobdata import JobState, VideoResult
 from faceweave.service.jobs import NO_FACE_WARNING, JobOutcome, discard_earlier_attempts, remove_inputs, write_audit
 from faceweave.service.jobspec import JobOptions
+from faceweave.service.lease import Lease, beat_interval, job_problem, record_failure
 from faceweave.service.models import JobModels
 from faceweave.service.store import JobRecord
 from faceweave.service.worker import run_job
@@ -242,9 +242,9 @@ def _segment_attempt(rt: WorkerRuntime, job: JobRecord, models: JobModels, row: 
     stop = threading.Event()
     report: VideoSwapReport | None = None
     error: Exception | None = None
-    with _Beat(rt, job, row, worker_id, stop) as beat, rt.watch_draining(stop):
+    with _segment_lease(rt, job, row, worker_id, stop) as lease, rt.watch_draining(stop):
         try:
-            report = _swap_segment(rt, job, models, row, part, stop, progress=beat.record)
+            report = _swap_segment(rt, job, models, row, part, stop, progress=lambda n: lease.update(frames_done=n))
         except KeyboardInterrupt:
             if not stop.is_set():
                 raise  # the process's own interrupt
@@ -349,7 +349,7 @@ def _join(rt: WorkerRuntime, job: JobRecord) -> str:
     options = JobOptions.model_validate(job.options)
     output = rt.storage.job_dir(job_id) / f"result-{attempt}.{options.output_format('video')}"
     stop = threading.Event()
-    with _Beat(rt, job, row, worker_id, stop):
+    with _segment_lease(rt, job, row, worker_id, stop):
         try:
             joined = _join_parts(rt, job, options, rows, output)
             rt.storage.publish(output)  # an object store's result is visible once whole
@@ -415,55 +415,29 @@ def _joined_result(joined: JoinedVideo, rows: list[SegmentRecord], *, run_id: in
 
 
 # ---------------------------------------------------------------- helpers
-class _Beat:
-    """Renews a segment row's lease and the job's (with the frames done so
-    far) every interval on its own thread; sets ``stop`` when either is lost.
-    :meth:`record` (the segment's progress hook) gives the frames this
-    segment has written, which each beat stores on its row."""
+def _segment_lease(
+    rt: WorkerRuntime, job: JobRecord, row: SegmentRecord, worker_id: str, stop: threading.Event
+) -> Lease:
+    """The lease of a segment row (or the join's) and, under the
+    :data:`SEGMENTED` holder, of its job: each beat renews both and writes
+    the frames this segment has written (``frames_done``, given by the
+    segment's progress hook) on its row and the job's sum of its rows;
+    ``stop`` is set when either is lost."""
+    lease_s = rt.settings.lease_s
 
-    def __init__(self, rt: WorkerRuntime, job: JobRecord, row: SegmentRecord, worker_id: str, stop: threading.Event):
-        self.rt, self.job, self.row, self.worker_id, self.stop = rt, job, row, worker_id, stop
-        self.frames = 0
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"faceweave-segment-{job.id[:8]}", daemon=True)
+    def renew(values: Mapping[str, Any]) -> bool:
+        frames = int(values.get("frames_done", 0))
+        mine = rt.segments.heartbeat(job.id, job.attempts, row.index, worker_id, lease_s=lease_s, frames_done=frames)
+        done = rt.segments.frames_done(job.id, job.attempts)
+        total = job.frames_total or 0
+        progress = round(min(99.9, 100.0 * done / total), 2) if total else 0.0
+        held = rt.store.heartbeat(
+            job.id, worker_id=SEGMENTED, attempt=job.attempts, lease_s=lease_s, frames_done=done, progress=progress
+        )
+        return bool(mine and held)
 
-    def __enter__(self) -> _Beat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def record(self, frames: int) -> None:
-        """The segment has written ``frames`` frames (read by the next beat)."""
-        self.frames = int(frames)
-
-    def _run(self) -> None:
-        rt, job, lease = self.rt, self.job, self.rt.settings.lease_s
-        while not self._done.wait(min(rt.settings.progress_interval_s, lease / 3.0)):
-            try:
-                mine = rt.segments.heartbeat(
-                    job.id, job.attempts, self.row.index, self.worker_id, lease_s=lease, frames_done=self.frames
-                )
-                done = rt.segments.frames_done(job.id, job.attempts)
-                total = job.frames_total or 0
-                progress = round(min(99.9, 100.0 * done / total), 2) if total else 0.0
-                held = rt.store.heartbeat(
-                    job.id,
-                    worker_id=SEGMENTED,
-                    attempt=job.attempts,
-                    lease_s=lease,
-                    frames_done=done,
-                    progress=progress,
-                )
-            except Exception:  # a failed beat is retried at the next; the lease decides
-                log.warning("heartbeat of job %s failed", job.id, exc_info=True)
-                continue
-            if not (mine and held):
-                log.info("job %s segment %d: no longer this worker's (cancelled or taken back)", job.id, self.row.index)
-                self.stop.set()
-                return
+    interval = beat_interval(rt.settings.progress_interval_s, lease_s)
+    return Lease(renew, interval_s=interval, stop=stop, name=f"faceweave-segment-{job.id[:8]}-{row.index}")
 
 
 def _segmented(rt: WorkerRuntime, job_id: str, attempt: int) -> JobRecord | None:
@@ -512,19 +486,8 @@ def _fail(
     message: str | None = None,
 ) -> str:
     """Record the job as failed (once) and remove its parts."""
-    problem = job_error(error, rt.config.hide) if error is not None else JobProblem(code or "", message or "")
-    if problem.code == "internal_error":
-        log.error("job %s failed", job.id, exc_info=error)
-    held = rt.store.finish(
-        job.id,
-        worker_id=holder,
-        attempt=job.attempts,
-        state="failed",
-        ttl_s=rt.config.ttl_s,
-        error_code=problem.code,
-        error_message=problem.message,
-    )
-    if not held:
+    problem = job_problem(job, error, rt.config.hide, code=code or "", message=message or "")
+    if not record_failure(rt.store, job, problem, holder=holder, ttl_s=rt.config.ttl_s):
         return "released"
     _cleanup(rt, job, job.attempts)
     outcome = JobOutcome(state="failed", seconds=0.0, error_code=problem.code)

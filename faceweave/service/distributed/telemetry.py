@@ -24,6 +24,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,43 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 #: per-frame stage times (the API's embedded workers use the same)
 STAGE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-_JOB_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+#: job and task times (both worker kinds)
+JOB_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A metric family that both worker kinds count (the API's embedded
+    workers in :mod:`faceweave.service.metrics`, the Celery task processes
+    in :class:`WorkerMetrics`): one name, help text and label set."""
+
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()
+
+    def counter(self, registry: Any) -> Any:
+        from prometheus_client import Counter
+
+        return Counter(self.name, self.help, self.labels, registry=registry)
+
+    def histogram(self, registry: Any, buckets: tuple[float, ...]) -> Any:
+        from prometheus_client import Histogram
+
+        return Histogram(self.name, self.help, self.labels, buckets=buckets, registry=registry)
+
+
+JOBS_FINISHED = Family(
+    "faceweave_jobs_finished",
+    "Jobs that ended, by kind (and a Celery worker's segment and join tasks) and state",
+    ("kind", "state"),
+)
+JOB_RUN_SECONDS = Family(
+    "faceweave_job_run_seconds", "Time a worker spent on a job (or a segment or join task)", ("kind",)
+)
+JOB_QUEUED_SECONDS = Family("faceweave_job_queued_seconds", "Time from submission to a worker taking the job")
+FRAMES_PROCESSED = Family("faceweave_frames_processed", "Video frames swapped")
+FACES_SWAPPED = Family("faceweave_faces_swapped", "Faces swapped (photos and video frames)")
+STAGE_SECONDS = Family("faceweave_stage_seconds", "Seconds per frame (video) or per photo in each stage", ("stage",))
 
 #: the pipeline's timing names (``timings_ms`` keys) -> the stage they count toward
 STAGE_OF: Mapping[str, str] = MappingProxyType(
@@ -113,29 +150,16 @@ class WorkerMetrics:
     """The metric objects of one task process (they write to the multiprocess folder)."""
 
     def __init__(self) -> None:
-        from prometheus_client import Counter, Gauge, Histogram
+        from prometheus_client import Counter, Gauge
 
         self.started = Counter("faceweave_jobs_started", "Tasks started", ["kind"], registry=None)
-        self.finished = Counter("faceweave_jobs_finished", "Tasks ended", ["kind", "state"], registry=None)
+        self.finished = JOBS_FINISHED.counter(None)
         self.failed = Counter("faceweave_jobs_failed", "Failed jobs by error code", ["kind", "code"], registry=None)
-        self.run_seconds = Histogram(
-            "faceweave_job_run_seconds", "Time a worker spent on a task", ["kind"], buckets=_JOB_BUCKETS, registry=None
-        )
-        self.queued_seconds = Histogram(
-            "faceweave_job_queued_seconds",
-            "Time from submission to a worker taking the job",
-            buckets=_JOB_BUCKETS,
-            registry=None,
-        )
-        self.frames = Counter("faceweave_frames_processed", "Video frames swapped", registry=None)
-        self.faces = Counter("faceweave_faces_swapped", "Faces swapped (photos and video frames)", registry=None)
-        self.stage_seconds = Histogram(
-            "faceweave_stage_seconds",
-            "Seconds per frame (video) or per photo in each stage",
-            ["stage"],
-            buckets=STAGE_BUCKETS,
-            registry=None,
-        )
+        self.run_seconds = JOB_RUN_SECONDS.histogram(None, JOB_BUCKETS)
+        self.queued_seconds = JOB_QUEUED_SECONDS.histogram(None, JOB_BUCKETS)
+        self.frames = FRAMES_PROCESSED.counter(None)
+        self.faces = FACES_SWAPPED.counter(None)
+        self.stage_seconds = STAGE_SECONDS.histogram(None, STAGE_BUCKETS)
         self.model_load = Gauge(
             "faceweave_model_load_seconds", "Time to load each model", ["model"], multiprocess_mode="max", registry=None
         )
