@@ -173,3 +173,33 @@ def test_settings_errors_name_the_setting(tmp_path: Path, content, env, message)
     config.write_text(content)
     with pytest.raises(InvalidOptionError, match=message):
         load_settings(config, environ=env)
+
+
+def test_a_list_setting_in_the_environment_that_is_not_json_is_named(tmp_path: Path):
+    with pytest.raises(InvalidOptionError, match=r"invalid setting auth: FACEWEAVE_AUTH__API_KEYS must be JSON"):
+        load_settings(None, environ={"FACEWEAVE_AUTH__API_KEYS": "ann:secret", "FACEWEAVE_AUTH__MODE": "none"})
+
+
+def test_settings_made_directly_read_no_environment(monkeypatch):
+    from faceweave.service.settings import ServiceSettings
+
+    monkeypatch.setenv("FACEWEAVE_PORT", "9123")
+    assert ServiceSettings(workers=2).port == 8000  # only load_settings reads the environment
+    assert load_settings(None).port == 9123
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("list.json", "[1, 2]", "must hold a table of settings"),
+        ("broken.json", "{", "is not valid .json"),
+        ("broken.toml", "port = = 1", "is not valid .toml"),
+    ],
+)
+def test_config_files_that_hold_no_settings_are_refused(tmp_path: Path, name, content, message):
+    from faceweave.errors import UnreadableFileError
+
+    config = tmp_path / name
+    config.write_text(content)
+    with pytest.raises(UnreadableFileError, match=message):
+        load_settings(config, environ={})

@@ -4,7 +4,9 @@ Values come from, in increasing precedence: the defaults here, a TOML or JSON
 file (``--config FILE`` or ``FACEWEAVE_CONFIG``), environment variables
 ``FACEWEAVE_<NAME>`` (nested fields with a double underscore, e.g.
 ``FACEWEAVE_AUTH__JWT_ISSUER``; lists and objects as JSON), and command-line
-flags.  :func:`load_settings` merges them and validates once.
+flags.  :func:`load_settings` merges them and validates once; the file and
+the variables are read by pydantic-settings' sources (TOML/JSON file
+sources, an environment source over a given mapping).
 
 Authentication (``auth.mode``):
 
@@ -23,13 +25,10 @@ description, in one typed tree.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import ipaddress
-import json
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +41,16 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    JsonConfigSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
+from pydantic_settings.sources.utils import parse_env_vars
 
 from faceweave.errors import InvalidOptionError, UnreadableFileError
 from faceweave.options import VIDEO_WORKING_SIZE, RuntimeOptions
@@ -376,11 +385,35 @@ class S3Settings(_Settings):
         return (self.url or "s3://").removeprefix("s3://").partition("/")[2].strip("/")
 
 
-class ServiceSettings(_Settings):
+class ServiceSettings(BaseSettings):
     """Everything ``faceweave serve`` can be told.  ``storage`` is a folder,
     or ``s3://BUCKET/PREFIX``: then ``s3.url`` holds it and ``storage`` is the
     local folder (``local_storage``, default ``<state>/service``) for uploads
-    being received, working copies, the default job store and audit log."""
+    being received, working copies, the default job store and audit log.
+
+    Made by :func:`load_settings` from its sources; built directly
+    (``ServiceSettings(port=...)``) it reads only what it is given."""
+
+    model_config = SettingsConfigDict(
+        frozen=True,
+        extra="forbid",
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        case_sensitive=False,
+        validate_default=False,  # as the other settings models: defaults are trusted
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Only the values given: :func:`load_settings` names the file and the environment."""
+        return (init_settings,)
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -552,37 +585,63 @@ def load_settings(
 ) -> ServiceSettings:
     """Defaults < ``config`` file < ``FACEWEAVE_*`` variables < ``overrides``
     (flags; ``None`` values are skipped).  Dotted override keys set nested
-    fields (``{"auth.mode": "none"}``).
+    fields (``{"auth.mode": "none"}``).  The file and the variables are read
+    by pydantic-settings' sources (:func:`config_file_values`,
+    :class:`EnvironmentSource`).
 
     Raises:
         UnreadableFileError: the config file is missing or not valid TOML/JSON.
         InvalidOptionError: a value is invalid or a name unknown (the message names it).
     """
     env = os.environ if environ is None else environ
-    data: dict[str, Any] = {}
     path = config if config is not None else env.get(ENV_PREFIX + "CONFIG")
-    if path:
-        _merge(data, read_config_file(Path(path)))
-    _merge(data, env_values(env))
-    for key, value in (overrides or {}).items():
-        if value is not None:
-            _merge(data, _nested(key.split("."), value))
+    layers: list[Mapping[str, Any]] = [config_file_values(Path(path))] if path else []
+    try:
+        layers.append(EnvironmentSource(ServiceSettings, env)())
+    except SettingsError as exc:  # a list or table setting that is not JSON
+        raise _environment_error(exc, env) from exc
+    layers += [_nested(key.split("."), value) for key, value in (overrides or {}).items() if value is not None]
+    data: dict[str, Any] = {}
+    for layer in layers:
+        _merge(data, layer)
     try:
         return ServiceSettings.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = tuple(first.get("loc", ()))
-        where = ".".join(str(p) for p in loc) or "settings"
-        if first.get("type") == "extra_forbidden":
-            known = _known_names(loc[:-1])
-            hint = (
-                f"; known settings{' in ' + '.'.join(map(str, loc[:-1])) if loc[:-1] else ''}: {', '.join(known)}"
-                if known
-                else ""
-            )
-            raise InvalidOptionError(f"unknown setting {where}{hint}") from exc
-        message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-        raise InvalidOptionError(f"invalid setting {where}: {message}") from exc
+        raise _setting_error(exc) from exc
+
+
+def _environment_error(exc: SettingsError, environ: Mapping[str, str]) -> InvalidOptionError:
+    """A ``FACEWEAVE_*`` variable of a list or table setting that is not JSON, named."""
+    found = re.search(r'field "(\w+)"', str(exc))
+    field = found.group(1) if found else "settings"
+    stem = (ENV_PREFIX + field).upper()
+    names = sorted(n for n in environ if n.upper() == stem or n.upper().startswith(stem + "__"))
+    culprits = [n for n in names if _undecodable(n, environ[n])] or names
+    named = ", ".join(culprits) or stem
+    return InvalidOptionError(f'invalid setting {field}: {named} must be JSON (a list or a table), as ["a", "b"]')
+
+
+def _undecodable(name: str, value: str) -> bool:
+    """Whether the variable ``name`` alone fails the environment source."""
+    try:
+        EnvironmentSource(ServiceSettings, {name: value})()
+    except SettingsError:
+        return True
+    return False
+
+
+def _setting_error(exc: ValidationError) -> InvalidOptionError:
+    """The first problem of ``exc`` in one line that names the setting."""
+    first = exc.errors()[0]
+    loc = tuple(first.get("loc", ()))
+    where = ".".join(str(p) for p in loc) or "settings"
+    if first.get("type") == "extra_forbidden":
+        known = _known_names(loc[:-1])
+        section = f" in {'.'.join(map(str, loc[:-1]))}" if loc[:-1] else ""
+        hint = f"; known settings{section}: {', '.join(known)}" if known else ""
+        return InvalidOptionError(f"unknown setting {where}{hint}")
+    message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    return InvalidOptionError(f"invalid setting {where}: {message}")
 
 
 def _known_names(loc: tuple) -> list[str]:
@@ -599,38 +658,38 @@ def _known_names(loc: tuple) -> list[str]:
     return sorted(model.model_fields)
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    """A TOML (``.toml``) or JSON file as a dict."""
+class EnvironmentSource(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping (the
+    process's environment, or a test's): ``FACEWEAVE_<NAME>`` variables
+    that name a setting, ``__`` between levels, lists and tables as JSON;
+    a variable that names no setting (``FACEWEAVE_MODELS`` belongs to the
+    model cache) is left alone."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self.environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(self.environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+
+
+def config_file_values(path: Path) -> dict[str, Any]:
+    """The settings of a TOML file (JSON for ``.json``), read by
+    pydantic-settings' file sources; :class:`UnreadableFileError` for a file
+    that cannot be read or is not a table of settings."""
     try:
-        text = path.read_bytes()
+        with path.open("rb"):
+            pass
     except OSError as exc:
         raise UnreadableFileError(f"cannot read the config file '{path}': {exc.strerror or exc}") from exc
     try:
-        value = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text.decode("utf-8"))
+        if path.suffix.lower() == ".json":
+            return dict(JsonConfigSettingsSource(ServiceSettings, json_file=path)())
+        return dict(TomlConfigSettingsSource(ServiceSettings, toml_file=path)())
+    except (TypeError, AttributeError) as exc:  # a JSON list or value: no table to read settings from
+        raise UnreadableFileError(f"config file '{path}' must hold a table of settings") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise UnreadableFileError(f"config file '{path}' is not valid {path.suffix or 'TOML'}: {exc}") from exc
-    if not isinstance(value, dict):
-        raise UnreadableFileError(f"config file '{path}' must hold a table of settings")
-    return value
-
-
-def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
-    """``FACEWEAVE_*`` variables that name a setting, as nested settings (``__`` separates levels).
-    Values that parse as JSON lists or objects become them; the rest stay text
-    for pydantic to convert."""
-    out: dict[str, Any] = {}
-    for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG":
-            continue
-        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
-        if parts[0] not in ServiceSettings.model_fields:
-            continue  # e.g. FACEWEAVE_MODELS belongs to the model cache, not to the service
-        value: Any = raw
-        if raw.strip().startswith(("[", "{")):
-            with contextlib.suppress(ValueError):  # not JSON after all: the text as it is
-                value = json.loads(raw)
-        _merge(out, _nested(parts, value))
-    return out
 
 
 def _nested(parts: list[str], value: Any) -> dict[str, Any]:
