@@ -11,7 +11,11 @@ minute on the 2-core machine; a step's 1-2 ms does not show through that).
   ``kernels.shade_face`` (the same values within one level);
 - ``occlusion test``: ``target_occlusion`` on a frame that reuses its
   track's plan, with the skin model measured on the frame (before) and read
-  from the plan (``OcclusionPlan.skin``).
+  from the plan (``OcclusionPlan.skin``);
+- ``watermark``: the encoder thread's ``FrameMarker.mark_luma`` on the
+  clip's 720p Y planes, the perceptual mask upscaled, multiplied and added
+  by OpenCV (before) against ``kernels.pixels.mark_luma`` (one pass, the
+  same values); per frame.
 
     .venv/bin/python benchmarks/render_steps.py [--frames 40] [--rounds 30]
 """
@@ -102,6 +106,50 @@ def colour_chain_after(out, behind, mask, plan, box) -> np.ndarray:
     return shade_face(lab, offset, out.coverage, behind, box, colour_map(plan.match, plan.share))
 
 
+def mark_before(marker, luma: np.ndarray) -> None:
+    """``FrameMarker.mark_luma``'s end before the kernel: OpenCV's upscale, product and sum."""
+    from faceweave.provenance import pattern as pat
+
+    delta = cv2.multiply(marker._luma_pattern, pat.perceptual_mask(luma, marker._luma_masking), dtype=cv2.CV_16S)
+    cv2.add(luma, delta, dst=luma, dtype=cv2.CV_8U)
+
+
+def luma_planes(data: Path, frames: int) -> list[np.ndarray]:
+    """The 720p clip's first ``frames`` Y planes, as the encoder gets them."""
+    import av
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from video_swap import derive_720p
+
+    planes = []
+    with tempfile.TemporaryDirectory() as tmp:
+        clip_path = Path(tmp) / "clip_720p.mp4"
+        derive_720p(data / "video" / "lp_d18_talking_face.mp4", clip_path)
+        with av.open(str(clip_path)) as clip:
+            for frame in clip.decode(video=0):
+                planes.append(frame.reformat(format="yuv420p").to_ndarray()[: frame.height].copy())
+                if len(planes) == frames:
+                    break
+    return planes
+
+
+def watermark_steps(data: Path, frames: int, rounds: int) -> dict[str, float]:
+    from faceweave.provenance import Payload, Watermarker
+
+    planes = luma_planes(data, frames)
+    height, width = planes[0].shape
+    marker = Watermarker().frame_marker(width, height, Payload(run_id=Payload.new_run_id()))
+    marker.mark_luma(planes[0].copy())  # builds its pattern in Y levels
+    return interleaved(
+        [
+            ("before", lambda: [mark_before(marker, p.copy()) for p in planes]),
+            ("after", lambda: [marker.mark_luma(p.copy()) for p in planes]),
+        ],
+        rounds,
+        len(planes),
+    )
+
+
 def interleaved(pairs: Sequence[tuple[str, Callable[[], None]]], rounds: int, per: int) -> dict[str, float]:
     """Median CPU milliseconds (this thread) per item of each callable, alternating their order every round."""
     times: dict[str, list[float]] = {name: [] for name, _ in pairs}
@@ -151,9 +199,16 @@ def main() -> int:
     occl = interleaved(
         [("before", lambda: occlusion(True)), ("after", lambda: occlusion(False))], args.rounds, len(tests)
     )
-    print(f"CPU ms per face, medians of {args.rounds} interleaved rounds over {len(faces)} faces of the 720p clip")
+    mark = watermark_steps(args.data, args.frames, args.rounds)
+    print(f"CPU ms per face (per frame: the watermark), medians of {args.rounds} interleaved rounds over")
+    print(f"{len(faces)} faces / {args.frames} frames of the 720p clip")
     print(f"{'step':<40}{'before':>8}{'after':>8}{'ratio':>8}")
-    for name, found in (("colour chain (shade_face)", chain), ("occlusion test, reused plan (skin model)", occl)):
+    steps = (
+        ("colour chain (shade_face)", chain),
+        ("occlusion test, reused plan (skin model)", occl),
+        ("watermark on the Y plane (mark_luma)", mark),
+    )
+    for name, found in steps:
         print(f"{name:<40}{found['before']:8.2f}{found['after']:8.2f}{found['after'] / found['before']:8.2f}")
     return 0
 

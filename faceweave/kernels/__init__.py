@@ -7,8 +7,9 @@ compiler), that replaces a Python-level loop of many small calls and runs
 with the interpreter lock released, so the video's render threads run it
 side by side: the mesh swapper's rasterizer and its piecewise-affine
 maps (:mod:`faceweave.kernels.raster`), paste-back, the detail step and
-the reshaping warp (:mod:`faceweave.kernels.pixels`), and the blend's
-colour chain (:mod:`faceweave.kernels.lab`).
+the reshaping warp and the watermark's mark on a video frame's Y plane
+(:mod:`faceweave.kernels.pixels`), and the blend's colour chain
+(:mod:`faceweave.kernels.lab`).
 
 Where no C compiler was there at install time, the same functions run
 their NumPy formulations (:mod:`faceweave.kernels.reference`), which give
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from faceweave.kernels import lab, pixels, raster
 from faceweave.kernels.lab import LabMap, shade_face
-from faceweave.kernels.pixels import paste_warped, put_detail, to_uint8, warp_by_grid
+from faceweave.kernels.pixels import mark_luma, paste_warped, put_detail, to_uint8, warp_by_grid
 from faceweave.kernels.raster import affine_maps, rasterize
 
 
@@ -35,6 +36,7 @@ __all__ = [
     "affine_maps",
     "compiled",
     "lab",
+    "mark_luma",
     "paste_warped",
     "put_detail",
     "rasterize",

@@ -14,6 +14,9 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* put_detail(new, src, low, mask, out, width, height, channels, frame_width,
  *            x0, y0, step, sign)
@@ -434,11 +437,140 @@ done:
     return result;
 }
 
+/* Where row or column i of an upscaled picture samples its source of n
+ * (OpenCV's INTER_LINEAR coordinates): first tap, second tap and the second
+ * tap's weight (the first's is 1 - weight).  cols: the first tap is pinned
+ * to the edges with weight 0 (OpenCV's horizontal pass); rows: the taps are
+ * clipped to the picture and the weights kept (its vertical pass). */
+static void linear_taps(int i, double scale, int n, int cols, int *t0, int *t1, float *w1) {
+    float f = (float)((i + 0.5) * scale - 0.5);
+    int s = (int)floorf(f);
+    f -= (float)s;
+    if (cols) {
+        if (s < 0)
+            s = 0, f = 0.0f;
+        if (s >= n - 1)
+            s = n - 1, f = 0.0f;
+        *t0 = s;
+        *t1 = s + 1 < n ? s + 1 : n - 1;
+    } else {
+        *t0 = s < 0 ? 0 : (s >= n ? n - 1 : s);
+        *t1 = s + 1 < 0 ? 0 : (s + 1 >= n ? n - 1 : s + 1);
+    }
+    *w1 = f;
+}
+
+/* One row of mark_luma: y += round(p * (r0 * b0 + r1 * b1)), the product
+ * clipped to int16 and the sum to 0..255, rounding to the nearest, ties to
+ * even (lrintf's, and cvtps2dq's under the default MXCSR).  On x86-64 sixteen
+ * pixels at a time in SSE2 (the same float32 products and sums, in the same
+ * order; the int16 clip by packs_epi32, the sum saturated, then packus to
+ * 0..255); the rest, and other machines, one at a time. */
+static void mark_row(uint8_t *y, const float *p, const float *r0, const float *r1, float b0, float b1, int w) {
+    int i = 0;
+#ifdef __SSE2__
+    const __m128 vb0 = _mm_set1_ps(b0), vb1 = _mm_set1_ps(b1);
+    const __m128 hi = _mm_set1_ps(32767.0f), lo = _mm_set1_ps(-32768.0f);
+    const __m128i zero = _mm_setzero_si128();
+    for (; i + 16 <= w; i += 16) {
+        __m128i d[4];
+        for (int k = 0; k < 4; k++) {
+            __m128 m = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(r0 + i + 4 * k), vb0),
+                                  _mm_mul_ps(_mm_loadu_ps(r1 + i + 4 * k), vb1));
+            __m128 v = _mm_mul_ps(_mm_loadu_ps(p + i + 4 * k), m);
+            d[k] = _mm_cvtps_epi32(_mm_max_ps(_mm_min_ps(v, hi), lo));
+        }
+        __m128i px = _mm_loadu_si128((const __m128i *)(y + i));
+        __m128i low = _mm_adds_epi16(_mm_unpacklo_epi8(px, zero), _mm_packs_epi32(d[0], d[1]));
+        __m128i high = _mm_adds_epi16(_mm_unpackhi_epi8(px, zero), _mm_packs_epi32(d[2], d[3]));
+        _mm_storeu_si128((__m128i *)(y + i), _mm_packus_epi16(low, high));
+    }
+#endif
+    for (; i < w; i++) {
+        float v = p[i] * (r0[i] * b0 + r1[i] * b1);
+        long d = lrintf(v > 32767.0f ? 32767.0f : (v < -32768.0f ? -32768.0f : v));
+        long sum = (long)y[i] + d;
+        y[i] = (uint8_t)(sum < 0 ? 0 : (sum > 255 ? 255 : sum));
+    }
+}
+
+/* One source row upscaled to w samples: src[x0] * (1 - a) + src[x1] * a (OpenCV's horizontal pass). */
+static void upscale_row(float *out, const float *src, const int *x0, const int *x1, const float *a, int w) {
+    for (int i = 0; i < w; i++)
+        out[i] = src[x0[i]] * (1.0f - a[i]) + src[x1[i]] * a[i];
+}
+
+/* mark_luma(luma, pattern, mask, width, height, mask_width, mask_height)
+ *   luma     uint8 (height, width): a frame's Y plane, marked in place
+ *   pattern  float32 (height, width): the mark's pattern in Y levels
+ *   mask     float32 (mask_height, mask_width): the perceptual mask, upscaled
+ *            bilinearly to the frame (cv2.resize INTER_LINEAR's coordinates
+ *            and float32 passes, horizontal then vertical)
+ *   luma += round(pattern * mask), the sum clipped to 0..255: cv2.resize,
+ *   cv2.multiply to int16 and cv2.add to uint8 in one pass.
+ *   faceweave/kernels/reference.py mark_luma is the same arithmetic in NumPy.
+ */
+static PyObject *mark_luma(PyObject *self, PyObject *args) {
+    Py_buffer luma_b, pat_b, mask_b;
+    int w, h, mw, mh;
+    if (!PyArg_ParseTuple(args, "w*y*y*iiii", &luma_b, &pat_b, &mask_b, &w, &h, &mw, &mh))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t px = (Py_ssize_t)w * h;
+    int *x0 = NULL, *x1 = NULL;
+    float *ax = NULL, *row0 = NULL, *row1 = NULL;
+    if (w <= 0 || h <= 0 || mw <= 0 || mh <= 0 || luma_b.len != px || pat_b.len != px * (Py_ssize_t)sizeof(float)
+        || mask_b.len != (Py_ssize_t)mw * mh * (Py_ssize_t)sizeof(float)) {
+        PyErr_SetString(PyExc_ValueError, "luma and pattern must be width x height, mask mask_width x mask_height");
+        goto done;
+    }
+    x0 = PyMem_RawMalloc(sizeof(int) * w), x1 = PyMem_RawMalloc(sizeof(int) * w);
+    ax = PyMem_RawMalloc(sizeof(float) * w);
+    row0 = PyMem_RawMalloc(sizeof(float) * w), row1 = PyMem_RawMalloc(sizeof(float) * w);
+    if (!x0 || !x1 || !ax || !row0 || !row1) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint8_t *luma = (uint8_t *)luma_b.buf;
+    const float *pat = (const float *)pat_b.buf, *mask = (const float *)mask_b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (int i = 0; i < w; i++)
+        linear_taps(i, 1.0 / ((double)w / mw), mw, 1, &x0[i], &x1[i], &ax[i]);
+    int have0 = -1, have1 = -1;
+    for (int j = 0; j < h; j++) {
+        int r0, r1;
+        float by;
+        linear_taps(j, 1.0 / ((double)h / mh), mh, 0, &r0, &r1, &by);
+        if (have0 != r0 && have1 == r0) { /* moved down a row: the second row is the first now */
+            float *t = row0;
+            row0 = row1, row1 = t, have0 = have1, have1 = -1;
+        }
+        if (have0 != r0)
+            upscale_row(row0, mask + (Py_ssize_t)r0 * mw, x0, x1, ax, w), have0 = r0;
+        if (have1 != r1)
+            upscale_row(row1, mask + (Py_ssize_t)r1 * mw, x0, x1, ax, w), have1 = r1;
+        mark_row(luma + (Py_ssize_t)j * w, pat + (Py_ssize_t)j * w, row0, row1, 1.0f - by, by, w);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_RawFree(x0);
+    PyMem_RawFree(x1);
+    PyMem_RawFree(ax);
+    PyMem_RawFree(row0);
+    PyMem_RawFree(row1);
+    PyBuffer_Release(&luma_b);
+    PyBuffer_Release(&pat_b);
+    PyBuffer_Release(&mask_b);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"put_detail", put_detail, METH_VARARGS, "Move a detail band under a mask and write the window into a frame."},
     {"paste_warped", paste_warped, METH_VARARGS, "Warp a crop and its mask into a frame and blend them there."},
     {"warp_by_grid", warp_by_grid, METH_VARARGS, "A smooth field on a grid to every pixel, and a picture moved by it."},
     {"shade_face", shade_face, METH_VARARGS, "A face's CIELAB window mapped, offset and back to 8-bit sRGB, or the crop behind."},
+    {"mark_luma", mark_luma, METH_VARARGS, "A watermark's pattern under its upscaled mask added to a Y plane."},
     {NULL, NULL, 0, NULL},
 };
 

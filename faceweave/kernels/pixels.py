@@ -142,3 +142,24 @@ def run_shade_face(
     h, w = coverage.shape[:2]
     steps = int(degamma.shape[0]) - 1
     _pixels.shade_face(lab, offset, coverage, behind, out, degamma, params, w, h, *box, steps)
+
+
+def mark_luma(luma: np.ndarray, pattern: np.ndarray, mask: np.ndarray) -> None:
+    """Add a watermark to a frame's Y plane in place: ``luma`` (uint8 ``(H,
+    W)``, C-contiguous) ``+= round(pattern * up(mask))``, clipped to 0..255,
+    where ``pattern`` is float32 ``(H, W)`` in Y levels and ``up`` upscales
+    the float32 perceptual ``mask`` (``(h, w)``, smaller) bilinearly to the
+    frame.  OpenCV's ``resize`` (INTER_LINEAR), ``multiply`` to int16 and
+    ``add`` to uint8 in one pass, to within one level where the upscaled
+    mask's last bit decides a rounding."""
+    if luma.dtype != np.uint8 or luma.ndim != 2 or not luma.flags.c_contiguous:
+        raise ValueError("luma must be a C-contiguous (H, W) uint8 plane")
+    if pattern.shape != luma.shape or mask.ndim != 2:
+        raise ValueError("pattern must have luma's shape and mask be a 2-D array")
+    values = np.ascontiguousarray(pattern, np.float32)
+    weights = np.ascontiguousarray(mask, np.float32)
+    if _pixels is None:
+        reference.mark_luma(luma, values, weights)
+        return
+    h, w = luma.shape
+    _pixels.mark_luma(luma, values, weights, w, h, weights.shape[1], weights.shape[0])

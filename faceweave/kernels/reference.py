@@ -205,3 +205,31 @@ def shade_face(
     levels = _lab_to_levels(shaded, params[:9], degamma)
     window = (slice(y0, y1), slice(x0, x1))
     return np.where((coverage[window] > np.float32(0.5))[..., None], levels, behind[window].astype(np.float32))
+
+
+def _linear_taps(n_out: int, n_in: int, *, cols: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """First taps, second taps and float32 second weights of an upscale from
+    ``n_in`` to ``n_out`` samples (OpenCV's INTER_LINEAR coordinates; see
+    ``linear_taps`` in ``_pixels.c``)."""
+    scale = 1.0 / (n_out / n_in)
+    f = ((np.arange(n_out, dtype=np.float64) + 0.5) * scale - 0.5).astype(np.float32)
+    s = np.floor(f).astype(np.int64)
+    f = f - s.astype(np.float32)
+    if cols:
+        pinned = (s < 0) | (s >= n_in - 1)
+        s = np.clip(s, 0, n_in - 1)
+        f = np.where(pinned, np.float32(0.0), f).astype(np.float32)
+        return s, np.minimum(s + 1, n_in - 1), f
+    return np.clip(s, 0, n_in - 1), np.clip(s + 1, 0, n_in - 1), f
+
+
+def mark_luma(luma: np.ndarray, pattern: np.ndarray, mask: np.ndarray) -> None:
+    """:func:`faceweave.kernels.pixels.mark_luma`: ``luma`` changed in place."""
+    h, w = luma.shape
+    x0, x1, ax = _linear_taps(w, mask.shape[1], cols=True)
+    r0, r1, by = _linear_taps(h, mask.shape[0], cols=False)
+    one = np.float32(1.0)
+    rows = mask[:, x0] * (one - ax) + mask[:, x1] * ax
+    full = rows[r0] * (one - by)[:, None] + rows[r1] * by[:, None]
+    delta = np.clip(np.rint(pattern * full), -32768, 32767).astype(np.int32)
+    luma[...] = np.clip(luma.astype(np.int32) + delta, 0, 255).astype(np.uint8)

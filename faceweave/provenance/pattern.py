@@ -178,6 +178,13 @@ def perceptual_mask(luma: np.ndarray, masking: Masking = Masking()) -> np.ndarra
     size: about a millisecond at 1080p.
     """
     h, w = luma.shape
+    return cv2.resize(coarse_mask(luma, masking), (w, h), interpolation=cv2.INTER_LINEAR)
+
+
+def coarse_mask(luma: np.ndarray, masking: Masking = Masking()) -> np.ndarray:
+    """:func:`perceptual_mask` at ``1/masking.step`` of ``luma``'s size, before
+    its bilinear upscale to the picture (float32 ``(H // step, W // step)``)."""
+    h, w = luma.shape
     half = cv2.resize(luma, (max(1, w // 2), max(1, h // 2)), interpolation=cv2.INTER_AREA).astype(np.float32)
     detail = half - cv2.blur(half, (3, 3))
     small_size = (max(1, w // masking.step), max(1, h // masking.step))
@@ -186,8 +193,7 @@ def perceptual_mask(luma: np.ndarray, masking: Masking = Masking()) -> np.ndarra
     raw = (np.clip(activity, masking.flat, masking.busy) / masking.flat) ** masking.exponent_for(h * w)
     smooth = cv2.GaussianBlur(raw, (0, 0), masking.smooth)
     gain = min(1.0 / max(float(np.sqrt(np.mean(smooth * smooth))), 1e-6), masking.flat_max)
-    mask = np.minimum(smooth * np.float32(gain), np.float32(masking.max_gain)).astype(np.float32)
-    return cv2.resize(mask, (w, h), interpolation=cv2.INTER_LINEAR)
+    return np.minimum(smooth * np.float32(gain), np.float32(masking.max_gain)).astype(np.float32)
 
 
 def whiten(luma: np.ndarray, *, sigma: float = 2.5, window: float = 2.0, power: float = 1.5) -> np.ndarray:

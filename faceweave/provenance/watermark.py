@@ -56,6 +56,7 @@ import cv2
 import numpy as np
 
 from faceweave.errors import InputError, InvalidOptionError, TooSmallToMarkError
+from faceweave.kernels.pixels import mark_luma
 from faceweave.provenance import coding
 from faceweave.provenance import pattern as pat
 from faceweave.provenance.payload import FACEWEAVE_TOOL_ID, PAYLOAD_BITS, Payload
@@ -143,8 +144,8 @@ class FrameMarker:
             )
         if self._luma_pattern is None:
             self._luma_pattern = self._pattern * np.float32(Y_LEVELS)
-        delta = cv2.multiply(self._luma_pattern, pat.perceptual_mask(luma, self._luma_masking), dtype=cv2.CV_16S)
-        cv2.add(luma, delta, dst=luma, dtype=cv2.CV_8U)
+        # the mask's upscale, the product and the sum in one pass (a compiled kernel)
+        mark_luma(luma, self._luma_pattern, pat.coarse_mask(luma, self._luma_masking))
 
 
 class Watermarker:
