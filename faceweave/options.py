@@ -208,18 +208,7 @@ class MaskOptions(_Options):
         "face shows only on face_parser_regions",
     )
     face_parser_regions: tuple[str, ...] = Field(
-        (
-            "skin",
-            "left-eyebrow",
-            "right-eyebrow",
-            "left-eye",
-            "right-eye",
-            "glasses",
-            "nose",
-            "mouth",
-            "upper-lip",
-            "lower-lip",
-        ),
+        names.PARSER_REGIONS,
         description="the face parser's regions the new face shows on (FaceFusion's names; default all)",
     )
     face_mask_areas: tuple[str, ...] = Field(
