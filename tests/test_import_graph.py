@@ -132,3 +132,15 @@ def test_options_make_no_import_inside_a_function():
         if isinstance(node, (ast.Import, ast.ImportFrom))
     ]
     assert local == []
+
+
+def test_the_service_imports_nothing_of_the_command_line():
+    graph = _graph()
+    crossing = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module.startswith("faceweave.service")
+        for target in targets
+        if target.startswith("faceweave.cli")
+    )
+    assert crossing == []

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from faceweave.errors import InvalidOptionError
+from faceweave.option_fields import analysis_flag_fields
 from faceweave.options import FORM_WORDS, FaceOrder, RuntimeOptions, SelectionMode, SwapOptions, selection_mode
 
 IMAGE_FORMATS = ("png", "jpg", "webp")
@@ -211,8 +212,6 @@ class JobOptions(BaseModel):
     def analysis_fields(self) -> dict[str, Any]:
         """The ``analysis`` fields: the face detector and landmarker and their
         options, as the CLI's flags of the same names set them."""
-        from faceweave.cli.analysis_flags import analysis_flag_fields
-
         return analysis_flag_fields(self)
 
     def video_options(self):
