@@ -12,6 +12,10 @@ minute on the 2-core machine; a step's 1-2 ms does not show through that).
 - ``occlusion test``: ``target_occlusion`` on a frame that reuses its
   track's plan, with the skin model measured on the frame (before) and read
   from the plan (``OcclusionPlan.skin``);
+- ``blend masks``: ``blend_masks`` on a frame that reuses its plan, with
+  the feathered boxes made anew and the paste mask's dilation in float32
+  (before) against the boxes made once per size and the dilation in uint8
+  (the same values);
 - ``watermark``: the encoder thread's ``FrameMarker.mark_luma`` on the
   clip's 720p Y planes, the perceptual mask upscaled, multiplied and added
   by OpenCV (before) against ``kernels.pixels.mark_luma`` (one pass, the
@@ -104,6 +108,51 @@ def colour_chain_after(out, behind, mask, plan, box) -> np.ndarray:
     offset = upsampled_window(plan.regional + plan.amount * plan.shading, (mask.shape[1], mask.shape[0]), box)
     lab = to_lab(out.face[y0:y1, x0:x1])
     return shade_face(lab, offset, out.coverage, behind, box, colour_map(plan.match, plan.share))
+
+
+def paste_mask_before(mask_h, face_size, *, boxed, changed, hands, full):
+    """``composite.paste_mask`` before: its dilation in float32 and a new box each call."""
+    from faceweave.compositing.masks import _box_mask, feather
+    from faceweave.compositing.resample import upsample
+
+    size = (mask_h.shape[1], mask_h.shape[0])
+    grow = int(round(0.05 * face_size)) * 2 + 1
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow))
+    touched = cv2.dilate((mask_h > 0.002).astype(np.float32), kernel)
+    paste_h = feather(touched, erode=0, blur=0.015 * face_size)
+    if boxed:
+        paste_h = np.minimum(paste_h, _box_mask.__wrapped__(size[0], size[1], 0.0, 0.04))
+    paste = upsample(paste_h, full)
+    if changed is not None:
+        paste = np.maximum(paste, changed)
+    if hands is not None:
+        paste = paste * (1.0 - hands)
+    return np.clip(paste, 0.0, 1.0)
+
+
+def masks_steps(composites: list, rounds: int) -> dict[str, float]:
+    """``blend_masks`` on each captured face with its own plan (a reusing frame), before and after."""
+    import faceweave.compositing.composite as comp
+    from faceweave.compositing.masks import _box_mask
+
+    cases = []
+    for a, kw in composites:
+        view = comp.half_crop(a[1], a[1].background, face_size=a[0].face_size)
+        made = comp.mask_plan(view, options=kw["mask_options"])
+        cases.append((view, a[1], kw["mask_options"], a[0].size, made))
+
+    def run(before: bool) -> None:
+        paste_mask, box_mask = comp.paste_mask, comp.box_mask
+        if before:
+            comp.paste_mask = paste_mask_before
+            comp.box_mask = lambda size, *, inset, blur: _box_mask.__wrapped__(size[0], size[1], inset, blur)
+        try:
+            for view, out, options, full, made in cases:
+                comp.blend_masks(view, out, options=options, person_mask=None, hands=None, full=full, plan=made)
+        finally:
+            comp.paste_mask, comp.box_mask = paste_mask, box_mask
+
+    return interleaved([("before", lambda: run(True)), ("after", lambda: run(False))], rounds, len(cases))
 
 
 def mark_before(marker, luma: np.ndarray) -> None:
@@ -199,6 +248,7 @@ def main() -> int:
     occl = interleaved(
         [("before", lambda: occlusion(True)), ("after", lambda: occlusion(False))], args.rounds, len(tests)
     )
+    masks = masks_steps(composites, args.rounds)
     mark = watermark_steps(args.data, args.frames, args.rounds)
     print(f"CPU ms per face (per frame: the watermark), medians of {args.rounds} interleaved rounds over")
     print(f"{len(faces)} faces / {args.frames} frames of the 720p clip")
@@ -206,6 +256,7 @@ def main() -> int:
     steps = (
         ("colour chain (shade_face)", chain),
         ("occlusion test, reused plan (skin model)", occl),
+        ("blend masks, reused plan (box, dilation)", masks),
         ("watermark on the Y plane (mark_luma)", mark),
     )
     for name, found in steps:

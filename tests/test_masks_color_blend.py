@@ -654,3 +654,30 @@ def test_planned_detail_measured_here_is_match_detail_and_reused_applies_the_sam
     nothing = DetailPlan(blur=0.0, grain=0.0, add_grain=False)
     match_detail_planned(original, still, detail_mask(), DETAIL_MATRIX, blur_mask=whole, plan=nothing)
     assert np.array_equal(still, frame)
+
+
+def test_a_box_mask_is_made_once_per_size_and_read_only():
+    first = masks.box_mask((120, 90), inset=0.02, blur=0.25)
+    assert masks.box_mask((120, 90), inset=0.02, blur=0.25) is first
+    assert not first.flags.writeable
+    with pytest.raises(ValueError):
+        first[0, 0] = 1.0
+    other = masks.box_mask((120, 90), inset=0.0, blur=0.04)
+    assert other is not first and other.shape == (90, 120)
+    np.testing.assert_array_equal(first, masks._box_mask.__wrapped__(120, 90, 0.02, 0.25))
+
+
+def test_the_paste_mask_grows_the_blend_mask_as_a_float_dilation_would():
+    from faceweave.compositing.composite import paste_mask
+
+    rng = np.random.default_rng(4)
+    mask_h = cv2.GaussianBlur((rng.uniform(0, 1, (80, 80)) > 0.97).astype(np.float32), (0, 0), 3.0)
+    face_size = 60.0
+    got = paste_mask(mask_h, face_size, boxed=False, changed=None, hands=None, full=(160, 160))
+    grow = int(round(0.05 * face_size)) * 2 + 1
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow))
+    touched = cv2.dilate((mask_h > 0.002).astype(np.float32), kernel)
+    from faceweave.compositing.resample import upsample
+
+    want = np.clip(upsample(masks.feather(touched, erode=0, blur=0.015 * face_size), (160, 160)), 0.0, 1.0)
+    np.testing.assert_array_equal(got, want)

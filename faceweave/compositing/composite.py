@@ -364,7 +364,8 @@ def paste_mask(
     size = (mask_h.shape[1], mask_h.shape[0])
     grow = int(round(0.05 * face_size)) * 2 + 1
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow))
-    touched = cv2.dilate((mask_h > 0.002).astype(np.float32), kernel)
+    # a {0, 1} mask: dilated as uint8 (OpenCV's SIMD path), the same values as in float
+    touched = cv2.dilate((mask_h > 0.002).astype(np.uint8), kernel).astype(np.float32)
     paste_h = feather(touched, erode=0, blur=0.015 * face_size)
     if boxed:
         paste_h = np.minimum(paste_h, box_mask(size, inset=0.0, blur=0.04))

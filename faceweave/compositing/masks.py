@@ -4,6 +4,8 @@ from its mesh are in :mod:`faceweave.compositing.regions`."""
 
 from __future__ import annotations
 
+import functools
+
 import cv2
 import numpy as np
 
@@ -47,9 +49,14 @@ def feather(mask: np.ndarray, *, erode: float, blur: float) -> np.ndarray:
 
 def box_mask(size: tuple[int, int], *, inset: float, blur: float) -> np.ndarray:
     """Feathered box: 0 at the crop border, rising smoothly over ``blur`` of
-    the half side after an ``inset`` margin (both fractions of the side) to 1."""
-    w, h = size
+    the half side after an ``inset`` margin (both fractions of the side) to 1.
+    Read-only: made once per size and feather (every video frame asks for
+    the same two)."""
+    return _box_mask(int(size[0]), int(size[1]), float(inset), float(blur))
 
+
+@functools.lru_cache(maxsize=64)
+def _box_mask(w: int, h: int, inset: float, blur: float) -> np.ndarray:
     def ramp(n: int) -> np.ndarray:
         x = np.arange(n, dtype=np.float32) + 0.5
         edge = np.minimum(x, n - x) / n  # distance to the nearest border, fraction of the side
@@ -58,7 +65,9 @@ def box_mask(size: tuple[int, int], *, inset: float, blur: float) -> np.ndarray:
         t = np.clip((edge - inset) / (blur / 2.0), 0.0, 1.0)
         return t * t * (3.0 - 2.0 * t)
 
-    return np.outer(ramp(h), ramp(w)).astype(np.float32)
+    mask = np.outer(ramp(h), ramp(w)).astype(np.float32)
+    mask.setflags(write=False)
+    return mask
 
 
 def polygon_mask(size: tuple[int, int], points: np.ndarray) -> np.ndarray:
