@@ -47,3 +47,13 @@ def _private_state_and_models(tmp_path_factory):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture()
+def store(tmp_path: Path):
+    """A job store in a fresh SQLite file (the service's tests; a module may define its own)."""
+    from faceweave.service.store import JobStore
+
+    s = JobStore(f"sqlite:///{tmp_path / 'jobs.db'}")
+    yield s
+    s.close()

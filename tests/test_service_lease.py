@@ -6,22 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
-
-import pytest
 
 from faceweave.errors import NoFaceError
 from faceweave.service.errors import JobProblem
 from faceweave.service.jobdata import JobState
 from faceweave.service.lease import Lease, beat_interval, job_problem, record_failure
 from faceweave.service.store import JobStore
-
-
-@pytest.fixture()
-def store(tmp_path: Path):
-    s = JobStore(f"sqlite:///{tmp_path / 'jobs.db'}")
-    yield s
-    s.close()
 
 
 def _running(store: JobStore, worker: str = "w1"):

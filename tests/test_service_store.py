@@ -14,13 +14,6 @@ from faceweave.service.settings import load_settings
 from faceweave.service.store import JobStore
 
 
-@pytest.fixture()
-def store(tmp_path: Path):
-    s = JobStore(f"sqlite:///{tmp_path / 'jobs.db'}")
-    yield s
-    s.close()
-
-
 def _job(store: JobStore, owner: str = "alice", now: float = 1000.0):
     return store.create(owner=owner, kind="image", options={"faces": "one"}, inputs={"target": "t"}, now=now)
 

@@ -25,13 +25,6 @@ from faceweave.service.store import JobStore
 from faceweave.service.worker import run_job
 
 
-@pytest.fixture()
-def store(tmp_path: Path):
-    s = JobStore(f"sqlite:///{tmp_path / 'jobs.db'}")
-    yield s
-    s.close()
-
-
 def _claimed(store: JobStore, worker: str = "w1"):
     store.create(owner="alice", kind="image", options={}, inputs={"target": "t"}, now=1.0)
     return store.claim(worker, lease_s=60.0)

@@ -23,6 +23,7 @@ Long because the catalog is data: one spec per model, in tables.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -603,6 +604,12 @@ def builtin_specs() -> dict[str, ModelSpec]:
     return {spec.name: spec for spec in specs}
 
 
+@functools.cache
+def _builtin() -> Mapping[str, ModelSpec]:
+    """The built-in specs, read-only, made once (the registries read their facts here at import)."""
+    return MappingProxyType(builtin_specs())
+
+
 def find_spec(name: str, catalog: Mapping[str, ModelSpec] | None = None) -> ModelSpec:
     """The spec called ``name`` (in ``catalog``, default the built-in one).
 
@@ -610,7 +617,7 @@ def find_spec(name: str, catalog: Mapping[str, ModelSpec] | None = None) -> Mode
         UnknownModelError: no such model (a :class:`ModelNotFoundError` and an
             :class:`InvalidOptionError`); the message lists close names.
     """
-    specs = builtin_specs() if catalog is None else catalog
+    specs = _builtin() if catalog is None else catalog
     if name in specs:
         return specs[name]
     import difflib
