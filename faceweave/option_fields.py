@@ -1,62 +1,71 @@
-"""What the command line's flags and the HTTP job's fields set in the
-options, by the names both surfaces share: used by the CLI
-(:mod:`faceweave.cli`) and the service (:mod:`faceweave.service`) alike,
-so that neither imports the other.
+"""How an option is offered to users: the :class:`Flag` marker that the
+options models (:mod:`faceweave.options`) carry on each field a user may
+set, and the help panels the flags are listed under.
 
-* :func:`analysis_fields`: the face detector and landmarker values (flag
-  names ``face_detector``, ``face_detector_size``, ``face_detector_score``,
-  ``face_landmarker``, ``face_landmarker_score``, ``face_detector_angles``,
-  ``face_detector_margin``) as :class:`~faceweave.options.AnalysisOptions`
-  fields; :func:`analysis_flag_fields` the same read off an object that has
-  them as attributes (the CLI's arguments, an HTTP job's options).
+One declaration per option: the field's type, default, bounds and
+``description`` (the help text) are the model's, the marker adds the name
+the command line and the HTTP API know it by, its panel and the kinds of
+output it changes.  :mod:`faceweave.option_schema` walks the models and
+hands the leaves to the CLI (:mod:`faceweave.cli.option_flags`, which makes
+the flags) and to the service (:mod:`faceweave.service.jobspec`, which makes
+the job's fields).  A leaf: imports nothing of faceweave.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+#: the help panels, in the order the options models declare their fields
+SELECTION = "Face selection"
+QUALITY = "Quality and limits"
+FACEFUSION = "FaceFusion masks and knobs (neural swappers)"
+DETECTION = "Face detection"
+MODELS = "Neural models (optional)"
+
+#: the kinds of output an option may change (:data:`faceweave.profiles.RenderKind`)
+OutputKind = Literal["photo", "video", "live"]
+ALL_KINDS: tuple[OutputKind, ...] = ("photo", "video", "live")
 
 
-def analysis_fields(
-    *,
-    face_detector: str | None,
-    face_detector_size: int | None,
-    face_detector_score: float | None,
-    face_landmarker: str | None,
-    face_landmarker_score: float | None,
-    face_detector_angles: list[str] | list[int] | tuple[int, ...] | None = None,
-    face_detector_margin: tuple[int, int, int, int] | None = None,
-) -> dict[str, Any]:
-    """The ``analysis`` fields the flags set (those not given keep their defaults)."""
-    fields: dict[str, Any] = {
-        "face_detector": face_detector,
-        "face_detector_size": face_detector_size,
-        "min_confidence": face_detector_score,
-        "face_landmarker": face_landmarker,
-        "face_landmarker_score": face_landmarker_score,
-        "face_detector_angles": split_angles(face_detector_angles),
-        "face_detector_margin": face_detector_margin,
-    }
-    return {k: v for k, v in fields.items() if v is not None}
+@dataclass(frozen=True)
+class Flag:
+    """How one option field is set from the command line and the HTTP API.
+
+    * ``panel``: the help panel its flag is listed under.
+    * ``name``: the API field's name and, dashed, the flag's (``--face-mask-blur``);
+      default the field's own name.  A boolean is one switch: ``--occlusion-hands``
+      turns on what is off by default, ``--no-occlusion`` turns off what is on.
+    * ``off``: the help of a ``--no-`` switch (the field's description says
+      what the option does when on, as the API's field does).
+    * ``metavar``: the flag's value as the help shows it.
+    * ``kinds``: the outputs it changes; a command offers the flags of its kinds.
+    * ``api``: whether a job may set it (``False``: the worker's settings decide).
+    * ``aliases``: further flag names.
+    * ``shown_default``: the default as the help words it, where the value
+      itself does not read well (a long list, an empty one).
+    * ``given``: the surfaces leave it unset unless the user gives it, because
+      its default depends on other choices (the selection mode implied by a
+      reference face; a working size that depends on the kind of output).
+    """
+
+    panel: str
+    name: str = ""
+    off: str | None = None
+    metavar: str | None = None
+    kinds: tuple[OutputKind, ...] = ALL_KINDS
+    api: bool = True
+    aliases: tuple[str, ...] = ()
+    shown_default: str | None = None
+    given: bool = False
 
 
-def split_angles(given: list[str] | list[int] | tuple[int, ...] | None) -> tuple[int | str, ...] | None:
-    """The angles of repeated ``--face-detector-angles`` values, each of which
-    may list several (``0,90`` or ``'0 90'``), as whole numbers where they are
-    (the options refuse the rest, naming the accepted ones); ``None`` when none was given."""
-    if not given:
-        return None
-    words = [word for value in given for word in str(value).replace(",", " ").split()]
-    return tuple(int(word) if word.lstrip("-").isdigit() else word for word in words)
-
-
-def analysis_flag_fields(args: Any) -> dict[str, Any]:
-    """:func:`analysis_fields` of the flags above, read by name off ``args``."""
-    return analysis_fields(
-        face_detector=args.face_detector,
-        face_detector_size=args.face_detector_size,
-        face_detector_score=args.face_detector_score,
-        face_landmarker=args.face_landmarker,
-        face_landmarker_score=args.face_landmarker_score,
-        face_detector_angles=args.face_detector_angles,
-        face_detector_margin=args.face_detector_margin,
-    )
+def split_words(values: Iterable[object]) -> tuple[object, ...]:
+    """The items of a repeated list flag or form field, each of which may list
+    several (``skin,nose`` or ``'skin nose'``); items that are not text
+    (numbers from a JSON body) are kept as they are."""
+    found: list[object] = []
+    for value in values:
+        found.extend(value.replace(",", " ").split() if isinstance(value, str) else [value])
+    return tuple(found)

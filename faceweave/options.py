@@ -7,13 +7,15 @@ saved job reproduces a run exactly.  Unknown fields are rejected.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from types import MappingProxyType
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from faceweave import names
 from faceweave.errors import InvalidOptionError
 from faceweave.models.catalog import find_spec, takes_embedding
+from faceweave.option_fields import DETECTION, FACEFUSION, MODELS, QUALITY, SELECTION, Flag, OutputKind
 
 SelectionMode = Literal["one", "many", "reference", "index"]
 FaceOrder = Literal["left-right", "right-left", "top-bottom", "bottom-top", "large-small", "small-large", "best-score"]
@@ -22,6 +24,16 @@ SELECTION_MODES: tuple[str, ...] = SelectionMode.__args__  # type: ignore[attr-d
 #: the face size in the working crop of video swaps unless one is given (``faceweave swap``
 #: and the service's ``video_working_size``): smaller than a photo's, as every frame pays for it
 VIDEO_WORKING_SIZE = 192
+#: what each kind of output sets unless the user does, by the options' surface names: video
+#: frames are many and faces move, so a smaller working crop (about 1.5 times faster; once the
+#: grain is matched it looks the same); a live frame is not looked at again for its expression
+KIND_DEFAULTS: MappingProxyType[OutputKind, MappingProxyType[str, Any]] = MappingProxyType(
+    {
+        "photo": MappingProxyType({}),
+        "video": MappingProxyType({"working_size": VIDEO_WORKING_SIZE}),
+        "live": MappingProxyType({"working_size": VIDEO_WORKING_SIZE, "expression_check": False}),
+    }
+)
 
 
 #: what ``SwapOptions.compositing="auto"`` means for a neural swapper: faceweave's
@@ -80,38 +92,44 @@ class _Options(BaseModel):
 class AnalysisOptions(_Options):
     """How faces are found and described."""
 
-    min_confidence: float = Field(0.5, ge=0.05, le=1.0, description="detector score threshold")
+    min_confidence: Annotated[float, Flag(DETECTION, name="face_detector_score", metavar="F")] = Field(
+        0.5, ge=0.05, le=1.0, description="Lowest detector score that counts as a face, 0.05-1."
+    )
     small_faces: bool = Field(True, description="tiled, upscaled second detection pass for small faces")
     max_faces: int = Field(64, ge=1, le=1000, description="at most this many faces per image")
-    face_detector: str = Field(
+    face_detector: Annotated[str, Flag(DETECTION, metavar="NAME")] = Field(
         "mediapipe",
-        description="face detector: mediapipe (offline, no model file) or FaceFusion's yolo_face, scrfd, "
-        "retinaface, yunet, many (retinaface, scrfd and yolo_face together) (ONNX files, see `faceweave "
-        "models list`); min_confidence is its score threshold",
+        description=f"Face detector: {'|'.join(names.FACE_DETECTORS)} (mediapipe: offline; the others are "
+        "FaceFusion's ONNX models: download or import the file first). Its five points align the neural swappers.",
     )
-    face_detector_angles: tuple[int, ...] = Field(
+    face_detector_angles: Annotated[tuple[int, ...], Flag(DETECTION, metavar="DEGREES")] = Field(
         (0,),
-        description="ONNX detectors: the angles (0, 90, 180, 270) the frame is also turned by to look for "
-        "faces, as FaceFusion's face_detector_angles",
+        description="ONNX detectors: also look for faces in the frame turned by these angles, 0 90 180 270 "
+        "(repeat, or comma-separate), as FaceFusion.",
     )
-    face_detector_margin: tuple[int, int, int, int] = Field(
-        (0, 0, 0, 0),
-        description="ONNX detectors: a zero border added to the frame before detection, percent (100: half the "
-        "frame): top, right, bottom, left, as FaceFusion's face_detector_margin",
+    face_detector_margin: Annotated[tuple[int, int, int, int], Flag(DETECTION, metavar="TOP RIGHT BOTTOM LEFT")] = (
+        Field(
+            (0, 0, 0, 0),
+            description="ONNX detectors: a zero border added around the frame before detection, four whole "
+            "percentages 0-100 (100: half the frame), as FaceFusion; finds faces cut by the frame's edge.",
+        )
     )
-    face_detector_size: int = Field(
+    face_detector_size: Annotated[int, Flag(DETECTION, metavar="PX")] = Field(
         640,
-        description="side of the square the frame is fitted into for an ONNX detector (scrfd, retinaface: "
-        "160, 320, 480, 512 or 640; yolo_face, yunet: 640)",
+        description="ONNX detectors: side of the square the frame is fitted into (scrfd, retinaface: 160, 320, "
+        "480, 512, 640; yolo_face, yunet: 640).",
     )
-    face_landmarker: str = Field(
+    face_landmarker: Annotated[str, Flag(DETECTION, metavar="NAME")] = Field(
         "mediapipe",
-        description="where the five alignment points of the neural swappers come from: mediapipe (the detector's "
-        "points with an ONNX detector, else the mesh's), 2dfan4 or peppa_wutz (FaceFusion's 68 points, with "
-        "fan_68_5), many (both, FaceFusion's choice) or fan_68_5 (68 points from the detector's five)",
+        description=f"Where the five alignment points come from: {'|'.join(names.FACE_LANDMARKERS)} (mediapipe: "
+        "the detector's points, or the mesh's with the mediapipe detector; 2dfan4, peppa_wutz: FaceFusion's 68 "
+        "points, each needs fan_68_5 too; many: both, FaceFusion's choice between them).",
     )
-    face_landmarker_score: float = Field(
-        0.5, ge=0.0, le=1.0, description="2dfan4: the confidence above which its points replace the detector's"
+    face_landmarker_score: Annotated[float, Flag(DETECTION, metavar="F")] = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="2dfan4, peppa_wutz: the confidence, 0-1, above which their points replace the detector's.",
     )
 
     @field_validator("face_detector")
@@ -172,11 +190,24 @@ class AnalysisOptions(_Options):
 class SelectionOptions(_Options):
     """Which target faces are swapped (FaceFusion's face selector modes)."""
 
-    mode: SelectionMode = "one"
-    order: FaceOrder = "large-small"
-    indices: tuple[int, ...] = Field((0,), description="face indices (after ordering) for mode 'index'")
-    reference_distance: float = Field(0.6, gt=0.0, le=2.0, description="max dlib distance to the reference face")
-    min_face_size: int = Field(0, ge=0, description="ignore faces smaller than this many pixels")
+    mode: Annotated[SelectionMode, Flag(SELECTION, name="faces", metavar="MODE", given=True)] = Field(
+        "one",
+        description=f"Which target faces: {'|'.join(SELECTION_MODES)} (default one, or reference / index when "
+        "--reference-face / --face-index is given).",
+    )
+    order: Annotated[FaceOrder, Flag(SELECTION, metavar="ORDER")] = Field(
+        "large-small", description=f"Face order: {'|'.join(FACE_ORDERS)}."
+    )
+    indices: Annotated[tuple[int, ...], Flag(SELECTION, name="face_index", metavar="N", given=True)] = Field(
+        (0,),
+        description="Position of a target face after ordering, from 0; repeat, or comma-separate (--faces index).",
+    )
+    reference_distance: Annotated[float, Flag(SELECTION, metavar="F")] = Field(
+        0.6, gt=0.0, le=2.0, description="Largest identity distance that counts as the reference person."
+    )
+    min_face_size: Annotated[int, Flag(SELECTION, metavar="PX")] = Field(
+        0, ge=0, description="Ignore target faces smaller than this many pixels."
+    )
 
 
 class MaskOptions(_Options):
@@ -185,49 +216,62 @@ class MaskOptions(_Options):
     box: bool = True
     box_blur: float = Field(0.25, ge=0.0, le=1.0, description="feather of the box mask, fraction of the crop")
     region: bool = True
-    mouth: bool = True
-    occlusion: bool = Field(
+    mouth: Annotated[bool, Flag(QUALITY, name="mouth_mask", off="Do not keep the target's open mouth.")] = Field(
+        True, description="Keep the target's open mouth."
+    )
+    occlusion: Annotated[
+        bool,
+        Flag(
+            QUALITY,
+            off="Do not keep hair, glasses and other things that are not skin-coloured in front of the face.",
+        ),
+    ] = Field(
         True,
-        description="keep hair, glasses and other things not coloured like skin in front of the face "
-        "(skin-colour test; see hands for hands)",
+        description="Keep hair, glasses and other things that are not skin-coloured in front of the face "
+        "(--occlusion-hands: hands too).",
     )
     segmentation: bool = Field(
         False, description="also keep non-person objects in front of the face (selfie segmentation model)"
     )
-    hands: bool = Field(
-        False, description="also keep hands in front of the face (mediapipe hand landmarks; about 6-10 ms per face)"
+    hands: Annotated[bool, Flag(QUALITY, name="occlusion_hands")] = Field(
+        False,
+        description="Also keep hands in front of the face (mediapipe hand landmarks: a hand has the colour of "
+        "skin, so the occlusion test alone paints over it; about 6-10 ms per face).",
     )
-    face_occluder: str | None = Field(
+    face_occluder: Annotated[str | None, Flag(FACEFUSION, metavar="NAME")] = Field(
         None,
-        description="neural swappers: FaceFusion's occluder model (xseg_1, xseg_2, xseg_3, or many: all three, "
-        "their minimum): where something is in front of the target face, from its template crop",
+        description=f"FaceFusion's occluder model: {'|'.join(names.OCCLUDER_CHOICES)} (many: all three, their "
+        "minimum; keeps what is in front of the face: hair, hands, glasses; the files must be downloaded or "
+        "imported first).",
     )
-    face_parser: str | None = Field(
+    face_parser: Annotated[str | None, Flag(FACEFUSION, metavar="NAME")] = Field(
         None,
-        description="neural swappers: FaceFusion's face parser (bisenet_resnet_18, bisenet_resnet_34): the new "
-        "face shows only on face_parser_regions",
+        description=f"FaceFusion's face parser: {'|'.join(sorted(names.FACE_PARSERS))} (the new face shows only "
+        "on --face-parser-regions).",
     )
-    face_parser_regions: tuple[str, ...] = Field(
+    face_parser_regions: Annotated[tuple[str, ...], Flag(FACEFUSION, metavar="REGION", shown_default="all")] = Field(
         names.PARSER_REGIONS,
-        description="the face parser's regions the new face shows on (FaceFusion's names; default all)",
+        description="Regions the new face shows on with --face-parser (repeat, or comma-separate): "
+        f"{', '.join(names.PARSER_REGIONS)}.",
     )
-    face_mask_areas: tuple[str, ...] = Field(
+    face_mask_areas: Annotated[tuple[str, ...], Flag(FACEFUSION, metavar="AREA", shown_default="off")] = Field(
         (),
-        description="neural swappers: FaceFusion's face mask areas (upper-face, lower-face, mouth): the new face "
-        "shows only inside the hull of the target's 68 landmarks of these areas (needs a 68-point face "
-        "landmarker: 2dfan4 or fan_68_5); empty: off",
+        description="FaceFusion's face mask areas: the new face shows only inside the hull of the target's 68 "
+        f"landmarks of these areas (repeat, or comma-separate): {', '.join(names.FACE_MASK_AREAS)}; needs "
+        "--face-landmarker 2dfan4 or fan_68_5.",
     )
-    face_mask_blur: float = Field(
-        0.3, ge=0.0, le=1.0, description="neural swappers: feather of FaceFusion's box mask, fraction of the crop"
+    face_mask_blur: Annotated[float, Flag(FACEFUSION, metavar="F")] = Field(
+        0.3, ge=0.0, le=1.0, description="Feather of FaceFusion's box mask, 0-1 of the crop."
     )
-    face_mask_padding: tuple[int, int, int, int] = Field(
-        (0, 0, 0, 0), description="neural swappers: FaceFusion's box mask padding, percent: top, right, bottom, left"
+    face_mask_padding: Annotated[tuple[int, int, int, int], Flag(FACEFUSION, metavar="TOP RIGHT BOTTOM LEFT")] = Field(
+        (0, 0, 0, 0),
+        description="FaceFusion's box mask padding: four whole percentages of the crop, 0-100.",
     )
-    target_lips: Literal["video", "always", "never"] = Field(
+    target_lips: Annotated[Literal["video", "always", "never"], Flag(QUALITY, metavar="WHEN")] = Field(
         "video",
-        description="keep the target's own lips and the skin just around them, so the mouth moves as the "
-        "target's did (lip sync; a smiling source's mouth does not smile on a speaking target): in videos "
-        "and live streams, always, or never",
+        description="Keep the target's own lips and the skin around them, so the mouth moves as the target's did "
+        "(lip sync; a smiling source's mouth does not smile on a speaking target): video (in videos and live "
+        "streams), always, never.",
     )
 
     @field_validator("face_occluder")
@@ -270,18 +314,25 @@ class MaskOptions(_Options):
 
 class RuntimeOptions(_Options):
     """Where neural models (ONNX) run and where their files are; the
-    classical default swapper needs none of it."""
+    classical default swapper needs none of it.  A job cannot choose them:
+    the worker's settings do."""
 
-    execution_provider: str = Field(
-        "cpu", description="cpu, cuda, tensorrt, cann, openvino, coreml, directml, rocm or migraphx"
+    execution_provider: Annotated[str, Flag(MODELS, metavar="NAME", api=False)] = Field(
+        "cpu", description=f"Where neural models run: {'|'.join(names.EXECUTION_PROVIDERS)}."
     )
-    device_id: int = Field(0, ge=0, le=64, description="accelerator index")
-    provider_fallback: bool = Field(
-        False, description="use the CPU, with a logged warning, when the provider is not available"
+    device_id: Annotated[int, Flag(MODELS, metavar="N", api=False)] = Field(
+        0, ge=0, le=64, description="Accelerator index for the execution provider."
     )
-    models_dir: str | None = Field(None, description="model folder (default $FACEWEAVE_MODELS or the XDG cache)")
-    tensorrt_cache: str | None = Field(None, description="TensorRT engine cache folder")
-    tensorrt_fp16: bool = Field(False, description="TensorRT: build fp16 engines")
+    provider_fallback: Annotated[bool, Flag(MODELS, api=False)] = Field(
+        False, description="Use the CPU (with a warning) when the execution provider is not available."
+    )
+    models_dir: Annotated[str | None, Flag(MODELS, metavar="DIR", api=False)] = Field(
+        None, description="Model folder (default $FACEWEAVE_MODELS or ~/.cache/faceweave/models)."
+    )
+    tensorrt_cache: Annotated[str | None, Flag(MODELS, metavar="DIR", api=False)] = Field(
+        None, description="TensorRT: keep built engines in DIR (much faster next start)."
+    )
+    tensorrt_fp16: Annotated[bool, Flag(MODELS, api=False)] = Field(False, description="TensorRT: build fp16 engines.")
 
     @field_validator("execution_provider")
     @classmethod
@@ -294,17 +345,21 @@ class RuntimeOptions(_Options):
 class EnhancerOptions(_Options):
     """Optional restoration after the swap (neural models, see ``faceweave models list``)."""
 
-    face: str | None = Field(
-        None,
-        description="face enhancer: gfpgan_1.2/1.3/1.4, codeformer, gpen_bfr_256/512/1024/2048, "
-        "restoreformer_plus_plus",
+    face: Annotated[str | None, Flag(MODELS, name="face_enhancer", metavar="NAME")] = Field(
+        None, description=f"Restore the swapped faces: {', '.join(names.FACE_ENHANCERS)}."
     )
-    face_blend: float = Field(0.8, ge=0.0, le=1.0, description="how much of the enhanced face is kept")
-    face_weight: float = Field(0.5, ge=0.0, le=1.0, description="CodeFormer fidelity weight")
-    frame: str | None = Field(
-        None, description="frame enhancer: real_esrgan_x2/x4/x8, each also as _fp16 (e.g. real_esrgan_x4_fp16)"
+    face_blend: Annotated[float, Flag(MODELS, name="face_enhancer_blend", metavar="F")] = Field(
+        0.8, ge=0.0, le=1.0, description="How much of the restored face to keep."
     )
-    frame_blend: float = Field(1.0, ge=0.0, le=1.0, description="how much of the enhanced frame is kept")
+    face_weight: Annotated[float, Flag(MODELS, name="face_enhancer_weight", metavar="F")] = Field(
+        0.5, ge=0.0, le=1.0, description="CodeFormer fidelity weight (1 = closest to the input)."
+    )
+    frame: Annotated[str | None, Flag(MODELS, name="frame_enhancer", metavar="NAME")] = Field(
+        None, description=f"Upscale the whole result: {', '.join(names.FRAME_ENHANCERS)}."
+    )
+    frame_blend: Annotated[float, Flag(MODELS, name="frame_enhancer_blend", metavar="F")] = Field(
+        1.0, ge=0.0, le=1.0, description="How much of the upscaled frame to keep."
+    )
     frame_restore_size: bool = Field(False, description="resize the enhanced frame back to the input size")
 
     @field_validator("face")
@@ -329,54 +384,77 @@ class EnhancerOptions(_Options):
 class SwapOptions(_Options):
     """Everything that decides how a swap is done."""
 
-    swapper: str = Field("mesh", description="registered swapper name: 'mesh' (classical, offline) or a neural model")
-    pixel_boost: int | None = Field(
-        None, ge=64, le=1024, description="neural swappers: run the model on tiles of a crop this large"
+    swapper: Annotated[str, Flag(MODELS, metavar="NAME")] = Field(
+        "mesh",
+        description="'mesh' (classical, works offline) or a neural model such as inswapper_128, hyperswap_1a_256, "
+        "simswap_256 (see 'faceweave models list'; the file must be downloaded or imported first).",
     )
-    swapper_weight: float = Field(
+    pixel_boost: Annotated[int | None, Flag(MODELS, metavar="PX", aliases=("--face-swapper-pixel-boost",))] = Field(
+        None,
+        ge=64,
+        le=1024,
+        description="Neural swappers: run the model on tiles of a crop this large (e.g. 256 or 512 for a 128 px "
+        "model).",
+    )
+    swapper_weight: Annotated[float, Flag(FACEFUSION, name="face_swapper_weight", metavar="F")] = Field(
         0.5,
         ge=0.0,
         le=1.0,
-        description="neural swappers that take an identity embedding: FaceFusion's face_swapper_weight (0.5: the "
-        "source's identity only; towards 0 the target's identity is mixed in, towards 1 it is pushed away)",
+        description="FaceFusion's swapper weight, 0-1 (0.5: the source's identity alone; lower mixes the target's "
+        "identity in, higher pushes it away); embedding swappers only (inswapper, hyperswap, simswap, ghost, "
+        "hififace).",
     )
-    working_size: int = Field(256, ge=96, le=1024, description="face size in pixels in the working crop")
+    working_size: Annotated[int, Flag(QUALITY, metavar="PX", given=True)] = Field(
+        256, ge=96, le=1024, description="Face size in pixels inside the working crop, 96-1024; larger is slower."
+    )
     shape_transfer: float = Field(1.0, ge=0.0, le=1.0, description="how much of the source face shape is carried over")
     shading: float = Field(
         0.5, ge=0.0, le=1.0, description="how much of the target's low-frequency shading the result takes"
     )
-    skin_tone: float = Field(
+    skin_tone: Annotated[float, Flag(QUALITY, metavar="0-1")] = Field(
         0.5,
         ge=0.0,
         le=1.0,
-        description="how much of the target's skin the new face takes: 0 the source's own skin colour and tint, "
-        "0.5 the colour matched and part of the target's tint, 1 the target's tint and shading in full "
-        "(the classical swapper and 'faceweave' compositing)",
+        description="How much of the target's skin the new face takes: 0 the source's own skin colour and tint, "
+        "0.5 the colour matched and part of the target's tint, 1 the target's tint and shading in full (the "
+        "classical swapper and faceweave compositing).",
     )
-    expression_check: bool = Field(
+    expression_check: Annotated[
+        bool,
+        Flag(
+            QUALITY,
+            kinds=("photo",),
+            off="Photos: do not look at each new face again to correct how its mouth and eyes read against the "
+            "target's expression (saves a composite and a mesh inference, and sometimes a swap, per face).",
+        ),
+    ] = Field(
         True,
-        description="photos: look at each new face once and correct its mouth width, mouth opening and eye "
-        "opening to read as the target's (video frames are not checked)",
+        description="Photos: look at each new face once more and correct its mouth width, mouth opening and eye "
+        "opening to read as the target's (off saves a composite and a mesh inference, and sometimes a swap, per "
+        "face).",
     )
     multi_source: Literal["pose", "first"] = Field(
         "pose", description="with several source photos: closest head pose, or the first"
     )
-    source_blend: Literal["average", "pose"] = Field(
+    source_blend: Annotated[Literal["average", "pose"], Flag(MODELS, metavar="MODE")] = Field(
         "average",
-        description="neural swappers with several source photos: average their identity embeddings (as "
-        "FaceFusion does) or use one photo per face as multi_source says (the classical swapper always does)",
+        description="Neural swappers with several source photos: average (as FaceFusion: their identity "
+        "embeddings averaged) or pose (the photo closest in head pose to each face; the classical swapper always "
+        "picks by pose).",
     )
-    compositing: Literal["auto", "facefusion", "faceweave"] = Field(
+    compositing: Annotated[Literal["auto", "facefusion", "faceweave"], Flag(MODELS, metavar="MODE")] = Field(
         "auto",
-        description="neural swappers: how the new face is put into the picture: 'facefusion' (FaceFusion's "
-        "box mask, occlusion masks when on, and its paste-back; no colour transfer), 'faceweave' (colour, "
-        "shading, multi-band blend, grain) or 'auto' (the one that measured best); the classical swapper "
-        "always composites the faceweave way",
+        description="Neural swappers: how the new face is put into the picture: facefusion (FaceFusion's box mask, "
+        "occlusion masks when on, and its paste-back; no colour transfer), faceweave (colour, shading, multi-band "
+        "blend, grain) or auto (the one that measured best, see docs/MODELS.md); the classical swapper always "
+        "composites the faceweave way.",
     )
     selection: SelectionOptions = SelectionOptions()
     masks: MaskOptions = MaskOptions()
     analysis: AnalysisOptions = AnalysisOptions()
-    max_pixels: int = Field(40_000_000, ge=1, description="refuse images with more pixels than this")
+    max_pixels: Annotated[int, Flag(QUALITY, metavar="N", api=False)] = Field(
+        40_000_000, ge=1, description="Refuse images with more pixels than this."
+    )
     runtime: RuntimeOptions = RuntimeOptions()
     enhance: EnhancerOptions = EnhancerOptions()
 

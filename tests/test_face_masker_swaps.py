@@ -307,13 +307,23 @@ def test_many_occluders_need_all_three_files(models_dir):
 
 
 def test_parser_regions_repeat_or_list():
-    from faceweave.cli.mask_flags import split_regions
+    from tests.cli_args import parse_args
 
-    assert split_regions(["skin,nose", "mouth", "upper-lip lower-lip"]) == (
+    from faceweave.cli.swap import SwapArgs
+    from faceweave.option_fields import split_words
+    from faceweave.options import CLI_WORDS
+
+    assert split_words(["skin,nose", "mouth", "upper-lip lower-lip"]) == (
         "skin",
         "nose",
         "mouth",
         "upper-lip",
         "lower-lip",
     )
-    assert split_regions(None) is None and split_regions([]) is None
+    assert split_words([]) == () and split_words([0, "90,180"]) == (0, "90", "180")
+    argv = ["-t", "t.png", "-o", "o.png", "--swapper", "inswapper_128", "--face-parser", "bisenet_resnet_18"]
+    args = parse_args(
+        SwapArgs, [*argv, "--face-parser-regions", "skin,nose", "--face-parser-regions", "mouth"], kinds=("photo",)
+    )
+    made = args.options.swap_options(kind="photo", has_reference=False, words=CLI_WORDS)
+    assert made.masks.face_parser_regions == ("skin", "nose", "mouth")

@@ -15,14 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from faceweave.cli.runtime_options import (
-    DeviceIdOption,
-    ExecutionProviderOption,
-    ProviderFallbackOption,
-    TensorrtCacheOption,
-    TensorrtFp16Option,
-    provider_config,
-)
 from faceweave.errors import (
     ChecksumError,
     DownloadError,
@@ -575,42 +567,3 @@ def test_cli_download_from_local_server(tmp_path, capfd, server, monkeypatch):
     code, out, err = _invoke(capfd, "download", "inswapper_128", "--models-dir", str(tmp_path))
     assert code == 0, err
     assert "downloaded to" in out and (tmp_path / "inswapper_128.onnx").read_bytes() == server.payload
-
-
-def test_runtime_options_build_a_provider_config():
-    import typer
-    from typer.testing import CliRunner
-
-    seen = {}
-    app = typer.Typer()
-
-    @app.command()
-    def run(
-        execution_provider: ExecutionProviderOption = "cpu",
-        device_id: DeviceIdOption = 0,
-        provider_fallback: ProviderFallbackOption = False,
-        tensorrt_cache: TensorrtCacheOption = None,
-        tensorrt_fp16: TensorrtFp16Option = False,
-    ) -> None:
-        seen["config"] = provider_config(
-            execution_provider, device_id, tensorrt_cache=tensorrt_cache, tensorrt_fp16=tensorrt_fp16
-        )
-        seen["fallback"] = provider_fallback
-
-    result = CliRunner().invoke(
-        app,
-        [
-            "--execution-provider",
-            "TensorRT",
-            "--device-id",
-            "1",
-            "--provider-fallback",
-            "--tensorrt-cache",
-            "/tmp/e",
-            "--tensorrt-fp16",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    config = seen["config"]
-    assert (config.name, config.device_id, config.trt_engine_cache, config.trt_fp16) == ("tensorrt", 1, "/tmp/e", True)
-    assert seen["fallback"] is True

@@ -138,36 +138,20 @@ def _video_offer() -> str:
 
 
 def test_the_cli_flags_reach_the_options():
-    from faceweave.cli.common import options_from_flags
+    from tests.cli_args import parse_args
+
     from faceweave.cli.live import LiveArgs
     from faceweave.cli.swap import SwapArgs
+    from faceweave.options import CLI_WORDS
 
-    for kind in (SwapArgs, LiveArgs):
-        args = _args(kind, skin_tone=0.8)
-        assert options_from_flags(args, working_size=None, expression_check=False).skin_tone == 0.8
-        args = _args(kind, skin_tone=None)
-        assert options_from_flags(args, working_size=None, expression_check=False).skin_tone == ANCHOR
-
-
-def _args(kind, **given):
-    """``kind`` (a frozen flags dataclass) with every field at its CLI default."""
-    import dataclasses
-
-    from faceweave.cli import live, swap
-
-    command = swap.swap_command if kind.__name__ == "SwapArgs" else live.live_command
-    defaults = _defaults(command)
-    values = {f.name: given.get(f.name, defaults.get(f.name)) for f in dataclasses.fields(kind)}
-    return kind(**values)
-
-
-def _defaults(command) -> dict:
-    import inspect
-
-    return {
-        name: (None if p.default is inspect.Parameter.empty else p.default)
-        for name, p in inspect.signature(command).parameters.items()
-    }
+    for kind, needed, kinds in (
+        (SwapArgs, ["-t", "t.png", "-o", "o.png"], ("photo", "video")),
+        (LiveArgs, ["0"], ("live",)),
+    ):
+        for given, expected in ((["--skin-tone", "0.8"], 0.8), ([], ANCHOR)):
+            args = parse_args(kind, [*needed, *given], kinds=kinds)
+            made = args.options.swap_options(kind=kinds[0], has_reference=False, words=CLI_WORDS)
+            assert made.skin_tone == expected
 
 
 def test_evaluate_s_summaries_name_the_level():

@@ -10,9 +10,12 @@ from typing import Annotated, Any
 import typer
 
 from faceweave.cli import console
-from faceweave.cli.common import refuse_video, swap_options
+from faceweave.cli.common import refuse_video
 from faceweave.cli.marking import AUDIT_HELP, NO_WATERMARK_HELP, SCREENING_HELP
-from faceweave.options import FACE_ORDERS, SELECTION_MODES
+from faceweave.cli.option_flags import typer_command
+from faceweave.option_fields import SELECTION
+from faceweave.option_schema import GivenOptions
+from faceweave.options import CLI_WORDS
 
 _SourcesFlag = Annotated[
     list[Path],
@@ -39,17 +42,14 @@ _OutputFlag = Annotated[
     ),
 ]
 
-_FacesFlag = Annotated[
-    str, typer.Option("--faces", metavar="MODE", help=f"Which target faces: {'|'.join(SELECTION_MODES[:3])}.")
-]
-
 _ReferenceFaceFlag = Annotated[
     Path | None,
-    typer.Option("--reference-face", metavar="PHOTO", help="Photo of the person to replace (--faces reference)."),
-]
-
-_OrderFlag = Annotated[
-    str | None, typer.Option("--order", metavar="ORDER", help=f"Face order: {'|'.join(FACE_ORDERS)}.")
+    typer.Option(
+        "--reference-face",
+        metavar="PHOTO",
+        help="Photo of the person to replace (--faces reference).",
+        rich_help_panel=SELECTION,
+    ),
 ]
 
 _QualityFlag = Annotated[
@@ -76,48 +76,28 @@ _JsonOutputFlag = Annotated[bool, typer.Option("--json", help="Print the outcome
 _VerboseFlag = Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")]
 
 
-def batch_command(
-    sources: _SourcesFlag,
-    targets: _TargetsFlag,
-    output: _OutputFlag,
-    faces: _FacesFlag = "one",
-    reference_face: _ReferenceFaceFlag = None,
-    order: _OrderFlag = None,
-    quality: _QualityFlag = None,
-    no_audio: _NoAudioFlag = False,
-    no_watermark: _NoWatermarkFlag = False,
-    screening: _ScreeningFlag = "off",
-    audit_log: _AuditLogFlag = None,
-    json_output: _JsonOutputFlag = False,
-    verbose: _VerboseFlag = False,
-) -> None:
+@dataclass(frozen=True)
+class BatchArgs:
     """Swap the face from SOURCE photo(s) into every target matched by the patterns.
 
     A bad file does not stop the batch; at the end the failures are listed
     with their reasons and the exit code is 1 if any target failed.  Every
-    output is watermarked and labelled; each target adds one audit line."""
+    output is watermarked and labelled; each target adds one audit line.
+    One set of options serves every target, photo or video (a photo's
+    defaults)."""
 
-    args = BatchArgs(**locals())  # every flag above, by name
-    raise typer.Exit(console.run(verbose, lambda term: run_batch_command(term, args)))
-
-
-@dataclass(frozen=True)
-class BatchArgs:
-    """The flags of one ``faceweave batch`` run, as given."""
-
-    sources: list[Path]
-    targets: list[str]
-    output: str
-    faces: str
-    reference_face: Path | None
-    order: str | None
-    quality: int | None
-    no_audio: bool
-    no_watermark: bool
-    screening: str
-    audit_log: Path | None
-    json_output: bool
-    verbose: bool
+    sources: _SourcesFlag
+    targets: _TargetsFlag
+    output: _OutputFlag
+    reference_face: _ReferenceFaceFlag = None
+    quality: _QualityFlag = None
+    no_audio: _NoAudioFlag = False
+    no_watermark: _NoWatermarkFlag = False
+    screening: _ScreeningFlag = "off"
+    audit_log: _AuditLogFlag = None
+    json_output: _JsonOutputFlag = False
+    verbose: _VerboseFlag = False
+    options: GivenOptions = GivenOptions()
 
 
 def run_batch_command(term: console.Terminal, args: BatchArgs) -> int:
@@ -193,16 +173,13 @@ def _run(term: console.Terminal, args: BatchArgs, audit: _BatchAudit) -> int:
     from faceweave.batch import expand_targets, plan_batch, run_batch
     from faceweave.cli.marking import hashed_inputs
     from faceweave.cli.video import DEFAULT_VIDEO_QUALITY, video_crf
-    from faceweave.errors import InvalidOptionError
     from faceweave.pipeline import FaceSwapper
     from faceweave.video.pipeline import VideoOptions
 
-    if args.faces == "reference" and args.reference_face is None:
-        raise InvalidOptionError("--faces reference needs --reference-face PHOTO of the person to replace")
+    options = args.options.swap_options(kind="photo", has_reference=args.reference_face is not None, words=CLI_WORDS)
     for path in args.sources:
         refuse_video(path, role="source")
     _check_template_extension(args.output)
-    options = swap_options(selection={"mode": args.faces, "order": args.order})
     items = plan_batch(expand_targets(args.targets), args.output, source_name=args.sources[0].stem)
     audit.record.update(swap=options.model_dump(mode="json"), quality=args.quality, audio=not args.no_audio)
     screener = audit.screener
@@ -257,3 +234,7 @@ def _check_template_extension(template: str) -> None:
             f"--output {template!r}: cannot write '{suffix}'; use an image extension ({' '.join(WRITE_FORMATS)})"
             f" or, for videos, {videos}"
         )
+
+
+#: ``faceweave batch``
+batch_command = typer_command(BatchArgs, run_batch_command, kinds=("photo",))

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from faceweave.cli import console
-from faceweave.cli.runtime_options import DeviceIdOption, ExecutionProviderOption, ModelsDirOption, SwapperOption
+from faceweave.cli.option_flags import typer_command
+from faceweave.option_schema import GivenOptions
+from faceweave.options import CLI_WORDS
 
 _SourceFlag = Annotated[
     list[Path],
@@ -36,65 +39,45 @@ _FramesFlag = Annotated[int, typer.Option("--frames", metavar="N", min=2, max=10
 _CyclesFlag = Annotated[
     int, typer.Option("--cycles", metavar="N", min=1, max=100, help="Warm runs per clip (the median is reported).")
 ]
-_FaceEnhancerFlag = Annotated[
-    str | None, typer.Option("--face-enhancer", metavar="NAME", help="Face enhancer to run after the swap.")
-]
-_FrameEnhancerFlag = Annotated[
-    str | None, typer.Option("--frame-enhancer", metavar="NAME", help="Frame enhancer to run after the swap.")
-]
 _JsonFlag = Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")]
 _VerboseFlag = Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")]
 
 
-def benchmark_command(
-    source: _SourceFlag,
-    target: _PictureFlag = None,
-    resolutions: _ResolutionsFlag = "240p,360p,540p,720p,1080p",
-    frames: _FramesFlag = 30,
-    cycles: _CyclesFlag = 3,
-    swapper: SwapperOption = "mesh",
-    face_enhancer: _FaceEnhancerFlag = None,
-    frame_enhancer: _FrameEnhancerFlag = None,
-    execution_provider: ExecutionProviderOption = "cpu",
-    device_id: DeviceIdOption = 0,
-    models_dir: ModelsDirOption = None,
-    json_output: _JsonFlag = False,
-    verbose: _VerboseFlag = False,
-) -> None:
+@dataclass(frozen=True)
+class BenchmarkArgs:
     """Time the whole video swap (decode, tracking, swap, blend, watermark, encode) on clips made
     from a face photo at each resolution: the first run with the models loading (cold), then
-    warm runs; frames per second, CPU per frame and per stage. Nothing is written."""
+    warm runs; frames per second, CPU per frame and per stage, with the options given (a video's
+    defaults). Nothing is written."""
 
-    def body(term: console.Terminal) -> int:
-        from faceweave.benchmark import parse_resolutions, run_benchmark
-        from faceweave.options import VIDEO_WORKING_SIZE, EnhancerOptions, RuntimeOptions, SwapOptions
+    source: _SourceFlag
+    target: _PictureFlag = None
+    resolutions: _ResolutionsFlag = "240p,360p,540p,720p,1080p"
+    frames: _FramesFlag = 30
+    cycles: _CyclesFlag = 3
+    json_output: _JsonFlag = False
+    verbose: _VerboseFlag = False
+    options: GivenOptions = GivenOptions()
 
-        chosen = parse_resolutions(resolutions)
-        options = SwapOptions(
-            swapper=swapper,
-            working_size=VIDEO_WORKING_SIZE,
-            enhance=EnhancerOptions(face=face_enhancer, frame=frame_enhancer),
-            runtime=RuntimeOptions(
-                execution_provider=execution_provider,
-                device_id=device_id,
-                models_dir=str(models_dir) if models_dir is not None else None,
-            ),
-        )
-        report = run_benchmark(
-            [str(s) for s in source],
-            picture=target,
-            resolutions=chosen,
-            frames=frames,
-            cycles=cycles,
-            options=options,
-        )
-        if json_output:
-            term.json(report.to_dict())
-        else:
-            _print_table(term, report)
-        return console.EXIT_OK
 
-    raise typer.Exit(console.run(verbose, body))
+def run_benchmark_command(term: console.Terminal, args: BenchmarkArgs) -> int:
+    from faceweave.benchmark import parse_resolutions, run_benchmark
+
+    chosen = parse_resolutions(args.resolutions)
+    options = args.options.swap_options(kind="video", has_reference=False, words=CLI_WORDS)
+    report = run_benchmark(
+        [str(s) for s in args.source],
+        picture=args.target,
+        resolutions=chosen,
+        frames=args.frames,
+        cycles=args.cycles,
+        options=options,
+    )
+    if args.json_output:
+        term.json(report.to_dict())
+    else:
+        _print_table(term, report)
+    return console.EXIT_OK
 
 
 def _print_table(term: console.Terminal, report: BenchmarkReport) -> None:
@@ -109,3 +92,9 @@ def _print_table(term: console.Terminal, report: BenchmarkReport) -> None:
             f"{case.resolution:>6} {size:>10} {case.cold_s:7.2f} {case.cold_fps:8.1f} {case.fps:6.1f} "
             f"{case.cpu_ms:6.1f} {cells}"
         )
+
+
+#: ``faceweave benchmark``: the clips have one face, so no face selection
+benchmark_command = typer_command(
+    BenchmarkArgs, run_benchmark_command, kinds=("video",), where=lambda leaf: leaf.path[0] != "selection"
+)

@@ -30,43 +30,6 @@ EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
-#: option field name -> the CLI flag that sets it, for one-line messages
-FLAG_FOR_FIELD = {
-    "working_size": "--working-size",
-    "max_pixels": "--max-pixels",
-    "skin_tone": "--skin-tone",
-    "mode": "--faces",
-    "order": "--order",
-    "indices": "--face-index",
-    "reference_distance": "--reference-distance",
-    "min_face_size": "--min-face-size",
-    "swapper": "--swapper",
-    "pixel_boost": "--pixel-boost",
-    "compositing": "--compositing",
-    "source_blend": "--source-blend",
-    "face": "--face-enhancer",
-    "face_blend": "--face-enhancer-blend",
-    "face_weight": "--face-enhancer-weight",
-    "frame": "--frame-enhancer",
-    "frame_blend": "--frame-enhancer-blend",
-    "face_occluder": "--face-occluder",
-    "face_parser": "--face-parser",
-    "face_parser_regions": "--face-parser-regions",
-    "face_mask_areas": "--face-mask-areas",
-    "face_mask_blur": "--face-mask-blur",
-    "face_mask_padding": "--face-mask-padding",
-    "swapper_weight": "--face-swapper-weight",
-    "face_detector": "--face-detector",
-    "face_detector_size": "--face-detector-size",
-    "min_confidence": "--face-detector-score",
-    "face_detector_angles": "--face-detector-angles",
-    "face_detector_margin": "--face-detector-margin",
-    "face_landmarker": "--face-landmarker",
-    "face_landmarker_score": "--face-landmarker-score",
-    "execution_provider": "--execution-provider",
-    "device_id": "--device-id",
-}
-
 
 @dataclass(frozen=True)
 class Terminal:
@@ -124,10 +87,14 @@ def exit_code(exc: FaceweaveError) -> int:
 
 
 def validation_message(exc: Exception) -> str:
-    """One line from a pydantic ``ValidationError``: the flag and the first problem."""
+    """One line from a pydantic ``ValidationError`` of the options: the flag
+    that sets the field (:mod:`faceweave.option_schema`) and the first problem."""
+    from faceweave.option_schema import leaf_at
+
     first = exc.errors()[0]  # type: ignore[attr-defined]
     names = [part for part in first.get("loc", ()) if isinstance(part, str)]
-    name = FLAG_FOR_FIELD.get(names[-1], ".".join(names)) if names else "an option"
+    leaf = leaf_at(tuple(names))
+    name = leaf.option if leaf is not None else ".".join(names) if names else "an option"
     more = exc.error_count() - 1  # type: ignore[attr-defined]
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more > 0 else ""
     message = str(first.get("msg", "invalid")).removeprefix("Value error, ")

@@ -2,57 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
 from faceweave.cli import console
-from faceweave.cli.analysis_flags import (
-    FaceDetectorAnglesOption,
-    FaceDetectorMarginOption,
-    FaceDetectorOption,
-    FaceDetectorScoreOption,
-    FaceDetectorSizeOption,
-    FaceLandmarkerOption,
-    FaceLandmarkerScoreOption,
-    analysis_fields,
-)
-from faceweave.cli.common import swap_options
-from faceweave.cli.mask_flags import (
-    FaceMaskAreasOption,
-    FaceMaskBlurOption,
-    FaceMaskPaddingOption,
-    FaceOccluderOption,
-    FaceParserOption,
-    FaceParserRegionsOption,
-    FaceSwapperWeightOption,
-    mask_fields,
-)
-from faceweave.cli.quality_options import (
-    MaxPixelsOption,
-    NoExpressionCheckOption,
-    NoMouthMaskOption,
-    NoOcclusionOption,
-    OcclusionHandsOption,
-    SkinToneOption,
-)
-from faceweave.cli.runtime_options import (
-    CompositingOption,
-    DeviceIdOption,
-    ExecutionProviderOption,
-    ModelsDirOption,
-    PixelBoostOption,
-    ProviderFallbackOption,
-    SourceBlendOption,
-    SwapperOption,
-    TensorrtCacheOption,
-    TensorrtFp16Option,
-    runtime_fields,
-)
-from faceweave.options import SwapOptions
+from faceweave.cli.option_flags import typer_command
+from faceweave.option_schema import GivenOptions
+from faceweave.options import CLI_WORDS, SwapOptions
 
-_DEFAULTS = SwapOptions()
 _ACCEPTED = (
     "give a folder of test photos with an identities.csv (columns file,identity,independent_photo),"
     " or a video with --source PHOTO"
@@ -98,113 +58,50 @@ _SourceFlag = Annotated[
     Path | None, typer.Option("--source", "-s", metavar="PHOTO", help="Video mode: the source photo to swap in.")
 ]
 
-_WorkingSizeFlag = Annotated[
-    int | None,
-    typer.Option(
-        "--working-size",
-        metavar="PX",
-        help=f"Face size in pixels inside the working crop, 96-1024 (default {_DEFAULTS.working_size}); "
-        "larger is slower.",
-    ),
-]
-
 _VerboseFlag = Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")]
 
 
-def evaluate_command(
-    data_dir: _DataDirFlag,
-    out_dir: _OutDirFlag,
-    pairs: _PairsFlag = 30,
-    seed: _SeedFlag = 0,
-    pairs_from: _PairsFromFlag = None,
-    source: _SourceFlag = None,
-    working_size: _WorkingSizeFlag = None,
-    max_pixels: MaxPixelsOption = None,
-    no_occlusion: NoOcclusionOption = False,
-    no_mouth_mask: NoMouthMaskOption = False,
-    occlusion_hands: OcclusionHandsOption = False,
-    skin_tone: SkinToneOption = None,
-    no_expression_check: NoExpressionCheckOption = False,
-    swapper: SwapperOption = "mesh",
-    pixel_boost: PixelBoostOption = None,
-    compositing: CompositingOption = None,
-    source_blend: SourceBlendOption = None,
-    face_occluder: FaceOccluderOption = None,
-    face_parser: FaceParserOption = None,
-    face_parser_regions: FaceParserRegionsOption = None,
-    face_mask_areas: FaceMaskAreasOption = None,
-    face_mask_blur: FaceMaskBlurOption = None,
-    face_mask_padding: FaceMaskPaddingOption = None,
-    face_swapper_weight: FaceSwapperWeightOption = None,
-    face_detector: FaceDetectorOption = None,
-    face_detector_size: FaceDetectorSizeOption = None,
-    face_detector_score: FaceDetectorScoreOption = None,
-    face_detector_angles: FaceDetectorAnglesOption = None,
-    face_detector_margin: FaceDetectorMarginOption = None,
-    face_landmarker: FaceLandmarkerOption = None,
-    face_landmarker_score: FaceLandmarkerScoreOption = None,
-    execution_provider: ExecutionProviderOption = "cpu",
-    device_id: DeviceIdOption = 0,
-    provider_fallback: ProviderFallbackOption = False,
-    tensorrt_cache: TensorrtCacheOption = None,
-    tensorrt_fp16: TensorrtFp16Option = False,
-    models_dir: ModelsDirOption = None,
-    verbose: _VerboseFlag = False,
-) -> None:
+@dataclass(frozen=True)
+class EvaluateArgs:
     """Swap PAIRS source/target pairs from DATA_DIR, write the results to --out and print a summary.
 
     Compare settings and models with it: --swapper runs a neural swapper
     (its model downloaded or imported first) on the same pairs."""
 
-    def body(term: console.Terminal) -> int:
-        options = swap_options(
-            working_size=working_size,
-            max_pixels=max_pixels,
-            occlusion=not no_occlusion,
-            mouth_mask=not no_mouth_mask,
-            hands=occlusion_hands,
-            expression_check=not no_expression_check,
-            skin_tone=skin_tone,
-            swapper=swapper,
-            pixel_boost=pixel_boost,
-            compositing=compositing,
-            source_blend=source_blend,
-            masks=mask_fields(
-                face_occluder=face_occluder,
-                face_parser=face_parser,
-                face_parser_regions=face_parser_regions,
-                face_mask_areas=face_mask_areas,
-                face_mask_blur=face_mask_blur,
-                face_mask_padding=face_mask_padding,
-            ),
-            swapper_weight=face_swapper_weight,
-            analysis=analysis_fields(
-                face_detector=face_detector,
-                face_detector_size=face_detector_size,
-                face_detector_score=face_detector_score,
-                face_landmarker=face_landmarker,
-                face_landmarker_score=face_landmarker_score,
-                face_detector_angles=face_detector_angles,
-                face_detector_margin=face_detector_margin,
-            ),
-            runtime=runtime_fields(
-                execution_provider, device_id, provider_fallback, tensorrt_cache, tensorrt_fp16, models_dir
-            ),
-        )
-        if data_dir.is_file():
-            from faceweave.cli.common import refuse_video, target_is_video
-            from faceweave.errors import InvalidOptionError, UnsupportedFormatError
+    data_dir: _DataDirFlag
+    out_dir: _OutDirFlag
+    pairs: _PairsFlag = 30
+    seed: _SeedFlag = 0
+    pairs_from: _PairsFromFlag = None
+    source: _SourceFlag = None
+    verbose: _VerboseFlag = False
+    options: GivenOptions = GivenOptions()
 
-            if not target_is_video(data_dir):
-                raise UnsupportedFormatError(f"{data_dir} is neither a folder of test photos nor a video; {_ACCEPTED}")
-            if source is None:
-                raise InvalidOptionError("evaluating a video needs --source PHOTO")
-            refuse_video(source, role="source")
-            return _evaluate_video(term, options, data_dir, source, out_dir)
-        _check_folder_mode(data_dir, out_dir, pairs_from)
-        return _evaluate(term, options, data_dir, out_dir, pairs=pairs, seed=seed, pairs_from=pairs_from)
 
-    raise typer.Exit(console.run(verbose, body))
+def run_evaluate(term: console.Terminal, args: EvaluateArgs) -> int:
+    """Evaluate a folder of photo pairs, or a video with one source photo
+    (the options are checked first)."""
+    data_dir = args.data_dir
+    options = _options(args, "video" if data_dir.is_file() else "photo")
+    if data_dir.is_file():
+        from faceweave.cli.common import refuse_video, target_is_video
+        from faceweave.errors import InvalidOptionError, UnsupportedFormatError
+
+        if not target_is_video(data_dir):
+            raise UnsupportedFormatError(f"{data_dir} is neither a folder of test photos nor a video; {_ACCEPTED}")
+        if args.source is None:
+            raise InvalidOptionError("evaluating a video needs --source PHOTO")
+        refuse_video(args.source, role="source")
+        return _evaluate_video(term, options, data_dir, args.source, args.out_dir)
+    _check_folder_mode(data_dir, args.out_dir, args.pairs_from)
+    return _evaluate(
+        term, options, data_dir, args.out_dir, pairs=args.pairs, seed=args.seed, pairs_from=args.pairs_from
+    )
+
+
+def _options(args: EvaluateArgs, kind: Literal["photo", "video"]) -> SwapOptions:
+    """The options of the flags; the pairs choose their faces themselves."""
+    return args.options.swap_options(kind=kind, has_reference=False, words=CLI_WORDS)
 
 
 def _check_folder_mode(data_dir: Path, out_dir: Path, pairs_from: Path | None) -> None:
@@ -222,7 +119,7 @@ def _check_folder_mode(data_dir: Path, out_dir: Path, pairs_from: Path | None) -
         raise UnreadableFileError(f"--pairs-from {pairs_from}: no such file; give a results.json or report.json")
 
 
-def _evaluate_video(term: console.Terminal, options, video: Path, source: Path, out_dir: Path) -> int:
+def _evaluate_video(term: console.Terminal, options: SwapOptions, video: Path, source: Path, out_dir: Path) -> int:
     from faceweave.evaluate.video import evaluate_video, format_video_summary
     from faceweave.pipeline import FaceSwapper
 
@@ -233,7 +130,14 @@ def _evaluate_video(term: console.Terminal, options, video: Path, source: Path, 
 
 
 def _evaluate(
-    term: console.Terminal, options, data_dir: Path, out_dir: Path, *, pairs: int, seed: int, pairs_from: Path | None
+    term: console.Terminal,
+    options: SwapOptions,
+    data_dir: Path,
+    out_dir: Path,
+    *,
+    pairs: int,
+    seed: int,
+    pairs_from: Path | None,
 ) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -252,3 +156,9 @@ def _evaluate(
         )
     term.line(format_summary(report))
     return console.EXIT_OK
+
+
+#: ``faceweave evaluate``: every option but the face selection (the pairs choose their faces)
+evaluate_command = typer_command(
+    EvaluateArgs, run_evaluate, kinds=("photo", "video"), where=lambda leaf: leaf.path[0] != "selection"
+)

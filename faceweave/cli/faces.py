@@ -2,31 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from faceweave.cli import console
-from faceweave.cli.analysis_flags import (
-    FaceDetectorAnglesOption,
-    FaceDetectorMarginOption,
-    FaceDetectorOption,
-    FaceDetectorScoreOption,
-    FaceDetectorSizeOption,
-    FaceLandmarkerOption,
-    FaceLandmarkerScoreOption,
-    analysis_fields,
-)
-from faceweave.cli.common import check_output_path, refuse_video, swap_options
-from faceweave.cli.quality_options import MaxPixelsOption
-from faceweave.cli.runtime_options import ModelsDirOption
-from faceweave.options import FACE_ORDERS, SelectionOptions, SwapOptions
+from faceweave.cli.common import check_output_path, refuse_video
+from faceweave.cli.option_flags import typer_command
+from faceweave.option_schema import GivenOptions, Leaf
+from faceweave.options import CLI_WORDS, FACE_ORDERS, SelectionOptions, SwapOptions
 from faceweave.types import Face
 
 
-def faces_command(
-    image: Annotated[Path, typer.Argument(metavar="IMAGE", help="Photo to analyse.")],
+@dataclass(frozen=True)
+class FacesArgs:
+    """List the faces in IMAGE: index (in --order), box, size, score and head pose (with swap's face
+    detector and landmarker flags, the faces and indices swap finds with them)."""
+
+    image: Annotated[Path, typer.Argument(metavar="IMAGE", help="Photo to analyse.")]
     debug_image: Annotated[
         Path | None,
         typer.Option(
@@ -34,50 +29,42 @@ def faces_command(
             metavar="FILE",
             help="Write the photo with boxes, mesh and key points drawn (.png .jpg ...).",
         ),
-    ] = None,
+    ] = None
     order: Annotated[
         str,
         typer.Option(
             "--order", metavar="ORDER", help=f"Face order, as used by swap --face-index: {'|'.join(FACE_ORDERS)}."
         ),
-    ] = "large-small",
+    ] = "large-small"
     embeddings: Annotated[
         bool, typer.Option("--embeddings", help="Also compute each face's 128-D identity embedding (in the JSON).")
-    ] = False,
-    max_pixels: MaxPixelsOption = None,
-    face_detector: FaceDetectorOption = None,
-    face_detector_size: FaceDetectorSizeOption = None,
-    face_detector_score: FaceDetectorScoreOption = None,
-    face_detector_angles: FaceDetectorAnglesOption = None,
-    face_detector_margin: FaceDetectorMarginOption = None,
-    face_landmarker: FaceLandmarkerOption = None,
-    face_landmarker_score: FaceLandmarkerScoreOption = None,
-    models_dir: ModelsDirOption = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the faces as JSON.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False,
-) -> None:
-    """List the faces in IMAGE: index (in --order), box, size, score and head pose (with swap's face
-    detector and landmarker flags, the faces and indices swap finds with them)."""
+    ] = False
+    json_output: Annotated[bool, typer.Option("--json", help="Print the faces as JSON.")] = False
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show library logs and tracebacks.")] = False
+    options: GivenOptions = GivenOptions()
 
-    def body(term: console.Terminal) -> int:
-        if debug_image is not None:
-            check_output_path(debug_image, flag="--debug-image")
-        SelectionOptions(order=order)  # validates --order
-        analysis = analysis_fields(
-            face_detector=face_detector,
-            face_detector_size=face_detector_size,
-            face_detector_score=face_detector_score,
-            face_landmarker=face_landmarker,
-            face_landmarker_score=face_landmarker_score,
-            face_detector_angles=face_detector_angles,
-            face_detector_margin=face_detector_margin,
-        )
-        runtime = {"models_dir": str(models_dir)} if models_dir is not None else {}
-        options = swap_options(max_pixels=max_pixels, analysis=analysis, runtime=runtime)  # validates the flags
-        refuse_video(image, role="image")
-        return _faces(term, image, debug_image, order=order, embeddings=embeddings, options=options, json=json_output)
 
-    raise typer.Exit(console.run(verbose, body))
+def run_faces(term: console.Terminal, args: FacesArgs) -> int:
+    if args.debug_image is not None:
+        check_output_path(args.debug_image, flag="--debug-image")
+    SelectionOptions(order=args.order)  # validates --order
+    options = args.options.swap_options(kind="photo", has_reference=None, words=CLI_WORDS)  # validates the flags
+    refuse_video(args.image, role="image")
+    return _faces(
+        term,
+        args.image,
+        args.debug_image,
+        order=args.order,
+        embeddings=args.embeddings,
+        options=options,
+        json=args.json_output,
+    )
+
+
+def _reads_faces(leaf: Leaf) -> bool:
+    """The options that change how faces are found: the detector and
+    landmarker, where their models run, the largest photo."""
+    return leaf.path[0] in ("analysis", "runtime") or leaf.path == ("max_pixels",)
 
 
 def _faces(
@@ -155,3 +142,7 @@ def _print_table(term: console.Terminal, image: Path, rows: list[dict]) -> None:
             f"{row['roll']:+.1f}",
         )
     term.out.print(table)
+
+
+#: ``faceweave faces``
+faces_command = typer_command(FacesArgs, run_faces, kinds=("photo",), where=_reads_faces)

@@ -14,69 +14,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from faceweave.cli import console
-from faceweave.cli.analysis_flags import (
-    FaceDetectorAnglesOption,
-    FaceDetectorMarginOption,
-    FaceDetectorOption,
-    FaceDetectorScoreOption,
-    FaceDetectorSizeOption,
-    FaceLandmarkerOption,
-    FaceLandmarkerScoreOption,
-)
-from faceweave.cli.common import options_from_flags, refuse_video
-from faceweave.cli.mask_flags import (
-    FaceMaskAreasOption,
-    FaceMaskBlurOption,
-    FaceMaskPaddingOption,
-    FaceOccluderOption,
-    FaceParserOption,
-    FaceParserRegionsOption,
-    FaceSwapperWeightOption,
-)
-from faceweave.cli.quality_options import (
-    MaxPixelsOption,
-    NoMouthMaskOption,
-    NoOcclusionOption,
-    OcclusionHandsOption,
-    SkinToneOption,
-)
-from faceweave.cli.runtime_options import (
-    CompositingOption,
-    DeviceIdOption,
-    ExecutionProviderOption,
-    ModelsDirOption,
-    PixelBoostOption,
-    ProviderFallbackOption,
-    SourceBlendOption,
-    SwapperOption,
-    TensorrtCacheOption,
-    TensorrtFp16Option,
-)
+from faceweave.cli.common import refuse_video
+from faceweave.cli.option_flags import typer_command
 from faceweave.cli.swap_flags import (
     AuditLogOption,
-    FaceEnhancerBlendOption,
-    FaceEnhancerOption,
-    FaceEnhancerWeightOption,
-    FaceIndexOption,
-    FacesOption,
-    FrameEnhancerBlendOption,
-    FrameEnhancerOption,
     JsonOutputOption,
-    MinFaceSizeOption,
     NoAudioOption,
     NoWatermarkOption,
-    OrderOption,
     PresetOption,
     QualityOption,
-    ReferenceDistanceOption,
     ReferenceFaceOption,
     ScaleOption,
     SourcesOption,
     VerboseOption,
-    WorkingSizeOption,
 )
 from faceweave.errors import InvalidOptionError
-from faceweave.options import VIDEO_WORKING_SIZE, SwapOptions
+from faceweave.option_schema import GivenOptions
+from faceweave.options import CLI_WORDS, SwapOptions
 
 if TYPE_CHECKING:
     from faceweave.live.audio import AudioTap
@@ -165,139 +119,34 @@ InputOptionOption = Annotated[
 ]
 
 
-def live_command(
-    input_: InputArgument,
-    sources: SourcesOption = None,
-    output: LiveOutputOption = None,
-    faces: FacesOption = None,
-    reference_face: ReferenceFaceOption = None,
-    face_index: FaceIndexOption = None,
-    order: OrderOption = None,
-    reference_distance: ReferenceDistanceOption = None,
-    min_face_size: MinFaceSizeOption = None,
-    loop: LoopOption = False,
-    reconnect: ReconnectOption = 3,
-    reconnect_delay: ReconnectDelayOption = 0.5,
-    timeout: TimeoutOption = 5.0,
-    duration: DurationOption = None,
-    input_format: InputFormatOption = None,
-    input_option: InputOptionOption = None,
-    scale: ScaleOption = 1.0,
-    no_audio: NoAudioOption = False,
-    preset: PresetOption = "veryfast",
-    quality: QualityOption = None,
-    max_pixels: MaxPixelsOption = None,
-    working_size: WorkingSizeOption = None,
-    no_occlusion: NoOcclusionOption = False,
-    no_mouth_mask: NoMouthMaskOption = False,
-    occlusion_hands: OcclusionHandsOption = False,
-    skin_tone: SkinToneOption = None,
-    swapper: SwapperOption = "mesh",
-    pixel_boost: PixelBoostOption = None,
-    compositing: CompositingOption = None,
-    source_blend: SourceBlendOption = None,
-    face_occluder: FaceOccluderOption = None,
-    face_parser: FaceParserOption = None,
-    face_parser_regions: FaceParserRegionsOption = None,
-    face_mask_areas: FaceMaskAreasOption = None,
-    face_mask_blur: FaceMaskBlurOption = None,
-    face_mask_padding: FaceMaskPaddingOption = None,
-    face_swapper_weight: FaceSwapperWeightOption = None,
-    face_detector: FaceDetectorOption = None,
-    face_detector_size: FaceDetectorSizeOption = None,
-    face_detector_score: FaceDetectorScoreOption = None,
-    face_detector_angles: FaceDetectorAnglesOption = None,
-    face_detector_margin: FaceDetectorMarginOption = None,
-    face_landmarker: FaceLandmarkerOption = None,
-    face_landmarker_score: FaceLandmarkerScoreOption = None,
-    face_enhancer: FaceEnhancerOption = None,
-    face_enhancer_blend: FaceEnhancerBlendOption = 0.8,
-    face_enhancer_weight: FaceEnhancerWeightOption = 0.5,
-    frame_enhancer: FrameEnhancerOption = None,
-    frame_enhancer_blend: FrameEnhancerBlendOption = 1.0,
-    execution_provider: ExecutionProviderOption = "cpu",
-    device_id: DeviceIdOption = 0,
-    provider_fallback: ProviderFallbackOption = False,
-    tensorrt_cache: TensorrtCacheOption = None,
-    tensorrt_fp16: TensorrtFp16Option = False,
-    models_dir: ModelsDirOption = None,
-    no_watermark: NoWatermarkOption = False,
-    audit_log: AuditLogOption = None,
-    json_output: JsonOutputOption = False,
-    verbose: VerboseOption = False,
-) -> None:
+@dataclass(frozen=True)
+class LiveArgs:
     """Swap the face from SOURCE photo(s) onto the face(s) in a live INPUT, in real time.
 
     Stale frames are dropped so that the delay stays bounded; Ctrl-C ends the
     session and finishes the outputs.  Every frame carries the invisible
     watermark, recordings and streams the AI-generated label."""
-    args = LiveArgs(**locals())  # every flag above, by name
-    raise typer.Exit(console.run(verbose, lambda term: run_live(term, args)))
 
-
-@dataclass(frozen=True)
-class LiveArgs:
-    """The flags of one ``faceweave live`` run, as given."""
-
-    input_: str
-    sources: list[Path] | None
-    output: list[str] | None
-    faces: str | None
-    reference_face: Path | None
-    face_index: list[int] | None
-    order: str | None
-    reference_distance: float | None
-    min_face_size: int | None
-    loop: bool
-    reconnect: int
-    reconnect_delay: float
-    timeout: float
-    duration: float | None
-    input_format: str | None
-    input_option: list[str] | None
-    scale: float
-    no_audio: bool
-    preset: str
-    quality: int | None
-    max_pixels: int | None
-    working_size: int | None
-    no_occlusion: bool
-    no_mouth_mask: bool
-    occlusion_hands: bool
-    skin_tone: float | None
-    swapper: str
-    pixel_boost: int | None
-    compositing: str | None
-    source_blend: str | None
-    face_occluder: str | None
-    face_parser: str | None
-    face_parser_regions: list[str] | None
-    face_mask_areas: list[str] | None
-    face_mask_blur: float | None
-    face_mask_padding: tuple[int, int, int, int] | None
-    face_swapper_weight: float | None
-    face_detector: str | None
-    face_detector_size: int | None
-    face_detector_score: float | None
-    face_detector_angles: list[str] | None
-    face_detector_margin: tuple[int, int, int, int] | None
-    face_landmarker: str | None
-    face_landmarker_score: float | None
-    face_enhancer: str | None
-    face_enhancer_blend: float
-    face_enhancer_weight: float
-    frame_enhancer: str | None
-    frame_enhancer_blend: float
-    execution_provider: str
-    device_id: int
-    provider_fallback: bool
-    tensorrt_cache: Path | None
-    tensorrt_fp16: bool
-    models_dir: Path | None
-    no_watermark: bool
-    audit_log: Path | None
-    json_output: bool
-    verbose: bool
+    input_: InputArgument
+    sources: SourcesOption = None
+    output: LiveOutputOption = None
+    reference_face: ReferenceFaceOption = None
+    loop: LoopOption = False
+    reconnect: ReconnectOption = 3
+    reconnect_delay: ReconnectDelayOption = 0.5
+    timeout: TimeoutOption = 5.0
+    duration: DurationOption = None
+    input_format: InputFormatOption = None
+    input_option: InputOptionOption = None
+    scale: ScaleOption = 1.0
+    no_audio: NoAudioOption = False
+    preset: PresetOption = "veryfast"
+    quality: QualityOption = None
+    no_watermark: NoWatermarkOption = False
+    audit_log: AuditLogOption = None
+    json_output: JsonOutputOption = False
+    verbose: VerboseOption = False
+    options: GivenOptions = GivenOptions()
 
     def inputs(self) -> list[tuple[str, Path]]:
         """The photo inputs with their role, for the audit line."""
@@ -380,10 +229,8 @@ def _checked(args: LiveArgs) -> tuple[LiveInput, list[OutputSpec], Reconnect]:
 
 
 def _options(args: LiveArgs) -> SwapOptions:
-    """The swap options of the flags, as ``swap`` builds them for a video."""
-    working_size = args.working_size if args.working_size is not None else VIDEO_WORKING_SIZE
-    # no expression check: a photo's check would change from frame to frame
-    return options_from_flags(args, working_size=working_size, expression_check=False)
+    """The swap options of the flags, with a live stream's defaults."""
+    return args.options.swap_options(kind="live", has_reference=args.reference_face is not None, words=CLI_WORDS)
 
 
 def _session(swapper, args: LiveArgs, provenance) -> LiveSession:
@@ -491,3 +338,7 @@ def _print_report(term: console.Terminal, report: LiveReport, outputs: list[Outp
         f" dropped ({report.dropped_share:.0%}), faces swapped in {report.frames_with_swap}{latency};"
         f" {report.end_reason}"
     )
+
+
+#: ``faceweave live``
+live_command = typer_command(LiveArgs, run_live, kinds=("live",))

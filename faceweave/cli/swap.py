@@ -1,10 +1,8 @@
 """``faceweave swap``: put the face from source photos onto a target photo
-or a video.  The command packs its flags into a frozen :class:`SwapArgs`;
-the steps below check them, build the options, screen the inputs and hand
-a video to ``cli/video.py``.
-
-The module is long because the command's 54 flags appear twice: in its
-signature, which typer reads, and in :class:`SwapArgs`, which the steps take.
+or a video.  :class:`SwapArgs` declares the command's own flags; the
+option flags are made from the options models
+(:mod:`faceweave.cli.option_flags`).  The steps below check the flags,
+build the options, screen the inputs and hand a video to ``cli/video.py``.
 """
 
 from __future__ import annotations
@@ -13,80 +11,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import typer
-
 from faceweave.cli import console
-from faceweave.cli.analysis_flags import (
-    FaceDetectorAnglesOption,
-    FaceDetectorMarginOption,
-    FaceDetectorOption,
-    FaceDetectorScoreOption,
-    FaceDetectorSizeOption,
-    FaceLandmarkerOption,
-    FaceLandmarkerScoreOption,
-)
 from faceweave.cli.common import (
     check_output_path,
     check_video_output_path,
     display_name,
-    options_from_flags,
     refuse_video,
     target_is_video,
     wants_video_output,
 )
-from faceweave.cli.mask_flags import (
-    FaceMaskAreasOption,
-    FaceMaskBlurOption,
-    FaceMaskPaddingOption,
-    FaceOccluderOption,
-    FaceParserOption,
-    FaceParserRegionsOption,
-    FaceSwapperWeightOption,
-)
-from faceweave.cli.quality_options import (
-    MaxPixelsOption,
-    NoExpressionCheckOption,
-    NoMouthMaskOption,
-    NoOcclusionOption,
-    OcclusionHandsOption,
-    SkinToneOption,
-    TargetLipsOption,
-)
-from faceweave.cli.runtime_options import (
-    CompositingOption,
-    DeviceIdOption,
-    ExecutionProviderOption,
-    ModelsDirOption,
-    PixelBoostOption,
-    ProviderFallbackOption,
-    SourceBlendOption,
-    SwapperOption,
-    TensorrtCacheOption,
-    TensorrtFp16Option,
-)
+from faceweave.cli.option_flags import typer_command
 from faceweave.cli.swap_flags import (
     AuditLogOption,
     CodecOption,
-    FaceEnhancerBlendOption,
-    FaceEnhancerOption,
-    FaceEnhancerWeightOption,
-    FaceIndexOption,
-    FacesOption,
     FpsOption,
-    FrameEnhancerBlendOption,
-    FrameEnhancerOption,
     JsonOutputOption,
     MapOption,
-    MinFaceSizeOption,
     NoAudioOption,
     NoWatermarkOption,
-    OrderOption,
     OutputOption,
     PresetOption,
     PreviewFrameOption,
     PreviewOption,
     QualityOption,
-    ReferenceDistanceOption,
     ReferenceFaceOption,
     ScaleOption,
     ScreeningOption,
@@ -94,150 +41,41 @@ from faceweave.cli.swap_flags import (
     TargetOption,
     TrimOption,
     VerboseOption,
-    WorkingSizeOption,
 )
 from faceweave.cli.video import DEFAULT_VIDEO_QUALITY
 from faceweave.errors import InvalidOptionError
-from faceweave.options import VIDEO_WORKING_SIZE, SwapOptions
+from faceweave.option_schema import GivenOptions
+from faceweave.options import CLI_WORDS, SwapOptions
 from faceweave.timing import cpu_times, wall_times
-
-
-def swap_command(
-    target: TargetOption,
-    output: OutputOption,
-    sources: SourcesOption = None,
-    faces: FacesOption = None,
-    reference_face: ReferenceFaceOption = None,
-    face_index: FaceIndexOption = None,
-    order: OrderOption = None,
-    reference_distance: ReferenceDistanceOption = None,
-    min_face_size: MinFaceSizeOption = None,
-    quality: QualityOption = None,
-    max_pixels: MaxPixelsOption = None,
-    working_size: WorkingSizeOption = None,
-    no_occlusion: NoOcclusionOption = False,
-    no_mouth_mask: NoMouthMaskOption = False,
-    target_lips: TargetLipsOption = None,
-    occlusion_hands: OcclusionHandsOption = False,
-    skin_tone: SkinToneOption = None,
-    no_expression_check: NoExpressionCheckOption = False,
-    map_: MapOption = None,
-    trim: TrimOption = None,
-    fps: FpsOption = None,
-    scale: ScaleOption = 1.0,
-    no_audio: NoAudioOption = False,
-    codec: CodecOption = "h264",
-    preset: PresetOption = "veryfast",
-    preview: PreviewOption = None,
-    preview_frame: PreviewFrameOption = None,
-    swapper: SwapperOption = "mesh",
-    pixel_boost: PixelBoostOption = None,
-    compositing: CompositingOption = None,
-    source_blend: SourceBlendOption = None,
-    face_occluder: FaceOccluderOption = None,
-    face_parser: FaceParserOption = None,
-    face_parser_regions: FaceParserRegionsOption = None,
-    face_mask_areas: FaceMaskAreasOption = None,
-    face_mask_blur: FaceMaskBlurOption = None,
-    face_mask_padding: FaceMaskPaddingOption = None,
-    face_swapper_weight: FaceSwapperWeightOption = None,
-    face_detector: FaceDetectorOption = None,
-    face_detector_size: FaceDetectorSizeOption = None,
-    face_detector_score: FaceDetectorScoreOption = None,
-    face_detector_angles: FaceDetectorAnglesOption = None,
-    face_detector_margin: FaceDetectorMarginOption = None,
-    face_landmarker: FaceLandmarkerOption = None,
-    face_landmarker_score: FaceLandmarkerScoreOption = None,
-    face_enhancer: FaceEnhancerOption = None,
-    face_enhancer_blend: FaceEnhancerBlendOption = 0.8,
-    face_enhancer_weight: FaceEnhancerWeightOption = 0.5,
-    frame_enhancer: FrameEnhancerOption = None,
-    frame_enhancer_blend: FrameEnhancerBlendOption = 1.0,
-    execution_provider: ExecutionProviderOption = "cpu",
-    device_id: DeviceIdOption = 0,
-    provider_fallback: ProviderFallbackOption = False,
-    tensorrt_cache: TensorrtCacheOption = None,
-    tensorrt_fp16: TensorrtFp16Option = False,
-    models_dir: ModelsDirOption = None,
-    no_watermark: NoWatermarkOption = False,
-    screening: ScreeningOption = "off",
-    audit_log: AuditLogOption = None,
-    json_output: JsonOutputOption = False,
-    verbose: VerboseOption = False,
-) -> None:
-    """Swap the face from SOURCE photo(s) onto the face(s) in TARGET (a photo or a video).
-
-    Every output carries an invisible watermark and an AI-generated label;
-    each run appends one line to the audit log."""
-    args = SwapArgs(**locals())  # every flag above, by name
-    raise typer.Exit(console.run(verbose, lambda term: run_swap(term, args)))
 
 
 @dataclass(frozen=True)
 class SwapArgs:
-    """The flags of one ``faceweave swap`` run, as given."""
+    """Swap the face from SOURCE photo(s) onto the face(s) in TARGET (a photo or a video).
 
-    target: Path
-    output: Path
-    sources: list[Path] | None
-    faces: str | None
-    reference_face: Path | None
-    face_index: list[int] | None
-    order: str | None
-    reference_distance: float | None
-    min_face_size: int | None
-    quality: int | None
-    max_pixels: int | None
-    working_size: int | None
-    no_occlusion: bool
-    no_mouth_mask: bool
-    target_lips: str | None
-    occlusion_hands: bool
-    skin_tone: float | None
-    no_expression_check: bool
-    map_: list[str] | None
-    trim: str | None
-    fps: float | None
-    scale: float
-    no_audio: bool
-    codec: str
-    preset: str
-    preview: Path | None
-    preview_frame: int | None
-    swapper: str
-    pixel_boost: int | None
-    compositing: str | None
-    source_blend: str | None
-    face_occluder: str | None
-    face_parser: str | None
-    face_parser_regions: list[str] | None
-    face_mask_areas: list[str] | None
-    face_mask_blur: float | None
-    face_mask_padding: tuple[int, int, int, int] | None
-    face_swapper_weight: float | None
-    face_detector: str | None
-    face_detector_size: int | None
-    face_detector_score: float | None
-    face_detector_angles: list[str] | None
-    face_detector_margin: tuple[int, int, int, int] | None
-    face_landmarker: str | None
-    face_landmarker_score: float | None
-    face_enhancer: str | None
-    face_enhancer_blend: float
-    face_enhancer_weight: float
-    frame_enhancer: str | None
-    frame_enhancer_blend: float
-    execution_provider: str
-    device_id: int
-    provider_fallback: bool
-    tensorrt_cache: Path | None
-    tensorrt_fp16: bool
-    models_dir: Path | None
-    no_watermark: bool
-    screening: str
-    audit_log: Path | None
-    json_output: bool
-    verbose: bool
+    Every output carries an invisible watermark and an AI-generated label;
+    each run appends one line to the audit log."""
+
+    target: TargetOption
+    output: OutputOption
+    sources: SourcesOption = None
+    reference_face: ReferenceFaceOption = None
+    quality: QualityOption = None
+    map_: MapOption = None
+    trim: TrimOption = None
+    fps: FpsOption = None
+    scale: ScaleOption = 1.0
+    no_audio: NoAudioOption = False
+    codec: CodecOption = "h264"
+    preset: PresetOption = "veryfast"
+    preview: PreviewOption = None
+    preview_frame: PreviewFrameOption = None
+    no_watermark: NoWatermarkOption = False
+    screening: ScreeningOption = "off"
+    audit_log: AuditLogOption = None
+    json_output: JsonOutputOption = False
+    verbose: VerboseOption = False
+    options: GivenOptions = GivenOptions()
 
     def inputs(self) -> list[tuple[str, Path]]:
         """Every input file with its role, for the audit line."""
@@ -331,12 +169,11 @@ def _check_outputs(args: SwapArgs, is_video: bool) -> None:
 
 
 def _options(args: SwapArgs, is_video: bool) -> SwapOptions:
-    """The swap options of the flags (checked by ``SwapOptions``)."""
-    # video frames are many and faces move: a smaller working crop is
-    # about 1.5 times faster and, once the grain is matched, looks the same
-    working_size = args.working_size if args.working_size is not None or not is_video else VIDEO_WORKING_SIZE
-    return options_from_flags(
-        args, working_size=working_size, expression_check=not args.no_expression_check, target_lips=args.target_lips
+    """The swap options of the flags (checked by ``SwapOptions``), with the
+    defaults of the target's kind."""
+    has_reference = args.reference_face is not None
+    return args.options.swap_options(
+        kind="video" if is_video else "photo", has_reference=has_reference, words=CLI_WORDS
     )
 
 
@@ -488,3 +325,7 @@ def _print_swap(term: console.Terminal, models: list[dict[str, Any]], result, wr
         box = ", ".join(f"{v:.0f}" for v in skipped.bbox.as_list())
         term.line(f"face {skipped.target_index} [{box}] not swapped: {skipped.reason}")
     term.line(f"wrote {written} ({len(result.swapped)} of {len(result.faces)} face(s) swapped)")
+
+
+#: ``faceweave swap``
+swap_command = typer_command(SwapArgs, run_swap, kinds=("photo", "video"))

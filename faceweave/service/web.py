@@ -40,6 +40,7 @@ from faceweave.errors import (
     NotReadyError,
     UnsupportedFormatError,
 )
+from faceweave.option_schema import api_leaves
 from faceweave.service.deps import CallerDep, ServiceDep
 from faceweave.service.errors import AUTH_STATUSES, UPLOAD_STATUSES, error_responses
 from faceweave.service.openapi import BINARY, multipart_body
@@ -64,7 +65,8 @@ VIDEO_SCAN_FPS = 2.0
 FRAME_MAX_SIDE = 1280
 #: the face detector and landmarker options of the job spec, which /v1/faces takes too
 #: (so the faces it lists are those a job with the same options finds, in the same order)
-_ANALYSIS_FIELDS = frozenset(
+_ANALYSIS_FIELDS = frozenset(leaf.name for leaf in api_leaves() if leaf.path[0] == "analysis")
+_FIELDS = frozenset(
     {
         "face_detector",
         "face_detector_size",
@@ -161,13 +163,12 @@ def _analysis_options(fields: dict[str, list[str]]):
     read and checked as the job options read them."""
     from pydantic import ValidationError
 
-    from faceweave.options import AnalysisOptions
     from faceweave.service.jobspec import options_from_form
 
     given = {name: values for name, values in fields.items() if name in _ANALYSIS_FIELDS}
     job = options_from_form(given)
     try:
-        return AnalysisOptions.model_validate(job.analysis_fields())
+        return job.analysis_options()
     except ValidationError as exc:
         raise InvalidOptionError("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())) from None
 

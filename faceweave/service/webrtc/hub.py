@@ -138,7 +138,8 @@ class LiveHub:
         working size, with the session's ``skin_tone`` (``None``: the default)."""
         from faceweave.service.jobspec import JobOptions
 
-        return JobOptions(skin_tone=skin_tone).swap_options(
+        given = {} if skin_tone is None else {"skin_tone": skin_tone}
+        return JobOptions.model_validate(given).swap_options(
             kind="video",
             has_reference=False,
             max_pixels=self.config.max_pixels,
