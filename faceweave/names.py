@@ -101,6 +101,19 @@ FACEFUSION_FRAME_ENHANCERS: tuple[str, ...] = (
     "ultra_sharp_2_x4",
 )
 FRAME_ENHANCERS: tuple[str, ...] = (*REAL_ESRGAN, *FACEFUSION_FRAME_ENHANCERS)
+#: FaceFusion's frame colorizers: name -> its family (``ddcolor``: the model gives the a, b of CIELAB;
+#: ``deoldify``: RGB)
+FRAME_COLORIZERS: Mapping[str, str] = MappingProxyType(
+    {
+        "ddcolor": "ddcolor",
+        "ddcolor_artistic": "ddcolor",
+        "deoldify": "deoldify",
+        "deoldify_artistic": "deoldify",
+        "deoldify_stable": "deoldify",
+    }
+)
+#: the square sides a frame colorizer may run at (FaceFusion's ``frame_colorizer_sizes``)
+FRAME_COLORIZER_SIZES: tuple[int, ...] = (192, 256, 384, 512)
 
 # -- swappers -------------------------------------------------------------------
 #: the classical swapper (offline, no model file)

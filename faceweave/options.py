@@ -361,6 +361,20 @@ class EnhancerOptions(_Options):
         1.0, ge=0.0, le=1.0, description="How much of the upscaled frame to keep."
     )
     frame_restore_size: bool = Field(False, description="resize the enhanced frame back to the input size")
+    colorizer: Annotated[str | None, Flag(MODELS, name="frame_colorizer", metavar="NAME")] = Field(
+        None,
+        description=f"Colour the whole result from its lightness (a grey or faded picture): "
+        f"{', '.join(names.FRAME_COLORIZERS)} (FaceFusion's frame colorizers; the file must be downloaded or "
+        "imported first). Runs after the face enhancer, before the frame enhancer.",
+    )
+    colorizer_size: Annotated[int, Flag(MODELS, name="frame_colorizer_size", metavar="PX")] = Field(
+        256,
+        description="The side of the square the frame colorizer sees the frame at: "
+        f"{', '.join(map(str, names.FRAME_COLORIZER_SIZES))}.",
+    )
+    colorizer_blend: Annotated[float, Flag(MODELS, name="frame_colorizer_blend", metavar="F")] = Field(
+        1.0, ge=0.0, le=1.0, description="How much of the colorized frame to keep (FaceFusion's blend / 100)."
+    )
 
     @field_validator("face")
     @classmethod
@@ -369,6 +383,21 @@ class EnhancerOptions(_Options):
             raise ValueError(
                 names.unknown("face enhancer", value, tuple(sorted(names.FACE_ENHANCERS)), listed="available:")
             )
+        return value
+
+    @field_validator("colorizer")
+    @classmethod
+    def _known_colorizer(cls, value: str | None) -> str | None:
+        if value is not None and value not in names.FRAME_COLORIZERS:
+            raise ValueError(names.unknown("frame colorizer", value, tuple(names.FRAME_COLORIZERS)))
+        return value
+
+    @field_validator("colorizer_size")
+    @classmethod
+    def _colorizer_size(cls, value: int) -> int:
+        if value not in names.FRAME_COLORIZER_SIZES:
+            sizes = ", ".join(map(str, names.FRAME_COLORIZER_SIZES))
+            raise ValueError(f"frame colorizer size {value}; one of {sizes}")
         return value
 
     @field_validator("frame")

@@ -73,6 +73,14 @@ CASES = {
         "real_esrgan_x2",
         "frame enhancer real_esrgan_x2",
     ),
+    "frame_colorizer": Case(
+        {"enhance": {"colorizer": "ddcolor"}},
+        ("--frame-colorizer", "ddcolor"),
+        {"frame_colorizer": "ddcolor"},
+        (),
+        "ddcolor",
+        "frame colorizer ddcolor",
+    ),
     "face_detector": Case(
         {"analysis": {"face_detector": "scrfd"}},
         ("--face-detector", "scrfd"),

@@ -62,6 +62,9 @@ SAMPLES = {
     "face_enhancer_weight": ("0.7", 0.7),
     "frame_enhancer": ("real_esrgan_x2", "real_esrgan_x2"),
     "frame_enhancer_blend": ("0.5", 0.5),
+    "frame_colorizer": ("deoldify", "deoldify"),
+    "frame_colorizer_size": ("384", 384),
+    "frame_colorizer_blend": ("0.5", 0.5),
 }
 #: choices under which every sample above is valid (a neural swapper, an ONNX
 #: detector, a 68-point landmarker), left out where the sample is the choice

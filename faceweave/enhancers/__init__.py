@@ -1,6 +1,6 @@
-"""Enhancers: face restoration (GFPGAN, CodeFormer, GPEN, RestoreFormer++)
-and tiled frame super-resolution (Real-ESRGAN), built by name around a
-model object the caller owns."""
+"""Enhancers: face restoration (GFPGAN, CodeFormer, GPEN, RestoreFormer++),
+frame colorizers (DDColor, DeOldify) and tiled frame super-resolution
+(Real-ESRGAN), built by name around a model object the caller owns."""
 
 from faceweave.enhancers.apply import enhance_result
 from faceweave.enhancers.base import (
@@ -18,6 +18,7 @@ from faceweave.enhancers.base import (
     face_enhancer_spec,
     frame_enhancer_spec,
 )
+from faceweave.enhancers.colorizer import FrameColorizer
 from faceweave.enhancers.face import CodeFormerEnhancer, RestorationEnhancer
 from faceweave.enhancers.frame import TiledFrameEnhancer
 
@@ -27,6 +28,7 @@ __all__ = [
     "CodeFormerEnhancer",
     "FaceEnhancer",
     "FaceEnhancerSpec",
+    "FrameColorizer",
     "FrameEnhancer",
     "FrameEnhancerSpec",
     "InferenceModel",

@@ -29,6 +29,7 @@ from types import MappingProxyType
 
 from faceweave.errors import UnknownModelError
 from faceweave.models.spec import ModelSpec, TensorSpec
+from faceweave.names import FRAME_COLORIZERS
 
 _GITHUB = "https://github.com/facefusion/facefusion-assets/releases/download/{tag}/{file}"
 _HUGGINGFACE = "https://huggingface.co/facefusion/{tag}/resolve/main/{file}"
@@ -412,6 +413,36 @@ def _enhancers() -> list[ModelSpec]:
     ]
 
 
+def _colorizers() -> list[ModelSpec]:
+    """FaceFusion's frame colorizers: a grey frame in, its colour out, at a
+    square side FaceFusion lets the user choose (``FRAME_COLORIZER_SIZES``)."""
+    facts = {"ddcolor": ("Apache-2.0", "piddnad"), "deoldify": ("MIT", "jantic")}
+    specs = []
+    for name, family in FRAME_COLORIZERS.items():
+        licence, vendor = facts[family]
+        channels = 2 if family == "ddcolor" else 3
+        what = (
+            "the L of CIELAB (as RGB in [0, 1]) in, its a and b out"
+            if family == "ddcolor"
+            else "grey RGB in 0-255 in, RGB out"
+        )
+        specs.append(
+            ModelSpec(
+                name=name,
+                kind="frame_colorizer",
+                file_name=f"{name}.onnx",
+                licence=licence,
+                vendor=vendor,
+                inputs=(_image("input", None),),
+                outputs=(TensorSpec(None, (None, channels, None, None), "float32"),),
+                urls=facefusion_urls("models-3.0.0", f"{name}.onnx"),
+                warmup_dims=(("height", 256), ("width", 256)),
+                notes=f"{what}; FaceFusion runs it at 256x256 by default (192, 256, 384 or 512)",
+            )
+        )
+    return specs
+
+
 def _classifiers() -> list[ModelSpec]:
     return [
         ModelSpec(
@@ -600,7 +631,9 @@ def _face_analysers() -> list[ModelSpec]:
 
 def builtin_specs() -> dict[str, ModelSpec]:
     """A new dict of every built-in spec by name (the caller may add its own)."""
-    specs = _swappers() + _embedders() + _enhancers() + _classifiers() + _face_maskers() + _face_analysers()
+    specs = (
+        _swappers() + _embedders() + _enhancers() + _colorizers() + _classifiers() + _face_maskers() + _face_analysers()
+    )
     return {spec.name: spec for spec in specs}
 
 

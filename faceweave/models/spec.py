@@ -20,6 +20,7 @@ KINDS = (
     "embedder",
     "face_enhancer",
     "frame_enhancer",
+    "frame_colorizer",
     "content_classifier",
     "face_occluder",
     "face_parser",
