@@ -196,3 +196,31 @@ def test_the_command_line_takes_a_colorizer_and_refuses_a_bad_one(models_dir, fa
     assert "--frame-colorizer-size" in bad.stderr and "192, 256, 384, 512" in bad.stderr
     missing = _faceweave(*base, "--frame-colorizer", "deoldify", "--models-dir", tmp_path)
     assert missing.returncode == 2 and "deoldify" in missing.stderr and missing.stderr.count("\n") == 1, missing.stderr
+
+
+def _mean_a(path) -> float:
+    """The mean CIELAB a* of a video's frames."""
+    from faceweave.video.io import VideoReader
+
+    with VideoReader(path) as reader:
+        frames = [frame.pixels for frame in reader]
+    assert frames, path
+    return float(np.mean([cv2.cvtColor(f, cv2.COLOR_RGB2LAB)[..., 1].mean() for f in frames]))
+
+
+@pytest.mark.slow
+def test_a_video_and_a_live_session_are_colorized(models_dir, faces_dir, tmp_path):
+    """The stand-in's a* is 40 x the grey - 10 (a reddish cast on the grey
+    talking head's backdrop): the video and the live recording take it."""
+    source, clip = faces_dir / "single/biden2.jpg", faces_dir / "video/lp_d18_talking_face.mp4"
+    common = ["-s", source, "--scale", "0.5", "--no-watermark", "--audit-log", tmp_path / "a.jsonl"]
+    colour = ["--frame-colorizer", "ddcolor", "--models-dir", models_dir]
+    plain, coloured = tmp_path / "plain.mp4", tmp_path / "coloured.mp4"
+    for out, extra in ((plain, []), (coloured, colour)):
+        done = _faceweave("swap", "-t", clip, "-o", out, "--trim", "0-0.5", *common, *extra)
+        assert done.returncode == 0, done.stderr
+    assert _mean_a(coloured) - _mean_a(plain) > 3.0
+    recording = tmp_path / "live.mkv"
+    done = _faceweave("live", clip, "-o", recording, "--duration", "1", *common, *colour, "--json")
+    assert done.returncode == 0, done.stderr
+    assert _mean_a(recording) - _mean_a(plain) > 3.0
