@@ -150,3 +150,20 @@ def frame_model(*, op: str = "nearest", scale: int = 2, batch: int | str = 1, ti
     else:
         raise ValueError(op)
     return OrtModel(_model(nodes, [x], [y], inits))
+
+
+#: the stand-ins: ddcolor's a, b = A @ rgb + B (rgb in [0, 1]); deoldify's rgb = G * grey + O (0-255)
+DD_W, DD_B = [[40.0, 0.0, 0.0], [0.0, -30.0, 0.0]], [-10.0, 15.0]
+OLD_W, OLD_B = [[0.9, 0.0, 0.0], [0.0, 0.8, 0.0], [0.0, 0.0, 0.5]], [20.0, 10.0, 5.0]
+
+
+def colorizer_model(family: str, *, side: int | str = "height") -> OrtModel:
+    """``input [1, 3, H, W] -> output [1, C, H, W]``: a 1x1 convolution (C = 2 for ddcolor, 3 for deoldify)."""
+    weights, bias = (DD_W, DD_B) if family == "ddcolor" else (OLD_W, OLD_B)
+    c = len(weights)
+    w = side if isinstance(side, int) else "width"
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, side, w])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, c, side, w])
+    node = helper.make_node("Conv", ["input", "k", "b"], ["output"])
+    inits = [_const("k", np.asarray(weights).reshape(c, 3, 1, 1)), _const("b", bias)]
+    return OrtModel(_model([node], [x], [y], inits))

@@ -14,29 +14,11 @@ import cv2
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
-from tests.enhancer_fixtures import OrtModel, _const, _model
+from tests.enhancer_fixtures import colorizer_model
 
 from faceweave.enhancers.colorizer import FrameColorizer, colorized, colorizer_input
 from faceweave.errors import InvalidOptionError, ModelSignatureError
 from faceweave.options import SwapOptions
-
-#: the stand-ins: ddcolor's a, b = A @ rgb + B (rgb in [0, 1]); deoldify's rgb = G * grey + O (0-255)
-DD_W, DD_B = [[40.0, 0.0, 0.0], [0.0, -30.0, 0.0]], [-10.0, 15.0]
-OLD_W, OLD_B = [[0.9, 0.0, 0.0], [0.0, 0.8, 0.0], [0.0, 0.0, 0.5]], [20.0, 10.0, 5.0]
-
-
-def colorizer_model(family: str, *, side: int | str = "height") -> OrtModel:
-    """``input [1, 3, H, W] -> output [1, C, H, W]``: a 1x1 convolution (C = 2 for ddcolor, 3 for deoldify)."""
-    weights, bias = (DD_W, DD_B) if family == "ddcolor" else (OLD_W, OLD_B)
-    c = len(weights)
-    w = side if isinstance(side, int) else "width"
-    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, side, w])
-    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, c, side, w])
-    node = helper.make_node("Conv", ["input", "k", "b"], ["output"])
-    inits = [_const("k", np.asarray(weights).reshape(c, 3, 1, 1)), _const("b", bias)]
-    return OrtModel(_model([node], [x], [y], inits))
-
 
 # --- FaceFusion 3.8.1's formulation (BGR), written out ----------------------------
 

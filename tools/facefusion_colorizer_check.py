@@ -1,6 +1,6 @@
 """faceweave's frame colorizer beside FaceFusion's own ``frame_colorizer``
 functions, on the same frame with the same stand-in models (those of
-``tests/test_frame_colorizer.py``: the real input and output names and
+``tests/enhancer_fixtures.py``: the real input and output names and
 shapes), for every colorizer, size and two blends.
 
 FaceFusion is not a dependency: give a checkout of it (kept outside this
@@ -35,7 +35,7 @@ def main() -> int:
     from facefusion import state_manager
     from facefusion.processors.modules.frame_colorizer import core
     from skimage.data import astronaut
-    from tests.test_frame_colorizer import colorizer_model
+    from tests.enhancer_fixtures import colorizer_model
 
     from faceweave import names
     from faceweave.enhancers.colorizer import FrameColorizer
