@@ -58,7 +58,7 @@ def run_case(swapper: FaceSwapper, sources, target_path: Path, repeat: int) -> d
                 image = read_image(target_path)
             faces = swapper.find_faces(image.pixels, t)
             indices = select_faces(faces, swapper.options.selection)
-            result, _ = swapper.swap_faces(image.pixels, faces, indices, sources, t)
+            result = swapper.swap_faces(image.pixels, faces, indices, sources, t).pixels
             with timed(t, "encode"):
                 write_image(out, result, quality=92)
             t["total"] = (time.perf_counter() - start) * 1000.0

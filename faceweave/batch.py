@@ -85,11 +85,11 @@ def _swap_image(swapper: FaceSwapper, sources, item: BatchItem, reference, quali
     if reference is not None:
         faces = [swapper.analyser.embed(image.pixels, f) for f in faces]
     indices = select_faces(faces, swapper.options.selection, reference=reference)
-    pixels, swapped = swapper.swap_faces(image.pixels, faces, indices, sources)
-    pixels = stamp_image(pixels, provenance)
-    write_image(item.output, pixels, alpha=image.alpha, quality=quality, **image_metadata(provenance, item.output))
+    done = swapper.swap_faces(image.pixels, faces, indices, sources, alpha=image.alpha)
+    pixels = stamp_image(done.pixels, provenance)
+    write_image(item.output, pixels, alpha=done.alpha, quality=quality, **image_metadata(provenance, item.output))
     attach_manifest(item.output, provenance)
-    return f"{len(swapped)} of {len(faces)} face(s) swapped"
+    return f"{len(done.swapped)} of {len(faces)} face(s) swapped"
 
 
 def run_batch(

@@ -112,6 +112,26 @@ FRAME_COLORIZERS: Mapping[str, str] = MappingProxyType(
         "deoldify_stable": "deoldify",
     }
 )
+#: FaceFusion's background removers: name -> its family (how its input is made and its output read)
+BACKGROUND_REMOVERS: Mapping[str, str] = MappingProxyType(
+    {
+        "ben_2": "ben",
+        "birefnet_general": "birefnet",
+        "birefnet_portrait": "birefnet",
+        "corridor_key_1024": "corridor_key",
+        "corridor_key_2048": "corridor_key",
+        "isnet_general": "isnet",
+        "modnet": "modnet",
+        "ormbg": "ormbg",
+        "rmbg_1.4": "rmbg",
+        "rmbg_2.0": "rmbg",
+        "silueta": "silueta",
+        "u2net_cloth": "u2net_cloth",
+        "u2net_general": "u2net",
+        "u2net_human": "u2net",
+        "u2netp": "u2netp",
+    }
+)
 #: the square sides a frame colorizer may run at (FaceFusion's ``frame_colorizer_sizes``)
 FRAME_COLORIZER_SIZES: tuple[int, ...] = (192, 256, 384, 512)
 

@@ -361,11 +361,31 @@ class EnhancerOptions(_Options):
         1.0, ge=0.0, le=1.0, description="How much of the upscaled frame to keep."
     )
     frame_restore_size: bool = Field(False, description="resize the enhanced frame back to the input size")
+    background: Annotated[str | None, Flag(MODELS, name="background_remover", metavar="NAME")] = Field(
+        None,
+        description=f"Find the foreground and keep it: {', '.join(names.BACKGROUND_REMOVERS)} (FaceFusion's "
+        "background removers; the file must be downloaded or imported first). A photo written as PNG, WebP or "
+        "TIFF gets the background transparent; --background-remover-fill-color paints it (videos: only so). Runs "
+        "after the face enhancer.",
+    )
+    background_fill: Annotated[
+        tuple[int, int, int, int], Flag(MODELS, name="background_remover_fill_color", metavar="R G B A")
+    ] = Field(
+        (0, 0, 0, 0),
+        description="The colour laid over the removed background, 0-255 each, by its alpha (0: none, the "
+        "background only made transparent).",
+    )
+    background_despill: Annotated[
+        tuple[int, int, int, int], Flag(MODELS, name="background_remover_despill_color", metavar="R G B A")
+    ] = Field(
+        (0, 0, 0, 0),
+        description="A screen's colour to take out of the picture (green: 0 255 0 255), by its alpha (0: none).",
+    )
     colorizer: Annotated[str | None, Flag(MODELS, name="frame_colorizer", metavar="NAME")] = Field(
         None,
         description=f"Colour the whole result from its lightness (a grey or faded picture): "
         f"{', '.join(names.FRAME_COLORIZERS)} (FaceFusion's frame colorizers; the file must be downloaded or "
-        "imported first). Runs after the face enhancer, before the frame enhancer.",
+        "imported first). Runs after the face enhancer and the background remover, before the frame enhancer.",
     )
     colorizer_size: Annotated[int, Flag(MODELS, name="frame_colorizer_size", metavar="PX")] = Field(
         256,
@@ -383,6 +403,20 @@ class EnhancerOptions(_Options):
             raise ValueError(
                 names.unknown("face enhancer", value, tuple(sorted(names.FACE_ENHANCERS)), listed="available:")
             )
+        return value
+
+    @field_validator("background")
+    @classmethod
+    def _known_remover(cls, value: str | None) -> str | None:
+        if value is not None and value not in names.BACKGROUND_REMOVERS:
+            raise ValueError(names.unknown("background remover", value, tuple(names.BACKGROUND_REMOVERS)))
+        return value
+
+    @field_validator("background_fill", "background_despill")
+    @classmethod
+    def _rgba(cls, value: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        if any(not 0 <= c <= 255 for c in value):
+            raise ValueError(f"a colour is four whole numbers 0-255 (red green blue alpha); got {value}")
         return value
 
     @field_validator("colorizer")

@@ -44,7 +44,7 @@ from faceweave.swappers.registry import create_swapper
 from faceweave.targets import TargetFaces
 from faceweave.threads import single_threaded_blas
 from faceweave.timing import timed
-from faceweave.types import Face, Image, SkippedFace, SwappedFace, SwapResult
+from faceweave.types import Face, Image, PhotoSwap, SkippedFace, SwappedFace, SwapResult
 
 if TYPE_CHECKING:
     from faceweave.enhancers import FaceEnhancer, FrameEnhancer
@@ -283,6 +283,7 @@ class FaceSwapper:
         colours: Sequence[ColourMatch | None] | None = None,
         plans: Sequence[PlanUse | None] | None = None,
         kind: RenderKind = "video",
+        enhance: bool = True,
     ) -> np.ndarray:
         """Swap each ``(face, source)`` in order (later ones end on top), in
         one batch when the swapper ``batches``, then run the enhancers.
@@ -294,12 +295,31 @@ class FaceSwapper:
         faces are looked at once and their expression corrected
         (:meth:`check_expression`, when the options ask for it) and a face
         softer than the photo is sharpened (in a ``"video"`` or ``"live"``
-        stream both would change from frame to frame)."""
+        stream both would change from frame to frame).  ``enhance=False``
+        leaves the enhancers to the caller (:meth:`finish`)."""
         timings = {} if timings is None else timings
         colours = list(colours) if colours is not None else [None] * len(chosen)
         profile = self.renderer.profile(kind)
         out = self.renderer.render(self.swapper, pixels, chosen, timings, colours, profile=profile, plans=plans)
-        return self.enhance(out, [face for face, _ in chosen], timings)
+        return self.enhance(out, [face for face, _ in chosen], timings) if enhance else out
+
+    def finish(
+        self,
+        pixels: np.ndarray,
+        faces: Sequence[Face],
+        alpha: np.ndarray | None,
+        timings: dict[str, float] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """A swapped photo through the enhancers, and its alpha: the
+        target's ``alpha`` (or none), lowered to the background remover's
+        mask where there is one and it removes something, at the size of
+        the finished pixels (a frame enhancer scales them)."""
+        done = self.enhancers.finish(pixels, faces, timings)
+        if done.mask is not None and (alpha is not None or int(done.mask.min()) < 255):
+            alpha = done.mask if alpha is None else np.minimum(alpha, done.mask)
+        if alpha is not None and alpha.shape[:2] != done.pixels.shape[:2]:
+            alpha = cv2.resize(alpha, (done.pixels.shape[1], done.pixels.shape[0]), interpolation=cv2.INTER_LINEAR)
+        return done.pixels, alpha
 
     def unswappable(self, face: Face) -> str | None:
         """Why this swapper cannot swap ``face``, or ``None`` when it can: a
@@ -342,9 +362,12 @@ class FaceSwapper:
         indices: Sequence[int],
         sources: Sequence[SourceFace],
         timings: dict[str, float] | None = None,
-    ) -> tuple[np.ndarray, list[SwappedFace]]:
+        *,
+        alpha: np.ndarray | None = None,
+    ) -> PhotoSwap:
         """Swap the faces ``faces[i]`` for ``i`` in ``indices``; smaller faces
-        first so that a nearer, larger face ends on top.  A face the swapper
+        first so that a nearer, larger face ends on top; then the enhancers
+        (:meth:`finish`, with the photo's ``alpha``).  A face the swapper
         cannot swap (:meth:`unswappable`) is left as it is; when that is
         every face, :class:`~faceweave.errors.MeshlessFaceError` is raised."""
         timings = {} if timings is None else timings
@@ -355,7 +378,8 @@ class FaceSwapper:
             )
         order = sorted((i for i in indices if i not in skipped), key=lambda k: faces[k].bbox.area)
         chosen = [(faces[i], self.choose_source(sources, faces[i])) for i in order]
-        out = self.swap_many(pixels, chosen, timings, kind="photo")
+        out = self.swap_many(pixels, chosen, timings, kind="photo", enhance=False)
+        out, alpha = self.finish(out, [face for face, _ in chosen], alpha, timings)
         swapped = []
         for i, (face, source) in zip(order, chosen, strict=False):
             gap = source.face.pose.view_distance(face.pose)
@@ -365,7 +389,7 @@ class FaceSwapper:
                 )
             )
         swapped.sort(key=lambda s: s.target_index)
-        return out, swapped
+        return PhotoSwap(pixels=out, alpha=alpha, swapped=tuple(swapped))
 
     def swap(
         self,
@@ -414,13 +438,11 @@ class FaceSwapper:
                 raise InputError("selection mode 'reference' needs a reference face image")
             ref = self.reference_embedding(reference)
         faces, indices = self.targets.select(target_image, timings, reference=ref)
-        image, swapped = self.swap_faces(target_image.pixels, faces, indices, prepared, timings)
+        done = self.swap_faces(target_image.pixels, faces, indices, prepared, timings, alpha=target_image.alpha)
+        image, alpha, swapped = done.pixels, done.alpha, done.swapped
         skipped = self.skipped_faces(faces, indices)
         for face in skipped:
             log.info("face %d not swapped: %s", face.target_index, face.reason)
-        alpha = target_image.alpha
-        if alpha is not None and alpha.shape[:2] != image.shape[:2]:  # a frame enhancer scaled the image
-            alpha = cv2.resize(alpha, (image.shape[1], image.shape[0]), interpolation=cv2.INTER_LINEAR)
         with timed(timings, "mark"):
             image = stamp_image(image, provenance)  # last: nothing changes the pixels after it
         if not provenance.watermark:

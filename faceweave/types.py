@@ -270,6 +270,17 @@ class SwappedFace:
 
 
 @dataclass(frozen=True)
+class PhotoSwap:
+    """A photo's faces swapped and the steps after the swap run: ``pixels``
+    (uint8 RGB, not yet marked), its ``alpha`` (the target's, lowered by a
+    background remover; ``None`` for none) and each swapped face."""
+
+    pixels: np.ndarray
+    alpha: np.ndarray | None
+    swapped: tuple[SwappedFace, ...]
+
+
+@dataclass(frozen=True)
 class SkippedFace:
     """A selected target face that was not swapped, and why (``reason``: one
     sentence; e.g. a face kept without a mesh, which the mesh swapper needs)."""

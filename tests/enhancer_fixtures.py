@@ -167,3 +167,25 @@ def colorizer_model(family: str, *, side: int | str = "height") -> OrtModel:
     node = helper.make_node("Conv", ["input", "k", "b"], ["output"])
     inits = [_const("k", np.asarray(weights).reshape(c, 3, 1, 1)), _const("b", bias)]
     return OrtModel(_model([node], [x], [y], inits))
+
+
+def remover_model(family: str, *, size: int | str = "height") -> OrtModel:
+    """A background remover stand-in, ``input [1, C, H, W]`` (C = 4 for corridor_key) -> a 1x1 convolution:
+    the mask ``2 * x0 - 0.5 * x1 + 0.1`` (running past [0, 1], so the clipping shows); u2net_cloth: four class
+    scores; corridor_key: the mask and a keyed frame ``[1, 3, H, W]``."""
+    c = 4 if family == "corridor_key" else 3
+    w = size if isinstance(size, int) else "width"
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, c, size, w])
+    rows = {"u2net_cloth": [[0.2, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [0.5, 0.5, 0]]}.get(family, [[2.0, -0.5, 0.0]])
+    rows = [r + [0.3] * (c - 3) for r in rows]
+    bias = [0.1] * len(rows)
+    out = helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, len(rows), size, w])
+    nodes = [helper.make_node("Conv", ["input", "k", "b"], ["mask"])]
+    inits = [_const("k", np.asarray(rows).reshape(len(rows), c, 1, 1)), _const("b", bias)]
+    outputs = [out]
+    if family == "corridor_key":
+        keyed = [[0.2, 0.0, 0.0, 0.1], [0.0, 0.25, 0.0, 0.1], [0.0, 0.0, 0.2, 0.1]]
+        nodes.append(helper.make_node("Conv", ["input", "k2", "b2"], ["frame"]))
+        inits += [_const("k2", np.asarray(keyed).reshape(3, 4, 1, 1)), _const("b2", [0.4, 0.5, 0.45])]
+        outputs.append(helper.make_tensor_value_info("frame", TensorProto.FLOAT, [1, 3, size, w]))
+    return OrtModel(_model(nodes, [x], outputs, inits))

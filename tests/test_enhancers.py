@@ -17,7 +17,6 @@ from faceweave.enhancers import (
     available_frame_enhancers,
     create_face_enhancer,
     create_frame_enhancer,
-    enhance_result,
 )
 from faceweave.enhancers.face import denormalize_crops, normalize_crops
 from faceweave.enhancers.tiles import (
@@ -359,12 +358,14 @@ def test_registered_frame_enhancers_have_their_scale():
 
 
 # -- the pipeline step --------------------------------------------------------
-def test_enhance_result_runs_face_then_frame():
+def test_the_enhancers_run_face_then_frame():
+    from faceweave.enhancement import Enhancers
+
     frame = flat()
-    assert enhance_result(frame, [KPS]) is frame
+    assert Enhancers().apply(frame, [KPS]) is frame
     face = gfpgan(face_model(op="add", value=0.4))
     up = esrgan(frame_model())
-    out = enhance_result(frame, [KPS], face_enhancer=face, frame_enhancer=up, face_blend=1.0)
-    assert out.shape == (400, 480, 3)
-    assert np.array_equal(out, face.enhance(frame, [KPS], blend=1.0).repeat(2, 0).repeat(2, 1))
-    assert np.array_equal(enhance_result(frame, [], face_enhancer=face), frame)
+    done = Enhancers(face=face, frame=up, face_blend=1.0).finish(frame, [KPS])
+    assert done.pixels.shape == (400, 480, 3) and done.mask is None
+    assert np.array_equal(done.pixels, face.enhance(frame, [KPS], blend=1.0).repeat(2, 0).repeat(2, 1))
+    assert np.array_equal(Enhancers(face=face).apply(frame, []), frame)

@@ -73,6 +73,14 @@ CASES = {
         "real_esrgan_x2",
         "frame enhancer real_esrgan_x2",
     ),
+    "background_remover": Case(
+        {"enhance": {"background": "modnet"}},
+        ("--background-remover", "modnet"),
+        {"background_remover": "modnet"},
+        (),
+        "modnet",
+        "background remover modnet",
+    ),
     "frame_colorizer": Case(
         {"enhance": {"colorizer": "ddcolor"}},
         ("--frame-colorizer", "ddcolor"),

@@ -1,8 +1,9 @@
 """Enhancers: face restoration (GFPGAN, CodeFormer, GPEN, RestoreFormer++),
-frame colorizers (DDColor, DeOldify) and tiled frame super-resolution
-(Real-ESRGAN), built by name around a model object the caller owns."""
+background removers, frame colorizers (DDColor, DeOldify) and tiled frame
+super-resolution (Real-ESRGAN), built by name around a model object the
+caller owns."""
 
-from faceweave.enhancers.apply import enhance_result
+from faceweave.enhancers.background import BackgroundRemover
 from faceweave.enhancers.base import (
     FACE_ENHANCERS,
     FRAME_ENHANCERS,
@@ -24,6 +25,7 @@ from faceweave.enhancers.frame import TiledFrameEnhancer
 
 __all__ = [
     "FACE_ENHANCERS",
+    "BackgroundRemover",
     "FRAME_ENHANCERS",
     "CodeFormerEnhancer",
     "FaceEnhancer",
@@ -38,7 +40,6 @@ __all__ = [
     "available_frame_enhancers",
     "create_face_enhancer",
     "create_frame_enhancer",
-    "enhance_result",
     "face_enhancer_spec",
     "frame_enhancer_spec",
 ]

@@ -29,7 +29,7 @@ from types import MappingProxyType
 
 from faceweave.errors import UnknownModelError
 from faceweave.models.spec import ModelSpec, TensorSpec
-from faceweave.names import FRAME_COLORIZERS
+from faceweave.names import BACKGROUND_REMOVERS, FRAME_COLORIZERS
 
 _GITHUB = "https://github.com/facefusion/facefusion-assets/releases/download/{tag}/{file}"
 _HUGGINGFACE = "https://huggingface.co/facefusion/{tag}/resolve/main/{file}"
@@ -443,6 +443,68 @@ def _colorizers() -> list[ModelSpec]:
     return specs
 
 
+#: FaceFusion 3.8.1's background removers: name -> (side, mean, std, licence, vendor, release tag)
+_IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+_BACKGROUND: Mapping[str, tuple[int, tuple[float, float, float], tuple[float, float, float], str, str, str]] = (
+    MappingProxyType(
+        {
+            "ben_2": (1024, _ZERO, _ONE, "MIT", "PramaLLC", "models-3.5.0"),
+            "birefnet_general": (1024, _ZERO, _ONE, "MIT", "ZhengPeng7", "models-3.5.0"),
+            "birefnet_portrait": (1024, _ZERO, _ONE, "MIT", "ZhengPeng7", "models-3.5.0"),
+            "corridor_key_1024": (1024, *_IMAGENET, NON_COMMERCIAL, "nikopueringer", "models-3.6.0"),
+            "corridor_key_2048": (2048, *_IMAGENET, NON_COMMERCIAL, "nikopueringer", "models-3.6.0"),
+            "isnet_general": (1024, _HALF, _ONE, "Apache-2.0", "xuebinqin", "models-3.5.0"),
+            "modnet": (512, _HALF, _HALF, "Apache-2.0", "ZHKKKe", "models-3.5.0"),
+            "ormbg": (1024, _ZERO, _ONE, "Apache-2.0", "schirrmacher", "models-3.5.0"),
+            "rmbg_1.4": (1024, _HALF, _ONE, NON_COMMERCIAL, "Bria", "models-3.5.0"),
+            "rmbg_2.0": (1024, *_IMAGENET, NON_COMMERCIAL, "Bria", "models-3.5.0"),
+            "silueta": (320, *_IMAGENET, "Apache-2.0", "Kikedao", "models-3.5.0"),
+            "u2net_cloth": (768, *_IMAGENET, "MIT", "levindabhi", "models-3.5.0"),
+            "u2net_general": (320, *_IMAGENET, "Apache-2.0", "xuebinqin", "models-3.5.0"),
+            "u2net_human": (320, *_IMAGENET, "Apache-2.0", "xuebinqin", "models-3.5.0"),
+            "u2netp": (320, *_IMAGENET, "Apache-2.0", "xuebinqin", "models-3.5.0"),
+        }
+    )
+)
+
+
+def _background_removers() -> list[ModelSpec]:
+    """FaceFusion's background removers: the frame at the model's side in,
+    the foreground's mask out (u2net_cloth: a class per pixel; corridor_key
+    also takes a coarse green-screen mask and gives the keyed frame)."""
+    specs = []
+    for name, family in BACKGROUND_REMOVERS.items():
+        side, mean, std, licence, vendor, tag = _BACKGROUND[name]
+        channels = 4 if family == "corridor_key" else 3
+        inputs = (TensorSpec("input", (None, channels, "height", "width"), "float32"),)
+        mask = TensorSpec(None, (None, None, "height", "width"), "float32")
+        outputs = (
+            (mask, TensorSpec(None, (None, 3, "height", "width"), "float32")) if family == "corridor_key" else (mask,)
+        )
+        what = {
+            "u2net_cloth": "a score per class and pixel (the class taken: 0 the background)",
+            "corridor_key": "the mask and the keyed frame (RGB in [0, 1]); the input adds a coarse green-screen mask",
+        }.get(family, "the foreground's mask in [0, 1]")
+        specs.append(
+            ModelSpec(
+                name=name,
+                kind="background_remover",
+                file_name=f"{name}.onnx",
+                licence=licence,
+                vendor=vendor,
+                inputs=inputs,
+                outputs=outputs,
+                urls=facefusion_urls(tag, f"{name}.onnx"),
+                crop_size=side,
+                mean=mean,
+                std=std,
+                warmup_dims=(("height", side), ("width", side)),
+                notes=f"RGB at {side}x{side}, (x / 255 - mean) / std; out: {what}",
+            )
+        )
+    return specs
+
+
 def _classifiers() -> list[ModelSpec]:
     return [
         ModelSpec(
@@ -631,9 +693,8 @@ def _face_analysers() -> list[ModelSpec]:
 
 def builtin_specs() -> dict[str, ModelSpec]:
     """A new dict of every built-in spec by name (the caller may add its own)."""
-    specs = (
-        _swappers() + _embedders() + _enhancers() + _colorizers() + _classifiers() + _face_maskers() + _face_analysers()
-    )
+    specs = _swappers() + _embedders() + _enhancers() + _colorizers() + _background_removers()
+    specs += _classifiers() + _face_maskers() + _face_analysers()
     return {spec.name: spec for spec in specs}
 
 

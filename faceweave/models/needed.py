@@ -43,6 +43,8 @@ def needed_models(options: SwapOptions) -> tuple[NeededModel, ...]:
         needed += [NeededModel(name, role) for name in (*filter(None, companions), options.swapper)]
     if options.enhance.face is not None:
         needed.append(NeededModel(options.enhance.face, f"face enhancer {options.enhance.face}"))
+    if options.enhance.background is not None:
+        needed.append(NeededModel(options.enhance.background, f"background remover {options.enhance.background}"))
     if options.enhance.colorizer is not None:
         needed.append(NeededModel(options.enhance.colorizer, f"frame colorizer {options.enhance.colorizer}"))
     if options.enhance.frame is not None:

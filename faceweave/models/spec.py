@@ -21,6 +21,7 @@ KINDS = (
     "face_enhancer",
     "frame_enhancer",
     "frame_colorizer",
+    "background_remover",
     "content_classifier",
     "face_occluder",
     "face_parser",
