@@ -106,6 +106,13 @@ def command_leaves(kinds: tuple[OutputKind, ...], where: Callable[[Leaf], bool] 
     return tuple(leaf for leaf in leaves() if set(leaf.flag.kinds) & set(kinds) and (where is None or where(leaf)))
 
 
+def reads_faces(leaf: Leaf) -> bool:
+    """The options that change how faces are found: the detector and
+    landmarker, where their models run, the largest picture (what
+    ``faceweave faces`` and ``faceweave people`` take)."""
+    return leaf.path[0] in ("analysis", "runtime") or leaf.path == ("max_pixels",)
+
+
 def api_leaves() -> tuple[Leaf, ...]:
     """The options a job may set."""
     return tuple(leaf for leaf in leaves() if leaf.flag.api)

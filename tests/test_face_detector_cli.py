@@ -5,6 +5,8 @@ and evaluate: a bad name or size is one line naming what is accepted (exit
 
 from __future__ import annotations
 
+import json
+
 import cv2
 import numpy as np
 import pytest
@@ -88,3 +90,14 @@ def test_a_present_stand_in_detector_is_used_by_swap(tmp_path, photo, astronaut)
     proc = faceweave(*swap)
     assert proc.returncode == 2 and "no face" in proc.stderr.lower(), proc.stderr
     assert not out.exists()
+
+
+def test_people_takes_the_detector_flags(tmp_path, faces_dir):
+    """``faceweave people`` finds faces as ``swap --map`` will, with the same detector flags."""
+    video = faces_dir / "video" / "lp_d18_talking_face.mp4"
+    people = ["people", video, "--models-dir", tmp_path / "none"]
+    assert_clean_error(faceweave(*people, "--face-detector", "yunet"), 2, "faceweave models download yunet")
+    assert_clean_error(faceweave(*people, "--face-detector-score", "2"), 2, "--face-detector-score")
+    done = faceweave("people", video, "--every", "2", "--face-detector-score", "0.6", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["person"] == 0

@@ -11,7 +11,7 @@ import typer
 from faceweave.cli import console
 from faceweave.cli.common import check_output_path, refuse_video
 from faceweave.cli.option_flags import typer_command
-from faceweave.option_schema import GivenOptions, Leaf
+from faceweave.option_schema import GivenOptions, reads_faces
 from faceweave.options import CLI_WORDS, FACE_ORDERS, SelectionOptions, SwapOptions
 from faceweave.types import Face
 
@@ -59,12 +59,6 @@ def run_faces(term: console.Terminal, args: FacesArgs) -> int:
         options=options,
         json=args.json_output,
     )
-
-
-def _reads_faces(leaf: Leaf) -> bool:
-    """The options that change how faces are found: the detector and
-    landmarker, where their models run, the largest photo."""
-    return leaf.path[0] in ("analysis", "runtime") or leaf.path == ("max_pixels",)
 
 
 def _faces(
@@ -145,4 +139,4 @@ def _print_table(term: console.Terminal, image: Path, rows: list[dict]) -> None:
 
 
 #: ``faceweave faces``
-faces_command = typer_command(FacesArgs, run_faces, kinds=("photo",), where=_reads_faces)
+faces_command = typer_command(FacesArgs, run_faces, kinds=("photo",), where=reads_faces)
