@@ -43,8 +43,10 @@ PLAYED_WINDOW_S = 0.6
 #: the same in the recording, whose timeline puts the swapped stream's sound up to 0.25 s later still
 RECORDED_WINDOW_S = 0.9
 #: below this many swapped frames a second, as played (about 8 on this machine), flashes are dropped as stale
-#: and the sync cannot be read (one full-suite run met 4.6 fps): the test records once more
+#: and the sync cannot be read (one full-suite run met 4.6 fps, another 5.7 twice running): the test records
+#: again, up to RETRIES times
 MIN_FPS = 6.0
+RETRIES = 3
 
 
 def _check(recording: Recording, what: str, window_s: float) -> None:
@@ -82,7 +84,9 @@ def test_live_page_brings_sound_and_picture_back_together(tmp_path, faces_dir):
                 "() => Number(document.getElementById('live-frames').dataset.value) > 5", timeout=60_000
             )
             webm, probe = capture(page, RECORD_S, tmp_path)
-            if read_probe(probe, "back").fps < MIN_FPS:  # the machine fell behind for these seconds: once more
+            for _ in range(RETRIES):  # the machine fell behind for these seconds: again
+                if read_probe(probe, "back").fps >= MIN_FPS:
+                    break
                 webm, probe = capture(page, RECORD_S, tmp_path)
             page.click("#live-stop")
             page.wait_for_selector("#live-state >> text=stopped")
