@@ -5,9 +5,13 @@ Which enhancers run, and how much of their result is kept, come from
 owner's :class:`~faceweave.sessions.ModelSessions` (so the enhancers hold
 nothing to close).  With none asked for, nothing is imported or loaded.
 
-The order: the face enhancer, the background remover, the frame colorizer,
-the frame enhancer.  The background remover's mask comes back beside the
-pixels (:meth:`Enhancers.finish`), for a photo's alpha.
+The order: the lip syncer, the face enhancer, the background remover, the
+frame colorizer, the frame enhancer.  The lip syncer follows a frame's
+window of speech (:class:`~faceweave.audio.speech.Speech`, which
+:meth:`FaceSwapper.read_speech <faceweave.pipeline.FaceSwapper.read_speech>`
+makes); a photo or a live frame without one gets silence, as in FaceFusion.
+The background remover's mask comes back beside the pixels
+(:meth:`Enhancers.finish`), for a photo's alpha.
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from faceweave.options import EnhancerOptions
+from faceweave.options import EnhancerOptions, MaskOptions
 from faceweave.sessions import ModelSessions
 from faceweave.timing import timed
 from faceweave.types import Face
 
 if TYPE_CHECKING:
     from faceweave.enhancers import BackgroundRemover, FaceEnhancer, FrameColorizer, FrameEnhancer
+    from faceweave.enhancers.lips import LipSyncer
 
 
 @dataclass(frozen=True)
@@ -39,8 +44,9 @@ class Finished:
 
 @dataclass(frozen=True)
 class Enhancers:
-    """The face enhancer, background remover, frame colorizer and frame
-    enhancer of a swap (``None``: not used), applied in that order."""
+    """The lip syncer, face enhancer, background remover, frame colorizer
+    and frame enhancer of a swap (``None``: not used), applied in that
+    order."""
 
     face: FaceEnhancer | None = None
     frame: FrameEnhancer | None = None
@@ -49,13 +55,23 @@ class Enhancers:
     colorizer: FrameColorizer | None = None
     colorizer_blend: float = 1.0
     background: BackgroundRemover | None = None
+    lips: LipSyncer | None = None
 
     @classmethod
-    def load(cls, options: EnhancerOptions, sessions: ModelSessions, *, facefusion: bool = False) -> Enhancers:
+    def load(
+        cls,
+        options: EnhancerOptions,
+        sessions: ModelSessions,
+        *,
+        facefusion: bool = False,
+        masks: MaskOptions | None = None,
+    ) -> Enhancers:
         """The enhancers ``options`` ask for, their models loaded from
         ``sessions`` (``facefusion``: the face enhancer cuts, pastes and
-        blends as FaceFusion does)."""
+        blends as FaceFusion does; ``masks``: the face mask blur and padding
+        of EDTalk's box mask)."""
         face = frame = colorizer = background = None
+        lips = _lip_syncer(options, sessions, masks or MaskOptions())
         if options.face is not None or options.frame is not None:
             from faceweave.enhancers.factory import load_enhancers
 
@@ -82,27 +98,48 @@ class Enhancers:
             colorizer=colorizer,
             colorizer_blend=options.colorizer_blend,
             background=background,
+            lips=lips,
         )
 
     @property
     def any(self) -> bool:
         """Whether any step runs."""
-        return any(step is not None for step in (self.face, self.frame, self.colorizer, self.background))
+        steps = (self.lips, self.face, self.frame, self.colorizer, self.background)
+        return any(step is not None for step in steps)
 
-    def apply(self, pixels: np.ndarray, faces: Sequence[Face], timings: dict[str, float] | None = None) -> np.ndarray:
+    def apply(
+        self,
+        pixels: np.ndarray,
+        faces: Sequence[Face],
+        timings: dict[str, float] | None = None,
+        *,
+        speech: np.ndarray | None = None,
+    ) -> np.ndarray:
         """The steps on a swapped ``(H, W, 3)`` frame (the background
         remover's mask left out: a video frame has no alpha): ``pixels``
         itself when there are none, else a new frame (a frame enhancer may
-        change its size)."""
-        return self.finish(pixels, faces, timings).pixels
+        change its size).  ``speech``: the frame's ``(80, 16)`` mel window
+        for the lip syncer (``None``: silence)."""
+        return self.finish(pixels, faces, timings, speech=speech).pixels
 
-    def finish(self, pixels: np.ndarray, faces: Sequence[Face], timings: dict[str, float] | None = None) -> Finished:
+    def finish(
+        self,
+        pixels: np.ndarray,
+        faces: Sequence[Face],
+        timings: dict[str, float] | None = None,
+        *,
+        speech: np.ndarray | None = None,
+    ) -> Finished:
         """The steps on a swapped frame, and the background remover's mask."""
         if not self.any:
             return Finished(pixels)
         mask = None
-        with timed({} if timings is None else timings, "enhance"):
-            out = pixels
+        timings = {} if timings is None else timings
+        out = pixels
+        if self.lips is not None and len(faces) > 0:
+            with timed(timings, "lips"):
+                out = self.lips.sync(out, list(faces), speech)
+        with timed(timings, "enhance"):
             if self.face is not None and len(faces) > 0:
                 out = self.face.enhance(out, list(faces), blend=self.face_blend)
             if self.background is not None:
@@ -113,3 +150,18 @@ class Enhancers:
             if self.frame is not None:
                 out = self.frame.enhance(out, blend=self.frame_blend)
         return Finished(out, mask)
+
+
+def _lip_syncer(options: EnhancerOptions, sessions: ModelSessions, masks: MaskOptions) -> LipSyncer | None:
+    """The lip syncer ``options`` ask for (``None``: none)."""
+    if options.lip_syncer is None:
+        return None
+    from faceweave.enhancers.lips import LipSyncer
+
+    return LipSyncer(
+        sessions.open().get(options.lip_syncer, sessions.provider),
+        name=options.lip_syncer,
+        weight=options.lip_syncer_weight,
+        mask_blur=masks.face_mask_blur,
+        mask_padding=masks.face_mask_padding,
+    )

@@ -132,6 +132,13 @@ BACKGROUND_REMOVERS: Mapping[str, str] = MappingProxyType(
         "u2netp": "u2netp",
     }
 )
+#: FaceFusion's lip syncers: name -> its family (``wav2lip``: the lower face at 96 px and the mel window in;
+#: ``edtalk``: the aligned face at 256 px, the window and a weight in)
+LIP_SYNCERS: Mapping[str, str] = MappingProxyType(
+    {"wav2lip_gan_96": "wav2lip", "wav2lip_96": "wav2lip", "edtalk_256": "edtalk"}
+)
+#: FaceFusion's voice extractors, which keep the speech of the lip syncer's audio (the first is the default)
+VOICE_EXTRACTORS: tuple[str, ...] = ("kim_vocal_2", "kim_vocal_1", "uvr_mdxnet")
 #: the square sides a frame colorizer may run at (FaceFusion's ``frame_colorizer_sizes``)
 FRAME_COLORIZER_SIZES: tuple[int, ...] = (192, 256, 384, 512)
 

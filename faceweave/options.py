@@ -396,6 +396,29 @@ class EnhancerOptions(_Options):
         1.0, ge=0.0, le=1.0, description="How much of the colorized frame to keep (FaceFusion's blend / 100)."
     )
 
+    lip_syncer: Annotated[str | None, Flag(MODELS, name="lip_syncer", metavar="NAME")] = Field(
+        None,
+        description=f"Move the faces' mouths to speech: {', '.join(names.LIP_SYNCERS)} (FaceFusion's lip syncers; "
+        "the file must be downloaded or imported first). A video follows its own audio or --lip-syncer-audio; "
+        "a photo or a live stream gets silence (a closed mouth), as in FaceFusion. Runs first, after the swap.",
+    )
+    lip_syncer_weight: Annotated[float, Flag(MODELS, name="lip_syncer_weight", metavar="F")] = Field(
+        0.5, ge=0.0, le=1.0, description="How strongly the mouth follows the speech (FaceFusion's weight)."
+    )
+    lip_syncer_audio: Annotated[
+        str | None, Flag(MODELS, name="lip_syncer_audio", metavar="FILE", kinds=("video",), api=False)
+    ] = Field(
+        None,
+        max_length=4096,
+        description="The speech the lips follow, from the video's start (a dub), instead of the video's own "
+        "audio; the output gets this audio.",
+    )
+    voice_extractor: Annotated[str, Flag(MODELS, name="voice_extractor", metavar="NAME", kinds=("video",))] = Field(
+        names.VOICE_EXTRACTORS[0],
+        description=f"Keep only the voice of the lip syncer's audio: {', '.join(names.VOICE_EXTRACTORS)}, or "
+        "'none' for clean speech (faster; FaceFusion always extracts).",
+    )
+
     @field_validator("face")
     @classmethod
     def _known_face(cls, value: str | None) -> str | None:
@@ -433,6 +456,26 @@ class EnhancerOptions(_Options):
             sizes = ", ".join(map(str, names.FRAME_COLORIZER_SIZES))
             raise ValueError(f"frame colorizer size {value}; one of {sizes}")
         return value
+
+    @field_validator("lip_syncer")
+    @classmethod
+    def _known_lip_syncer(cls, value: str | None) -> str | None:
+        if value is not None and value not in names.LIP_SYNCERS:
+            raise ValueError(names.unknown("lip syncer", value, tuple(names.LIP_SYNCERS)))
+        return value
+
+    @field_validator("voice_extractor")
+    @classmethod
+    def _known_voice_extractor(cls, value: str) -> str:
+        if value != "none" and value not in names.VOICE_EXTRACTORS:
+            raise ValueError(names.unknown("voice extractor", value, (*names.VOICE_EXTRACTORS, "none")))
+        return value
+
+    @model_validator(mode="after")
+    def _audio_needs_lip_syncer(self) -> EnhancerOptions:
+        if self.lip_syncer_audio is not None and self.lip_syncer is None:
+            raise ValueError("the lip syncer audio is what a lip syncer follows: choose one, --lip-syncer (lip_syncer)")
+        return self
 
     @field_validator("frame")
     @classmethod

@@ -15,6 +15,7 @@ pure crop, compositing and paste-back functions.  Video reuses
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -31,7 +32,7 @@ from faceweave.enhancement import Enhancers
 from faceweave.errors import InputError, MeshlessFaceError
 from faceweave.expression import ExpressionChecker
 from faceweave.maskers import FaceMaskModels
-from faceweave.models.needed import check_present, needed_models
+from faceweave.models.needed import NeededModel, check_present, needed_models
 from faceweave.options import SwapOptions
 from faceweave.profiles import RenderKind
 from faceweave.provenance.stamp import Provenance, stamp_image
@@ -47,6 +48,7 @@ from faceweave.timing import timed
 from faceweave.types import Face, Image, PhotoSwap, SkippedFace, SwappedFace, SwapResult
 
 if TYPE_CHECKING:
+    from faceweave.audio.speech import Speech
     from faceweave.enhancers import FaceEnhancer, FrameEnhancer
     from faceweave.runtime import ProviderConfig, SessionPool
 
@@ -131,7 +133,7 @@ class FaceSwapper:
             )
             facefusion = isinstance(self.swapper, NeuralSwapper) and options.neural_compositing() == "facefusion"
             self.enhancers = (
-                Enhancers.load(options.enhance, self.sessions, facefusion=facefusion)
+                Enhancers.load(options.enhance, self.sessions, facefusion=facefusion, masks=options.masks)
                 if enhancers is None
                 else enhancers
             )
@@ -269,10 +271,41 @@ class FaceSwapper:
         with this swapper); returns the output to use."""
         return self.expression.check(self.swapper, crop, source, out, timings, colour)
 
-    def enhance(self, pixels: np.ndarray, faces: Sequence[Face], timings: dict[str, float] | None = None) -> np.ndarray:
-        """The optional face and frame enhancers on a swapped frame (a frame
-        enhancer may change its size)."""
-        return self.enhancers.apply(pixels, faces, timings)
+    def enhance(
+        self,
+        pixels: np.ndarray,
+        faces: Sequence[Face],
+        timings: dict[str, float] | None = None,
+        *,
+        speech: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The optional lip syncer and enhancers on a swapped frame (a frame
+        enhancer may change its size); ``speech``: the frame's mel window
+        for the lip syncer (:meth:`read_speech`; ``None``: silence)."""
+        return self.enhancers.apply(pixels, faces, timings, speech=speech)
+
+    def read_speech(
+        self,
+        audio: str | os.PathLike[str],
+        *,
+        fps: float,
+        start: float = 0.0,
+        end: float | None = None,
+        offset: float = 0.0,
+    ) -> Speech:
+        """The speech of ``audio`` from ``start`` to ``end`` seconds of it,
+        for the frames of a video at ``fps`` from time ``offset`` on, its
+        voice kept by the options' voice extractor (whose file must be
+        present: :class:`~faceweave.errors.ChosenModelMissingError`)."""
+        from faceweave.audio.speech import read_speech
+        from faceweave.audio.voice import VoiceExtractor
+
+        name = self.options.enhance.voice_extractor
+        extractor = None
+        if name != "none":
+            check_present(self.sessions.open().store, [NeededModel(name, f"voice extractor {name}")])
+            extractor = VoiceExtractor(self.sessions.open().get(name, self.sessions.provider), name=name)
+        return read_speech(audio, fps=fps, start=start, end=end, offset=offset, extractor=extractor)
 
     def swap_many(
         self,
@@ -284,6 +317,7 @@ class FaceSwapper:
         plans: Sequence[PlanUse | None] | None = None,
         kind: RenderKind = "video",
         enhance: bool = True,
+        speech: np.ndarray | None = None,
     ) -> np.ndarray:
         """Swap each ``(face, source)`` in order (later ones end on top), in
         one batch when the swapper ``batches``, then run the enhancers.
@@ -296,12 +330,13 @@ class FaceSwapper:
         (:meth:`check_expression`, when the options ask for it) and a face
         softer than the photo is sharpened (in a ``"video"`` or ``"live"``
         stream both would change from frame to frame).  ``enhance=False``
-        leaves the enhancers to the caller (:meth:`finish`)."""
+        leaves the enhancers to the caller (:meth:`finish`); ``speech``: the
+        frame's mel window for the lip syncer (``None``: silence)."""
         timings = {} if timings is None else timings
         colours = list(colours) if colours is not None else [None] * len(chosen)
         profile = self.renderer.profile(kind)
         out = self.renderer.render(self.swapper, pixels, chosen, timings, colours, profile=profile, plans=plans)
-        return self.enhance(out, [face for face, _ in chosen], timings) if enhance else out
+        return self.enhance(out, [face for face, _ in chosen], timings, speech=speech) if enhance else out
 
     def finish(
         self,
@@ -348,7 +383,10 @@ class FaceSwapper:
         timings = {} if timings is None else timings
         profile = self.renderer.profile(kind)
         out = self.renderer.render_frames(self.swapper, frames, timings, profile=profile)
-        return [self.enhance(px, [face for face, _ in f.chosen], timings) for px, f in zip(out, frames, strict=True)]
+        return [
+            self.enhance(px, [face for face, _ in f.chosen], timings, speech=f.speech)
+            for px, f in zip(out, frames, strict=True)
+        ]
 
     @property
     def batches_frames(self) -> bool:

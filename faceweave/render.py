@@ -65,12 +65,14 @@ class FrameFaces:
     3)`` uint8 RGB, its ``(face, source)`` pairs in the order they are
     pasted, and per pair a fixed colour mapping (or ``None``) and its face
     plan use (or ``None``); empty ``colours`` and ``plans`` mean ``None``
-    for every pair."""
+    for every pair; ``speech``: the frame's mel window for the lip syncer
+    (``None``: silence)."""
 
     pixels: np.ndarray
     chosen: tuple[Pair, ...]
     colours: tuple[ColourMatch | None, ...] = ()
     plans: tuple[PlanUse | None, ...] = ()
+    speech: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name in ("colours", "plans"):

@@ -189,3 +189,42 @@ def remover_model(family: str, *, size: int | str = "height") -> OrtModel:
         inits += [_const("k2", np.asarray(keyed).reshape(3, 4, 1, 1)), _const("b2", [0.4, 0.5, 0.45])]
         outputs.append(helper.make_tensor_value_info("frame", TensorProto.FLOAT, [1, 3, size, w]))
     return OrtModel(_model(nodes, [x], outputs, inits))
+
+
+def lip_syncer_model(family: str, *, target_channels: int | None = None, weight: bool = True) -> OrtModel:
+    """A lip syncer stand-in with FaceFusion's names and shapes: ``source [1, 1, 80, 16]`` and ``target``
+    (wav2lip: ``[1, 6, 96, 96]``; edtalk: ``[1, 3, 256, 256]`` and ``weight [1]``) -> ``[1, 3, S, S]``: a 1x1
+    convolution of the target plus the mean of the source over ten (times the weight for edtalk), so both
+    the picture and the speech show in the output (``weight=False``: an edtalk without its weight input)."""
+    size, channels = (96, 6) if family == "wav2lip" else (256, 3)
+    channels = target_channels or channels
+    source = helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, 1, 80, 16])
+    target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, channels, size, size])
+    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size])
+    rows = np.zeros((3, channels), np.float32)
+    rows[:, channels - 3 :] = np.eye(3) * 0.9  # the whole face (wav2lip's last three channels), darkened
+    rows[:, 0] += 0.05
+    nodes = [
+        helper.make_node("Conv", ["target", "k", "b"], ["face"]),
+        helper.make_node("ReduceMean", ["source"], ["level"], keepdims=1),
+        helper.make_node("Mul", ["level", "tenth"], ["speech"]),
+    ]
+    inits = [_const("k", rows.reshape(3, channels, 1, 1)), _const("b", [0.02] * 3), _const("tenth", [0.1])]
+    inputs = [source, target]
+    if family == "edtalk" and weight:
+        inputs.append(helper.make_tensor_value_info("weight", TensorProto.FLOAT, [1]))
+        nodes += [
+            helper.make_node("Mul", ["speech", "weight"], ["said"]),
+            helper.make_node("Add", ["face", "said"], ["output"]),
+        ]
+    else:
+        nodes.append(helper.make_node("Add", ["face", "speech"], ["output"]))
+    return OrtModel(_model(nodes, inputs, [out], inits))
+
+
+def voice_extractor_model(*, scale: float = 1.0, columns: int | str = 256) -> OrtModel:
+    """A voice extractor stand-in: ``input [N, 4, 3072, 256]`` -> the same times ``scale`` (1: every sound is voice)."""
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 4, 3072, columns])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 4, 3072, columns])
+    node = helper.make_node("Mul", ["input", "s"], ["output"])
+    return OrtModel(_model([node], [x], [y], [_const("s", [scale])]))

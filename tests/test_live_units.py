@@ -74,8 +74,8 @@ class _SlowWork:
         self.planned.append(frame.index)
         return frame.index
 
-    def render(self, pixels, plan):
-        return pixels
+    def render(self, frame, plan):
+        return frame.pixels
 
 
 class _Collect:
@@ -283,9 +283,9 @@ def test_plan_on_room_plans_only_frames_the_encoder_can_take():
                 self.most = max(self.most, self.in_flight)
             return frame.index
 
-        def render(self, pixels, plan):
+        def render(self, frame, plan):
             time.sleep(0.01)
-            return pixels
+            return frame.pixels
 
     work = SlowRender()
 

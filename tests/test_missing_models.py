@@ -89,6 +89,14 @@ CASES = {
         "ddcolor",
         "frame colorizer ddcolor",
     ),
+    "lip_syncer": Case(
+        {"enhance": {"lip_syncer": "wav2lip_gan_96"}},
+        ("--lip-syncer", "wav2lip_gan_96"),
+        {"lip_syncer": "wav2lip_gan_96"},
+        (),
+        "wav2lip_gan_96",
+        "lip syncer wav2lip_gan_96",
+    ),
     "face_detector": Case(
         {"analysis": {"face_detector": "scrfd"}},
         ("--face-detector", "scrfd"),
@@ -139,7 +147,9 @@ def _expected(case: Case) -> str:
 
 def test_the_cases_cover_every_model_kind_the_options_choose():
     kinds = {CATALOG[case.missing].kind for case in CASES.values()}
-    assert kinds == {s.kind for s in CATALOG.values()} - {"content_classifier"}  # screening: the server's setting
+    # screening is the server's setting; the voice extractor is checked when a video's speech is read
+    # (tests/test_lip_syncer.py), a photo does not use it
+    assert kinds == {s.kind for s in CATALOG.values()} - {"content_classifier", "voice_extractor"}
 
 
 @pytest.mark.parametrize("kind", KINDS)

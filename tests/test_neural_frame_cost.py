@@ -268,14 +268,14 @@ class _BatchWork:
     def plan(self, frame, ahead):
         return None if self.skip and frame.index % self.skip == 0 else frame.index
 
-    def render(self, pixels, plan):
-        return self.render_batch([(pixels, plan)])[0]
+    def render(self, frame, plan):
+        return self.render_batch([(frame, plan)])[0]
 
     def render_batch(self, frames):
         self.batches.append([plan for _, plan in frames])
         if self.fail in self.batches[-1]:
             raise RuntimeError(f"frame {self.fail}")
-        return [255 - pixels for pixels, _ in frames]
+        return [255 - frame.pixels for frame, _ in frames]
 
 
 def run_stream(work, frames: int, **kwargs) -> list[int]:

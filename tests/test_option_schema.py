@@ -68,10 +68,19 @@ SAMPLES = {
     "frame_colorizer": ("deoldify", "deoldify"),
     "frame_colorizer_size": ("384", 384),
     "frame_colorizer_blend": ("0.5", 0.5),
+    "lip_syncer": ("edtalk_256", "edtalk_256"),
+    "lip_syncer_weight": ("0.8", 0.8),
+    "lip_syncer_audio": ("/dub.wav", "/dub.wav"),
+    "voice_extractor": ("none", "none"),
 }
 #: choices under which every sample above is valid (a neural swapper, an ONNX
 #: detector, a 68-point landmarker), left out where the sample is the choice
-CONTEXT = {"swapper": "inswapper_128", "face_detector": "scrfd", "face_landmarker": "2dfan4"}
+CONTEXT = {
+    "swapper": "inswapper_128",
+    "face_detector": "scrfd",
+    "face_landmarker": "2dfan4",
+    "lip_syncer": "wav2lip_gan_96",
+}
 
 
 def _at(options: SwapOptions, path: tuple[str, ...]):

@@ -41,10 +41,10 @@ def test_a_failing_pipeline_thread_fails_the_job_and_the_next_job_runs(tmp_path,
 
     original = VideoSwapper.render
 
-    def render(self, pixels, plan, timings):
+    def render(self, pixels, plan, timings, **kwargs):
         if getattr(pixels, "shape", (0,))[0] and plan:  # a frame with a face: the render thread fails
             raise RuntimeError("injected render fault")
-        return original(self, pixels, plan, timings)
+        return original(self, pixels, plan, timings, **kwargs)
 
     monkeypatch.setattr(VideoSwapper, "render", render)
     clip = tmp_path / "clip.mp4"

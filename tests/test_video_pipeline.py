@@ -149,11 +149,11 @@ def test_a_render_error_stops_the_run_and_leaves_nothing(tmp_path, faces_dir, vi
     calls = {"n": 0}
     real = video_swapper.render
 
-    def failing(pixels, plan, timings):
+    def failing(pixels, plan, timings, **kwargs):
         calls["n"] += 1
         if calls["n"] == 5:
             raise FaceweaveError("render broke")
-        return real(pixels, plan, timings)
+        return real(pixels, plan, timings, **kwargs)
 
     monkeypatch.setattr(video_swapper, "render", failing)
     out = tmp_path / "out.mp4"

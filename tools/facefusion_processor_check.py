@@ -1,8 +1,11 @@
-"""faceweave's frame colorizer and background remover beside FaceFusion's
-own ``frame_colorizer`` and ``background_remover`` functions, on the same
-frame with the same stand-in models (``tests/enhancer_fixtures.py``: the real
-input and output names and shapes): every colorizer at every size and two
-blends, every background remover with four fill and despill colours.
+"""faceweave's frame colorizer, background remover and lip syncer beside
+FaceFusion's own ``frame_colorizer``, ``background_remover`` and
+``lip_syncer`` functions, on the same frame with the same stand-in models
+(``tests/enhancer_fixtures.py``: the real input and output names and
+shapes): every colorizer at every size and two blends, every background
+remover with four fill and despill colours, the voice extractor and the mel
+windows of one audio track, and every lip syncer at three weights on those
+windows.
 
 FaceFusion is not a dependency: give a checkout of it (kept outside this
 repository; ``git archive`` of facefusion/facefusion is enough) and a
@@ -11,7 +14,9 @@ folder with the two packages it imports that faceweave does not
 
     .venv/bin/python tools/facefusion_processor_check.py --facefusion /tmp/ff --deps /tmp/ffdeps
 
-Prints, per case, the share of identical pixels and the largest difference.
+Prints, per case, the share of identical pixels (or values) and the largest
+difference; the lip syncer also the PSNR (FaceFusion fits the face's
+alignment by RANSAC, faceweave in closed form, so the crops differ a little).
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ def main() -> int:
     photo = np.ascontiguousarray(astronaut())
     colorizers(state_manager, photo)
     removers(state_manager, photo)
+    windows = speech(state_manager)
+    lips(state_manager, photo, windows)
     return 0
 
 
@@ -89,11 +96,76 @@ def removers(state_manager, photo: np.ndarray) -> None:
             _report(f"{name} fill {fill} despill {despill}", removed.pixels, pixels[..., ::-1], removed.mask, mask)
 
 
-def _report(case: str, ours: np.ndarray, theirs: np.ndarray, *more: np.ndarray) -> None:
-    pairs = [(ours, theirs), *zip(more[::2], more[1::2], strict=True)]
+def speech(state_manager) -> list[np.ndarray]:
+    """The voice and mel windows of a 6 s stereo track (two chunks of the
+    voice extractor) by FaceFusion's ``batch_extract_voice``,
+    ``prepare_voice``, ``create_spectrogram`` and ``extract_audio_frames``
+    and by faceweave's; returns FaceFusion's windows at 25 fps."""
+    from facefusion import audio, voice_extractor
+    from tests.enhancer_fixtures import voice_extractor_model
+
+    from faceweave.audio import features
+    from faceweave.audio.speech import Speech
+    from faceweave.audio.voice import VoiceExtractor
+
+    rng = np.random.default_rng(0)
+    t = np.arange(6 * 48000) / 48000
+    tone = np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t)) + 0.2 * rng.normal(size=t.shape)
+    samples = (np.stack((tone, np.roll(tone, 500)), axis=1) * 8000).astype(np.int16)
+    model = voice_extractor_model(scale=0.7)
+    voice_extractor.get_inference_pool = lambda: _Pool(model)
+    state_manager.init_item("voice_extractor_model", "kim_vocal_2")
+    theirs = voice_extractor.batch_extract_voice(samples, 240 * 1024, 180 * 1024)
+    ours = VoiceExtractor(model, name="kim_vocal_2").extract(samples)
+    _report("voice extractor kim_vocal_2 (voice)", ours, theirs)
+    mel = audio.create_spectrogram(audio.prepare_voice(theirs))
+    ours_mel = features.spectrogram(features.prepare_voice(ours))
+    _report("mel spectrogram", ours_mel, mel)
+    windows = audio.extract_audio_frames(mel, 25)
+    speech = Speech(ours_mel, fps=25.0)
+    worst = max(float(np.abs(speech.window(k) - w).max()) for k, w in enumerate(windows))
+    print(f"{'mel windows at 25 fps':60s} {speech.frames} of {len(windows)}, max {worst:.3g}")
+    return windows
+
+
+def lips(state_manager, photo: np.ndarray, windows: list[np.ndarray]) -> None:
+    from facefusion.processors.modules.lip_syncer import core
+    from facefusion.types import Face as FaceFusionFace
+    from tests.enhancer_fixtures import lip_syncer_model
+
+    from faceweave import names
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.enhancers.lips import LipSyncer, face_points68
+
+    face = FaceAnalyser().analyse(photo)[0]
+    five, points = np.asarray(face.kps5, np.float32), face_points68(face)
+    marks = {"5": five, "5/68": five, "68": points, "68/5": points}
+    theirs_face = FaceFusionFace(None, None, None, marks, 0, None, None, None, None, None)
+    state_manager.init_item("face_mask_types", ["box"])
+    state_manager.init_item("face_mask_blur", 0.3)
+    state_manager.init_item("face_mask_padding", (0, 0, 0, 0))
+    for name, family in names.LIP_SYNCERS.items():
+        model = lip_syncer_model(family)
+        core.get_inference_pool = lambda model=model: _Pool(model)
+        for weight in (0.0, 0.5, 1.0):
+            state_manager.init_item("lip_syncer_model", name)
+            state_manager.init_item("lip_syncer_weight", weight)
+            for k in (0, 40, 90):
+                bgr = np.ascontiguousarray(photo[..., ::-1])
+                theirs = core.sync_lip(theirs_face, windows[k], bgr)[..., ::-1]
+                ours = LipSyncer(model, name=name, weight=weight).sync(photo, [face], windows[k])
+                _report(f"{name} weight {weight} frame {k}", ours, theirs, psnr=True)
+
+
+def _report(case: str, ours: np.ndarray, theirs: np.ndarray, *more: np.ndarray, psnr: bool = False) -> None:
+    pairs = [(np.asarray(ours), np.asarray(theirs)), *zip(more[::2], more[1::2], strict=True)]
     same = min(float(np.mean(a == b)) for a, b in pairs)
-    worst = max(int(np.abs(a.astype(int) - b.astype(int)).max()) for a, b in pairs)
-    print(f"{case:60s} identical {same:.4%}, max {worst}")
+    worst = max(float(np.abs(a.astype(np.float64) - b.astype(np.float64)).max()) for a, b in pairs)
+    line = f"{case:60s} identical {same:.4%}, max {worst:.4g}"
+    if psnr:
+        error = float(np.mean((pairs[0][0].astype(np.float64) - pairs[0][1]) ** 2))
+        line += ", PSNR " + ("inf" if error == 0 else f"{10 * np.log10(255**2 / error):.1f} dB")
+    print(line)
 
 
 class _Pool:
@@ -107,6 +179,9 @@ class _Pool:
 
     def run(self, _names, feeds):
         return self.model.session.run(None, feeds)
+
+    def get_inputs(self):
+        return self.model.session.get_inputs()
 
 
 if __name__ == "__main__":

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from faceweave.cli import console
 from faceweave.options import SwapOptions
@@ -117,7 +117,8 @@ def _video_options(
 @contextmanager
 def _progress_bar(term: console.Terminal, json_output: bool) -> Iterator[Callable[[int, int | None], None]]:
     """A progress bar with frames, fps and time left on stderr (off with
-    ``--json``), as a ``progress(done, total)`` callback."""
+    ``--json``), as a ``progress(done, total)`` callback; drawn from the
+    first frame on, so that a run refused before it prints its one error line alone."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (
@@ -127,15 +128,16 @@ def _progress_bar(term: console.Terminal, json_output: bool) -> Iterator[Callabl
         TextColumn("{task.fields[fps]} fps"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=term.err, transient=True, disable=json_output) as bar:
-        task = bar.add_task("swap", total=None, fps="-")
-        started: dict[str, float] = {}
+    with ExitStack() as stack:
+        drawn: dict[str, Any] = {}
 
         def progress(done: int, total: int | None) -> None:
             now = time.perf_counter()
-            first = started.setdefault("t", now)
-            rate = f"{done / (now - first):.1f}" if now > first else "-"
-            bar.update(task, completed=done, total=total, fps=rate)
+            if not drawn:
+                bar = stack.enter_context(Progress(*columns, console=term.err, transient=True, disable=json_output))
+                drawn.update(bar=bar, task=bar.add_task("swap", total=None, fps="-"), t=now)
+            rate = f"{done / (now - drawn['t']):.1f}" if now > drawn["t"] else "-"
+            drawn["bar"].update(drawn["task"], completed=done, total=total, fps=rate)
 
         yield progress
 

@@ -170,6 +170,26 @@ def kps5_from_mesh(points: np.ndarray) -> np.ndarray:
     ).astype(np.float32)
 
 
+#: the mesh vertex nearest each of the 68 iBUG points (jaw 0-16, brows 17-26,
+#: nose 27-35, eyes 36-47, mouth 48-67): for each point, the vertex closest on
+#: average to dlib's 68-point predictor on the same faces (26 faces within 20
+#: degrees of frontal; 1-3 % of the eye-corner distance off inside the face,
+#: about 5 % along the jaw, whose contour the two draw differently);
+#: ``tools/derive_mesh68.py`` derives it
+MESH_TO_68: tuple[int, ...] = (
+    127, 227, 147, 215, 172, 136, 149, 148, 152, 377, 378, 365, 397, 435, 376, 454, 356,
+    70, 63, 105, 66, 55, 285, 296, 334, 293, 300,
+    168, 197, 195, 4, 75, 97, 2, 326, 305,
+    33, 160, 158, 155, 153, 144, 382, 385, 386, 263, 373, 380,
+    61, 39, 37, 0, 267, 269, 291, 405, 314, 17, 84, 181, 78, 82, 13, 312, 308, 317, 14, 87,
+)  # fmt: skip
+
+
+def points68_from_mesh(points: np.ndarray) -> np.ndarray:
+    """``(68, 2)`` float32 iBUG-layout points from ``(478, 2+)`` mesh points (:data:`MESH_TO_68`)."""
+    return np.asarray(points)[list(MESH_TO_68), :2].astype(np.float32)
+
+
 @cache
 def _meta() -> dict[str, np.ndarray]:
     from importlib.resources import files

@@ -153,8 +153,8 @@ class _LiveWork:
     def plan(self, frame: VideoFrame, found: list[Face] | None) -> list[PlannedFace] | None:
         return self.inner.plan(frame, found)
 
-    def render(self, pixels: np.ndarray, plan: list[PlannedFace]) -> np.ndarray:
-        return self.inner.render(pixels, plan)
+    def render(self, frame: VideoFrame, plan: list[PlannedFace]) -> np.ndarray:
+        return self.inner.render(frame, plan)
 
 
 class _Outputs:

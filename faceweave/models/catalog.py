@@ -29,7 +29,7 @@ from types import MappingProxyType
 
 from faceweave.errors import UnknownModelError
 from faceweave.models.spec import ModelSpec, TensorSpec
-from faceweave.names import BACKGROUND_REMOVERS, FRAME_COLORIZERS
+from faceweave.names import BACKGROUND_REMOVERS, FRAME_COLORIZERS, LIP_SYNCERS, VOICE_EXTRACTORS
 
 _GITHUB = "https://github.com/facefusion/facefusion-assets/releases/download/{tag}/{file}"
 _HUGGINGFACE = "https://huggingface.co/facefusion/{tag}/resolve/main/{file}"
@@ -505,6 +505,73 @@ def _background_removers() -> list[ModelSpec]:
     return specs
 
 
+#: FaceFusion 3.8.1's lip syncers and voice extractors: name -> (licence, vendor, release tag)
+_SPEECH: Mapping[str, tuple[str, str, str]] = MappingProxyType(
+    {
+        "edtalk_256": ("Apache-2.0", "tanshuai0219", "models-3.3.0"),
+        "wav2lip_96": (NON_COMMERCIAL, "Rudrabha", "models-3.0.0"),
+        "wav2lip_gan_96": (NON_COMMERCIAL, "Rudrabha", "models-3.0.0"),
+        "kim_vocal_1": (NON_COMMERCIAL, "KimberleyJensen", "models-3.4.0"),
+        "kim_vocal_2": (NON_COMMERCIAL, "KimberleyJensen", "models-3.0.0"),
+        "uvr_mdxnet": ("MIT", "Anjok07", "models-3.4.0"),
+    }
+)
+_MEL = TensorSpec("source", (None, 1, 80, 16), "float32")
+
+
+def _lip_syncers() -> list[ModelSpec]:
+    """FaceFusion's lip syncers: a frame's mel window and the face in, the
+    face with its mouth moved out (Wav2Lip: the lower face at 96 px, given
+    twice, its lower half blanked the first time; EDTalk: the aligned face at
+    256 px and a weight)."""
+    specs = []
+    for name, family in LIP_SYNCERS.items():
+        licence, vendor, tag = _SPEECH[name]
+        if family == "wav2lip":
+            inputs: tuple[TensorSpec, ...] = (_MEL, TensorSpec("target", (None, 6, 96, 96), "float32"))
+            size, notes = 96, "BGR in [0, 1], the face's lower half blanked then whole (6 channels); out: BGR"
+        else:
+            inputs = (_MEL, _image("target", 256), TensorSpec("weight", (1,), "float32"))
+            size, notes = 256, "RGB in [0, 1] of the ffhq_512 crop resized; out: RGB; weight: the lip syncer weight"
+        specs.append(
+            ModelSpec(
+                name=name,
+                kind="lip_syncer",
+                file_name=f"{name}.onnx",
+                licence=licence,
+                vendor=vendor,
+                inputs=inputs,
+                outputs=(_image(None, size),),
+                urls=facefusion_urls(tag, f"{name}.onnx"),
+                crop_size=size,
+                notes=f"mel window [1, 1, 80, 16] as FaceFusion's audio.py; {notes}",
+            )
+        )
+    return specs
+
+
+def _voice_extractors() -> list[ModelSpec]:
+    """FaceFusion's voice extractors (MDX-Net): the STFT of a stereo piece in, the voice's out."""
+    specs = []
+    for name in VOICE_EXTRACTORS:
+        licence, vendor, tag = _SPEECH[name]
+        spec = TensorSpec("input", (None, 4, 3072, 256), "float32")
+        specs.append(
+            ModelSpec(
+                name=name,
+                kind="voice_extractor",
+                file_name=f"{name}.onnx",
+                licence=licence,
+                vendor=vendor,
+                inputs=(spec,),
+                outputs=(TensorSpec(None, (None, 4, 3072, 256), "float32"),),
+                urls=facefusion_urls(tag, f"{name}.onnx"),
+                notes="real and imaginary STFT of both channels (7680 samples, hop 1024, 3072 bins) in and out",
+            )
+        )
+    return specs
+
+
 def _classifiers() -> list[ModelSpec]:
     return [
         ModelSpec(
@@ -694,6 +761,7 @@ def _face_analysers() -> list[ModelSpec]:
 def builtin_specs() -> dict[str, ModelSpec]:
     """A new dict of every built-in spec by name (the caller may add its own)."""
     specs = _swappers() + _embedders() + _enhancers() + _colorizers() + _background_removers()
+    specs += _lip_syncers() + _voice_extractors()
     specs += _classifiers() + _face_maskers() + _face_analysers()
     return {spec.name: spec for spec in specs}
 

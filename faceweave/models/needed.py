@@ -31,7 +31,10 @@ class NeededModel:
 def needed_models(options: SwapOptions) -> tuple[NeededModel, ...]:
     """The catalogued models ``options`` load, in load order: the analysis
     models, the swapper with its embedder and converter, the enhancers, the
-    occluders and the face parser (none for the defaults)."""
+    occluders and the face parser (none for the defaults).  The voice
+    extractor is checked when a video's speech is read
+    (:meth:`FaceSwapper.read_speech <faceweave.pipeline.FaceSwapper.read_speech>`):
+    a photo or a live stream does not use it."""
     from faceweave.maskers import occluder_models
     from faceweave.swappers.neural import NEURAL_SWAPPERS
 
@@ -41,6 +44,8 @@ def needed_models(options: SwapOptions) -> tuple[NeededModel, ...]:
         role = f"swapper {options.swapper}"
         companions = (entry.spec.embedder, entry.spec.converter)
         needed += [NeededModel(name, role) for name in (*filter(None, companions), options.swapper)]
+    if options.enhance.lip_syncer is not None:
+        needed.append(NeededModel(options.enhance.lip_syncer, f"lip syncer {options.enhance.lip_syncer}"))
     if options.enhance.face is not None:
         needed.append(NeededModel(options.enhance.face, f"face enhancer {options.enhance.face}"))
     if options.enhance.background is not None:

@@ -22,6 +22,8 @@ KINDS = (
     "frame_enhancer",
     "frame_colorizer",
     "background_remover",
+    "lip_syncer",
+    "voice_extractor",
     "content_classifier",
     "face_occluder",
     "face_parser",

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import partial
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 from weakref import WeakKeyDictionary
 
 import numpy as np
 
 from faceweave.compositing.plans import PlanPolicy
-from faceweave.errors import InvalidOptionError, NoFaceError, NoMatchingFaceError, TooSmallToMarkError
+from faceweave.errors import InputError, InvalidOptionError, NoFaceError, NoMatchingFaceError, TooSmallToMarkError
 from faceweave.io import write_image
 from faceweave.pipeline import FaceSwapper, ImageInput
 from faceweave.profiles import RenderKind
@@ -39,6 +39,9 @@ from faceweave.video.planning import FramePlanner, PeopleMap, PlannedFace, Track
 from faceweave.video.stream import FrameStream
 from faceweave.video.swap_work import SwapWork
 from faceweave.video.tracker import FaceTracker
+
+if TYPE_CHECKING:
+    from faceweave.audio.speech import Speech
 
 __all__ = ["PeopleMap", "PlannedFace", "SwapWork", "VideoOptions", "VideoSwapReport", "VideoSwapper"]
 
@@ -166,9 +169,17 @@ class VideoSwapper:
             states = self._states.setdefault(tracker, TrackStates())
         return self.planner.plan(frame, tracks, states, sources, reference, timings, mapping)
 
-    def render(self, pixels: np.ndarray, plan: Sequence[PlannedFace], timings: dict[str, float]) -> np.ndarray:
+    def render(
+        self,
+        pixels: np.ndarray,
+        plan: Sequence[PlannedFace],
+        timings: dict[str, float],
+        *,
+        speech: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Apply a frame's plan; frames are independent here, so several
-        frames may be rendered at once on different threads."""
+        frames may be rendered at once on different threads.  ``speech``:
+        the frame's mel window for the lip syncer (``None``: silence)."""
         return self.swapper.swap_many(
             pixels,
             [(p.face, p.source) for p in plan],
@@ -176,14 +187,20 @@ class VideoSwapper:
             colours=[p.colour for p in plan],
             plans=[p.plan for p in plan],
             kind=self.kind,
+            speech=speech,
         )
 
     def render_batch(
-        self, frames: Sequence[tuple[np.ndarray, Sequence[PlannedFace]]], timings: dict[str, float]
+        self,
+        frames: Sequence[tuple[np.ndarray, Sequence[PlannedFace]]],
+        timings: dict[str, float],
+        *,
+        speech: Sequence[np.ndarray | None] | None = None,
     ) -> list[np.ndarray]:
         """:meth:`render` for several frames, in order, their faces in one
         inference where the swapper batches frames
-        (:meth:`FaceSwapper.swap_frames`)."""
+        (:meth:`FaceSwapper.swap_frames`); ``speech``: each frame's window."""
+        windows = list(speech) if speech is not None else [None] * len(frames)
         return self.swapper.swap_frames(
             [
                 FrameFaces(
@@ -191,8 +208,9 @@ class VideoSwapper:
                     tuple((p.face, p.source) for p in plan),
                     tuple(p.colour for p in plan),
                     tuple(p.plan for p in plan),
+                    window,
                 )
-                for pixels, plan in frames
+                for (pixels, plan), window in zip(frames, windows, strict=True)
             ],
             timings,
             kind=self.kind,
@@ -308,8 +326,6 @@ class VideoSwapper:
         if self.swapper.options.selection.mode != "reference":
             return None
         if reference is None:
-            from faceweave.errors import InputError
-
             raise InputError("selection mode 'reference' needs a reference face image")
         return self.swapper.reference_embedding(reference)
 
@@ -370,11 +386,12 @@ class VideoSwapper:
         reader = self._reader(target, options)
         try:
             check_markable(reader.frame_size, options.provenance)
+            speech = self.speech(target, reader.info, options)
         except BaseException:
             reader.close()
             tracker.close()
             raise
-        work = SwapWork(self, tracker, prepared, ref, mapping)
+        work = SwapWork(self, tracker, prepared, ref, mapping, speech)
         open_writer = partial(self._writer, target, output, reader.info, options)
         batch = options.frames_per_inference if self.swapper.batches_frames else 1
         stream = FrameStream(
@@ -396,12 +413,38 @@ class VideoSwapper:
             timings_ms=work.timings_ms() | stream.timings_ms(),
         )
 
+    def speech(self, target: str | os.PathLike[str], info: VideoInfo, options: VideoOptions) -> Speech | None:
+        """What the lip syncer follows in a run over ``target`` (``None``
+        without one): the lip syncer audio from its start, or the video's
+        own audio, from the trim's start to its end (or the video's)."""
+        enhance = self.swapper.options.enhance
+        if enhance.lip_syncer is None:
+            return None
+        fps = float(options.fps or info.fps)
+        end = options.end if options.end is not None else info.duration
+        if enhance.lip_syncer_audio is not None:
+            length = None if end is None else max(0.0, end - options.start)
+            return self.swapper.read_speech(
+                enhance.lip_syncer_audio, fps=fps, start=0.0, end=length, offset=options.start
+            )
+        if not info.has_audio:
+            raise InputError(
+                f"the video {os.fspath(target)!r} has no audio for the lip syncer to follow; give one with "
+                "--lip-syncer-audio (lip_syncer_audio)"
+            )
+        return self.swapper.read_speech(target, fps=fps, start=options.start, end=end, offset=options.start)
+
     def _writer(
         self, target: str | os.PathLike[str], output: Path, info: VideoInfo, options: VideoOptions
     ) -> VideoWriter:
         """The writer of ``output`` (opened on the encoder thread), with the
-        audio of ``target`` when ``options`` keep it, marked as they say."""
+        audio of ``target`` (or the lip syncer's audio, from its start) when
+        ``options`` keep it, marked as they say."""
         fps = Fraction(options.fps).limit_denominator(1001) if options.fps else None
+        dub = self.swapper.options.enhance.lip_syncer_audio
+        audio_from, start, end = os.fspath(target) if options.audio else None, options.start, options.end
+        if dub is not None and options.audio:
+            audio_from, start, end = dub, 0.0, None if options.end is None else options.end - options.start
         return VideoWriter(
             output,
             info=info,
@@ -409,8 +452,9 @@ class VideoSwapper:
             codec=options.codec,
             quality=options.crf,
             preset=options.preset,
-            audio_from=os.fspath(target) if options.audio else None,
-            audio_start=options.start,
-            audio_end=options.end,
+            audio_from=audio_from,
+            audio_start=start,
+            audio_end=end,
+            audio_at_start=dub is not None,
             **writer_stamp(options.provenance),
         )

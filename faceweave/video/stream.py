@@ -70,7 +70,7 @@ class FrameWork(Protocol[A, P]):
         frame's plan, or ``None`` to pass the frame through untouched."""
         ...
 
-    def render(self, pixels: np.ndarray, plan: P) -> np.ndarray:
+    def render(self, frame: VideoFrame, plan: P) -> np.ndarray:
         """On a render thread: the frame's new pixels (frames are
         independent here, so several are rendered at once)."""
         ...
@@ -81,8 +81,8 @@ class BatchedWork(FrameWork[A, P], Protocol[A, P]):
     """A :class:`FrameWork` that can also render several frames in one call
     (a neural swapper's faces of several frames in one inference)."""
 
-    def render_batch(self, frames: Sequence[tuple[np.ndarray, P]]) -> list[np.ndarray]:
-        """On a render thread: the new pixels of each ``(pixels, plan)``, in order."""
+    def render_batch(self, frames: Sequence[tuple[VideoFrame, P]]) -> list[np.ndarray]:
+        """On a render thread: the new pixels of each ``(frame, plan)``, in order."""
         ...
 
 
@@ -299,7 +299,7 @@ class FrameStream(Generic[A, P]):
 
     def _hand_on(self, pool: ThreadPoolExecutor, frame: VideoFrame, plan: P | None) -> bool:
         """One frame to the encoder: untouched, or its render; ``False`` once halted."""
-        pixels = frame.pixels if plan is None else pool.submit(self.work.render, frame.pixels, plan)
+        pixels = frame.pixels if plan is None else pool.submit(self.work.render, frame, plan)
         return self._blocking.offer(self._frames_out, (pixels, frame.time), self.halted)
 
     def _render_batch(self, pool: ThreadPoolExecutor, waiting: list[tuple[VideoFrame, P]]) -> bool:
@@ -308,7 +308,7 @@ class FrameStream(Generic[A, P]):
         if not waiting:
             return True
         work = cast("BatchedWork[A, P]", self.work)
-        future = pool.submit(work.render_batch, [(frame.pixels, plan) for frame, plan in waiting])
+        future = pool.submit(work.render_batch, list(waiting))
         frames, waiting[:] = list(waiting), []
         return all(
             self._blocking.offer(self._frames_out, (_InBatch(future, n), frame.time), self.halted)

@@ -18,6 +18,7 @@ from faceweave.video.planning import PeopleMap, PlannedFace, TrackStates
 from faceweave.video.tracker import FaceTracker
 
 if TYPE_CHECKING:
+    from faceweave.audio.speech import Speech
     from faceweave.video.pipeline import VideoSwapper
 
 
@@ -25,8 +26,9 @@ class SwapWork:
     """The per-frame work of one video swap, as a
     :class:`~faceweave.video.stream.FrameWork`: the scheduled detections on
     the decoder thread, tracking and planning in frame order (the run's
-    :class:`TrackStates`), rendering on the render threads.  Counts the
-    frames and faces swapped, and the milliseconds of each stage."""
+    :class:`TrackStates`), rendering on the render threads (``speech``: what
+    the lip syncer follows, frame by frame).  Counts the frames and faces
+    swapped, and the milliseconds of each stage."""
 
     def __init__(
         self,
@@ -35,9 +37,11 @@ class SwapWork:
         sources: Sequence[SourceFace],
         reference: np.ndarray | None,
         mapping: PeopleMap | None,
+        speech: Speech | None = None,
     ) -> None:
         self.video, self.tracker = video, tracker
         self.sources, self.reference, self.mapping = sources, reference, mapping
+        self.speech = speech
         self.states = TrackStates()
         self.frames_with_swap = self.faces_swapped = 0
         self._timings: dict[str, float] = {}  # the planning thread's
@@ -62,16 +66,22 @@ class SwapWork:
         # a frame enhancer changes every frame (and its size), faces or not
         return plan if plan or self.video.swapper.frame_enhancer is not None else None
 
-    def render(self, pixels: np.ndarray, plan: list[PlannedFace]) -> np.ndarray:
+    def words(self, frame: VideoFrame) -> np.ndarray | None:
+        """The frame's window of the run's speech (``None``: none, silence)."""
+        return None if self.speech is None else self.speech.at(frame.time)
+
+    def render(self, frame: VideoFrame, plan: list[PlannedFace]) -> np.ndarray:
         frame_timings: dict[str, float] = {}
-        rendered = self.video.render(pixels, plan, frame_timings)
+        rendered = self.video.render(frame.pixels, plan, frame_timings, speech=self.words(frame))
         with self._lock:
             _add(self._render_timings, frame_timings)
         return rendered
 
-    def render_batch(self, frames: Sequence[tuple[np.ndarray, list[PlannedFace]]]) -> list[np.ndarray]:
+    def render_batch(self, frames: Sequence[tuple[VideoFrame, list[PlannedFace]]]) -> list[np.ndarray]:
         batch_timings: dict[str, float] = {}
-        rendered = self.video.render_batch(frames, batch_timings)
+        pairs = [(frame.pixels, plan) for frame, plan in frames]
+        speech = [self.words(frame) for frame, _ in frames]
+        rendered = self.video.render_batch(pairs, batch_timings, speech=speech)
         with self._lock:
             _add(self._render_timings, batch_timings)
         return rendered

@@ -96,7 +96,7 @@ class AvSink:
         stream.codec_context.time_base = w._time_base
         self.stream = stream
         if self.audio_source is not None:
-            window, first = w.audio_window, w.first_time
+            window, first = w.audio_window, None if w.audio_at_start else w.first_time
             self.audio = self.audio_source.attach(self.container, kind=w.kind, window=window, first_time=first)
             self.audio_source = None
         return stream

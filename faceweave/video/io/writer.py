@@ -49,6 +49,8 @@ class VideoWriter:
         audio_start, audio_end: source seconds of audio to take.  Audio at source
             time ``t`` plays at ``t - t0``: ``t0`` is the time of the first frame
             written when times are given to :meth:`write`, else ``audio_start``.
+        audio_at_start: ``audio_start`` plays at the output's start, whatever
+            the frames' times (a dub laid over a trimmed video).
         size: output ``(width, height)``; frames of another size are resized.
             Default: the first frame's size.
         gif_max_side: GIF frames are shrunk so that their longest side is at most this.
@@ -87,6 +89,7 @@ class VideoWriter:
         audio_from: str | os.PathLike[str] | None = None,
         audio_start: float = 0.0,
         audio_end: float | None = None,
+        audio_at_start: bool = False,
         size: tuple[int, int] | None = None,
         gif_max_side: int = 480,
         frame_marker: FrameMarker | None = None,
@@ -114,6 +117,7 @@ class VideoWriter:
         self.metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
         self._out_size: tuple[int, int] | None = None  # (width, height), set by the first frame
         self.audio_window = (float(audio_start), audio_end)
+        self.audio_at_start = audio_at_start
         self.frames_written = 0
         self._frames_given = 0
         self.first_time: float | None = None
