@@ -5,7 +5,7 @@ Which enhancers run, and how much of their result is kept, come from
 owner's :class:`~faceweave.sessions.ModelSessions` (so the enhancers hold
 nothing to close).  With none asked for, nothing is imported or loaded.
 
-The order: the lip syncer, the face enhancer, the background remover, the
+The order: the age modifier, the lip syncer, the face enhancer, the background remover, the
 frame colorizer, the frame enhancer.  The lip syncer follows a frame's
 window of speech (:class:`~faceweave.audio.speech.Speech`, which
 :meth:`FaceSwapper.read_speech <faceweave.pipeline.FaceSwapper.read_speech>`
@@ -29,6 +29,7 @@ from faceweave.types import Face
 
 if TYPE_CHECKING:
     from faceweave.enhancers import BackgroundRemover, FaceEnhancer, FrameColorizer, FrameEnhancer
+    from faceweave.enhancers.age import AgeModifier
     from faceweave.enhancers.lips import LipSyncer
 
 
@@ -44,8 +45,8 @@ class Finished:
 
 @dataclass(frozen=True)
 class Enhancers:
-    """The lip syncer, face enhancer, background remover, frame colorizer
-    and frame enhancer of a swap (``None``: not used), applied in that
+    """The age modifier, lip syncer, face enhancer, background remover,
+    frame colorizer and frame enhancer of a swap (``None``: not used), applied in that
     order."""
 
     face: FaceEnhancer | None = None
@@ -56,6 +57,7 @@ class Enhancers:
     colorizer_blend: float = 1.0
     background: BackgroundRemover | None = None
     lips: LipSyncer | None = None
+    age: AgeModifier | None = None
 
     @classmethod
     def load(
@@ -72,6 +74,7 @@ class Enhancers:
         of EDTalk's box mask)."""
         face = frame = colorizer = background = None
         lips = _lip_syncer(options, sessions, masks or MaskOptions())
+        age = _age_modifier(options, sessions, masks or MaskOptions())
         if options.face is not None or options.frame is not None:
             from faceweave.enhancers.factory import load_enhancers
 
@@ -99,12 +102,13 @@ class Enhancers:
             colorizer_blend=options.colorizer_blend,
             background=background,
             lips=lips,
+            age=age,
         )
 
     @property
     def any(self) -> bool:
         """Whether any step runs."""
-        steps = (self.lips, self.face, self.frame, self.colorizer, self.background)
+        steps = (self.age, self.lips, self.face, self.frame, self.colorizer, self.background)
         return any(step is not None for step in steps)
 
     def apply(
@@ -136,6 +140,9 @@ class Enhancers:
         mask = None
         timings = {} if timings is None else timings
         out = pixels
+        if self.age is not None and len(faces) > 0:
+            with timed(timings, "age"):
+                out = self.age.modify(out, list(faces))
         if self.lips is not None and len(faces) > 0:
             with timed(timings, "lips"):
                 out = self.lips.sync(out, list(faces), speech)
@@ -164,4 +171,25 @@ def _lip_syncer(options: EnhancerOptions, sessions: ModelSessions, masks: MaskOp
         weight=options.lip_syncer_weight,
         mask_blur=masks.face_mask_blur,
         mask_padding=masks.face_mask_padding,
+    )
+
+
+def _age_modifier(options: EnhancerOptions, sessions: ModelSessions, masks: MaskOptions) -> AgeModifier | None:
+    """The age modifier ``options`` ask for, with FRAN's face classifier (``None``: none)."""
+    if options.age_modifier is None:
+        return None
+    from faceweave.analysis.face_classifier import FaceClassifier
+    from faceweave.enhancers.age import AgeModifier
+    from faceweave.models.needed import age_models
+
+    pool = sessions.open()
+    classifier = None
+    if len(age_models(options.age_modifier)) > 1:
+        classifier = FaceClassifier(pool.get(age_models(options.age_modifier)[0], sessions.provider))
+    return AgeModifier(
+        pool.get(options.age_modifier, sessions.provider),
+        name=options.age_modifier,
+        direction=options.age_modifier_direction,
+        classifier=classifier,
+        mask_blur=masks.face_mask_blur,
     )

@@ -137,6 +137,11 @@ BACKGROUND_REMOVERS: Mapping[str, str] = MappingProxyType(
 LIP_SYNCERS: Mapping[str, str] = MappingProxyType(
     {"wav2lip_gan_96": "wav2lip", "wav2lip_96": "wav2lip", "edtalk_256": "edtalk"}
 )
+#: FaceFusion's age modifiers: name -> its family (``fran``: the face at 1024 px and its age from the face
+#: classifier in; ``styleganex``: the face at 256 px and the head with its surroundings at 384 px in)
+AGE_MODIFIERS: Mapping[str, str] = MappingProxyType({"fran": "fran", "styleganex_age": "styleganex"})
+#: FaceFusion's face classifier (gender, age and race of a face), which FRAN's age comes from
+FACE_CLASSIFIER = "fairface"
 #: FaceFusion's voice extractors, which keep the speech of the lip syncer's audio (the first is the default)
 VOICE_EXTRACTORS: tuple[str, ...] = ("kim_vocal_2", "kim_vocal_1", "uvr_mdxnet")
 #: the square sides a frame colorizer may run at (FaceFusion's ``frame_colorizer_sizes``)

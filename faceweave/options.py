@@ -396,11 +396,21 @@ class EnhancerOptions(_Options):
         1.0, ge=0.0, le=1.0, description="How much of the colorized frame to keep (FaceFusion's blend / 100)."
     )
 
+    age_modifier: Annotated[str | None, Flag(MODELS, name="age_modifier", metavar="NAME")] = Field(
+        None,
+        description=f"Make the faces older or younger: {', '.join(names.AGE_MODIFIERS)} (FaceFusion's age "
+        "modifiers; fran also needs the face classifier fairface; the files must be downloaded or imported "
+        "first). Runs after the swap, before the lip syncer.",
+    )
+    age_modifier_direction: Annotated[int, Flag(MODELS, name="age_modifier_direction", metavar="YEARS")] = Field(
+        0, ge=-100, le=100, description="How much older (up to 100) or younger (down to -100)."
+    )
     lip_syncer: Annotated[str | None, Flag(MODELS, name="lip_syncer", metavar="NAME")] = Field(
         None,
         description=f"Move the faces' mouths to speech: {', '.join(names.LIP_SYNCERS)} (FaceFusion's lip syncers; "
         "the file must be downloaded or imported first). A video follows its own audio or --lip-syncer-audio; "
-        "a photo or a live stream gets silence (a closed mouth), as in FaceFusion. Runs first, after the swap.",
+        "a photo or a live stream gets silence (a closed mouth), as in FaceFusion. Runs after the swap and the "
+        "age modifier.",
     )
     lip_syncer_weight: Annotated[float, Flag(MODELS, name="lip_syncer_weight", metavar="F")] = Field(
         0.5, ge=0.0, le=1.0, description="How strongly the mouth follows the speech (FaceFusion's weight)."
@@ -455,6 +465,13 @@ class EnhancerOptions(_Options):
         if value not in names.FRAME_COLORIZER_SIZES:
             sizes = ", ".join(map(str, names.FRAME_COLORIZER_SIZES))
             raise ValueError(f"frame colorizer size {value}; one of {sizes}")
+        return value
+
+    @field_validator("age_modifier")
+    @classmethod
+    def _known_age_modifier(cls, value: str | None) -> str | None:
+        if value is not None and value not in names.AGE_MODIFIERS:
+            raise ValueError(names.unknown("age modifier", value, tuple(names.AGE_MODIFIERS)))
         return value
 
     @field_validator("lip_syncer")

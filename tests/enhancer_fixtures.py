@@ -228,3 +228,64 @@ def voice_extractor_model(*, scale: float = 1.0, columns: int | str = 256) -> Or
     y = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 4, 3072, columns])
     node = helper.make_node("Mul", ["input", "s"], ["output"])
     return OrtModel(_model([node], [x], [y], [_const("s", [scale])]))
+
+
+def age_modifier_model(family: str) -> OrtModel:
+    """An age modifier stand-in with FaceFusion's names and shapes: fran ``target [1, 3, 1024, 1024]``,
+    ``direction [2]`` -> ``[1, 3, 1024, 1024]``: 0.9 x the target + the mean direction / 5 + 0.02;
+    styleganex ``target [1, 3, 256, 256]``, ``target_with_background [1, 3, 384, 384]``, ``direction []`` ->
+    ``[1, 3, 768, 768]``: the surroundings doubled (nearest), times 0.9, + the direction / 10 + the target's mean."""
+    direction = helper.make_tensor_value_info("direction", TensorProto.FLOAT, [2] if family == "fran" else [])
+    if family == "fran":
+        target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, 1024, 1024])
+        out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 1024, 1024])
+        nodes = [
+            helper.make_node("Mul", ["target", "k"], ["face"]),
+            helper.make_node("ReduceMean", ["direction"], ["mean"], keepdims=1),
+            helper.make_node("Mul", ["mean", "fifth"], ["older"]),
+            helper.make_node("Add", ["face", "older"], ["shifted"]),
+            helper.make_node("Add", ["shifted", "b"], ["output"]),
+        ]
+        inits = [_const("k", [0.9]), _const("fifth", [0.2]), _const("b", [0.02])]
+        return OrtModel(_model(nodes, [target, direction], [out], inits))
+    target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, 256, 256])
+    wide = helper.make_tensor_value_info("target_with_background", TensorProto.FLOAT, [1, 3, 384, 384])
+    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 768, 768])
+    nodes = [
+        helper.make_node("Resize", ["target_with_background", "", "scales"], ["grown"], mode="nearest"),
+        helper.make_node("Mul", ["grown", "k"], ["kept"]),
+        helper.make_node("Mul", ["direction", "tenth"], ["older"]),
+        helper.make_node("Add", ["kept", "older"], ["shifted"]),
+        helper.make_node("ReduceMean", ["target"], ["level"], keepdims=1),
+        helper.make_node("Add", ["shifted", "level"], ["output"]),
+    ]
+    inits = [_const("scales", [1.0, 1.0, 2.0, 2.0]), _const("k", [0.9]), _const("tenth", [0.1])]
+    return OrtModel(_model(nodes, [target, wide, direction], [out], inits))
+
+
+def face_classifier_model() -> OrtModel:
+    """A FairFace stand-in: ``input [1, 3, 224, 224]`` -> race ``[1]`` (0), gender ``[1]`` (1) and age ``[1]``
+    int64: the age class ``floor(2 x the mean input + 4)`` within 0-8 (a brighter face: older)."""
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])
+    outs = [helper.make_tensor_value_info(n, TensorProto.INT64, [1]) for n in ("race_id", "gender_id", "age_id")]
+    nodes = [
+        helper.make_node("ReduceMean", ["input"], ["mean"], keepdims=0),
+        helper.make_node("Mul", ["mean", "two"], ["double"]),
+        helper.make_node("Add", ["double", "four"], ["shifted"]),
+        helper.make_node("Floor", ["shifted"], ["whole"]),
+        helper.make_node("Clip", ["whole", "low", "high"], ["clipped"]),
+        helper.make_node("Cast", ["clipped"], ["age"], to=TensorProto.INT64),
+        helper.make_node("Reshape", ["age", "one"], ["age_id"]),
+        helper.make_node("Identity", ["race"], ["race_id"]),
+        helper.make_node("Identity", ["gender"], ["gender_id"]),
+    ]
+    inits = [
+        _const("two", 2.0),
+        _const("four", 4.0),
+        _const("low", 0.0),
+        _const("high", 8.0),
+        _const("one", [1], np.int64),
+        _const("race", [0], np.int64),
+        _const("gender", [1], np.int64),
+    ]
+    return OrtModel(_model(nodes, [x], outs, inits))

@@ -97,6 +97,22 @@ CASES = {
         "wav2lip_gan_96",
         "lip syncer wav2lip_gan_96",
     ),
+    "age_modifier": Case(
+        {"enhance": {"age_modifier": "styleganex_age"}},
+        ("--age-modifier", "styleganex_age"),
+        {"age_modifier": "styleganex_age"},
+        (),
+        "styleganex_age",
+        "age modifier styleganex_age",
+    ),
+    "face_classifier": Case(
+        {"enhance": {"age_modifier": "fran"}},
+        ("--age-modifier", "fran"),
+        {"age_modifier": "fran"},
+        ("fran",),
+        "fairface",
+        "age modifier fran",
+    ),
     "face_detector": Case(
         {"analysis": {"face_detector": "scrfd"}},
         ("--face-detector", "scrfd"),

@@ -68,6 +68,8 @@ SAMPLES = {
     "frame_colorizer": ("deoldify", "deoldify"),
     "frame_colorizer_size": ("384", 384),
     "frame_colorizer_blend": ("0.5", 0.5),
+    "age_modifier": ("fran", "fran"),
+    "age_modifier_direction": ("-20", -20),
     "lip_syncer": ("edtalk_256", "edtalk_256"),
     "lip_syncer_weight": ("0.8", 0.8),
     "lip_syncer_audio": ("/dub.wav", "/dub.wav"),

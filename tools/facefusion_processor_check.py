@@ -54,6 +54,7 @@ def main() -> int:
     removers(state_manager, photo)
     windows = speech(state_manager)
     lips(state_manager, photo, windows)
+    ages(state_manager, photo)
     return 0
 
 
@@ -155,6 +156,42 @@ def lips(state_manager, photo: np.ndarray, windows: list[np.ndarray]) -> None:
                 theirs = core.sync_lip(theirs_face, windows[k], bgr)[..., ::-1]
                 ours = LipSyncer(model, name=name, weight=weight).sync(photo, [face], windows[k])
                 _report(f"{name} weight {weight} frame {k}", ours, theirs, psnr=True)
+
+
+def ages(state_manager, photo: np.ndarray) -> None:
+    """Every age modifier at five directions, and FairFace's class of the face."""
+    from facefusion import face_classifier
+    from facefusion.processors.modules.age_modifier import core
+    from facefusion.types import Face as FaceFusionFace
+    from tests.enhancer_fixtures import age_modifier_model, face_classifier_model
+
+    from faceweave import names
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.analysis.face_classifier import FaceClassifier
+    from faceweave.enhancers.age import AgeModifier
+
+    face = FaceAnalyser().analyse(photo)[0]
+    five = np.asarray(face.kps5, np.float32)
+    bgr = np.ascontiguousarray(photo[..., ::-1])
+    classifier = face_classifier_model()
+    face_classifier.get_inference_pool = lambda: _Pool(classifier)
+    gender, age, race = face_classifier.classify_face(bgr, five)
+    ours = FaceClassifier(classifier).classify(photo, five)
+    same = (ours.gender, ours.age, ours.race) == (gender, age, race)
+    print(f"{'fairface class':60s} {'identical' if same else 'DIFFERENT'}: {gender}, {age}, {race}")
+    marks = {"5": five, "5/68": five, "68": None, "68/5": None}
+    theirs_face = FaceFusionFace(None, None, None, marks, 0, None, None, age, gender, race)
+    state_manager.init_item("face_mask_types", ["box"])
+    state_manager.init_item("face_mask_blur", 0.3)
+    for name, family in names.AGE_MODIFIERS.items():
+        model = age_modifier_model(family)
+        core.get_inference_pool = lambda model=model: _Pool(model)
+        state_manager.init_item("age_modifier_model", name)
+        for direction in (-100, -40, 0, 35, 100):
+            state_manager.init_item("age_modifier_direction", direction)
+            theirs = core.modify_age(theirs_face, bgr)[..., ::-1]
+            modifier = AgeModifier(model, name=name, direction=direction, classifier=FaceClassifier(classifier))
+            _report(f"{name} direction {direction}", modifier.modify(photo, [face]), theirs, psnr=True)
 
 
 def _report(case: str, ours: np.ndarray, theirs: np.ndarray, *more: np.ndarray, psnr: bool = False) -> None:

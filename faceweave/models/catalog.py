@@ -29,7 +29,7 @@ from types import MappingProxyType
 
 from faceweave.errors import UnknownModelError
 from faceweave.models.spec import ModelSpec, TensorSpec
-from faceweave.names import BACKGROUND_REMOVERS, FRAME_COLORIZERS, LIP_SYNCERS, VOICE_EXTRACTORS
+from faceweave.names import AGE_MODIFIERS, BACKGROUND_REMOVERS, FRAME_COLORIZERS, LIP_SYNCERS, VOICE_EXTRACTORS
 
 _GITHUB = "https://github.com/facefusion/facefusion-assets/releases/download/{tag}/{file}"
 _HUGGINGFACE = "https://huggingface.co/facefusion/{tag}/resolve/main/{file}"
@@ -572,6 +572,59 @@ def _voice_extractors() -> list[ModelSpec]:
     return specs
 
 
+def _age_modifiers() -> list[ModelSpec]:
+    """FaceFusion's age modifiers and the face classifier FRAN's age comes from."""
+    direction = TensorSpec("direction", None, "float32")
+    fran = ModelSpec(
+        name="fran",
+        kind="age_modifier",
+        file_name="fran.onnx",
+        licence="MIT",
+        vendor="ry-lu",
+        inputs=(_image("target", 1024), direction),
+        outputs=(_image(None, 1024),),
+        urls=facefusion_urls("models-3.6.0", "fran.onnx"),
+        template="ffhq_512",
+        crop_size=1024,
+        mean=_ZERO,
+        std=_ONE,
+        requires=("fairface",),
+        notes="RGB in [0, 1] of the ffhq_512 crop; direction [2]: the face's age and the age wanted, over 100",
+    )
+    styleganex = ModelSpec(
+        name="styleganex_age",
+        kind="age_modifier",
+        file_name="styleganex_age.onnx",
+        licence="S-Lab-1.0",
+        vendor="williamyang1991",
+        inputs=(_image("target", 256), _image("target_with_background", 384), direction),
+        outputs=(_image(None, None),),
+        urls=facefusion_urls("models-3.1.0", "styleganex_age.onnx"),
+        template="ffhq_512",
+        crop_size=256,
+        mean=_HALF,
+        std=_HALF,
+        notes="RGB in [-1, 1]: the ffhq_512 crop at 256 and the styleganex_384 crop at 384 (the head with its "
+        "surroundings); direction: the age change mapped from [-100, 100] to [2.5, -2.5]; out: the 384 crop, larger",
+    )
+    fairface = ModelSpec(
+        name="fairface",
+        kind="face_classifier",
+        file_name="fairface.onnx",
+        licence="CC-BY-4.0",
+        vendor="dchen236",
+        inputs=(_image("input", 224),),
+        outputs=tuple(TensorSpec(None, None, None) for _ in range(3)),
+        urls=facefusion_urls("models-3.0.0", "fairface.onnx"),
+        template="arcface_112_v2",
+        crop_size=224,
+        mean=_IMAGENET[0],
+        std=_IMAGENET[1],
+        notes="race, gender and age class of the arcface_112_v2 crop at 224 (the age classes 0-2, 3-9, 10-19, ... 70+)",
+    )
+    return [{"fran": fran, "styleganex_age": styleganex}[name] for name in AGE_MODIFIERS] + [fairface]
+
+
 def _classifiers() -> list[ModelSpec]:
     return [
         ModelSpec(
@@ -761,7 +814,7 @@ def _face_analysers() -> list[ModelSpec]:
 def builtin_specs() -> dict[str, ModelSpec]:
     """A new dict of every built-in spec by name (the caller may add its own)."""
     specs = _swappers() + _embedders() + _enhancers() + _colorizers() + _background_removers()
-    specs += _lip_syncers() + _voice_extractors()
+    specs += _lip_syncers() + _voice_extractors() + _age_modifiers()
     specs += _classifiers() + _face_maskers() + _face_analysers()
     return {spec.name: spec for spec in specs}
 

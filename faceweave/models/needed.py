@@ -44,6 +44,9 @@ def needed_models(options: SwapOptions) -> tuple[NeededModel, ...]:
         role = f"swapper {options.swapper}"
         companions = (entry.spec.embedder, entry.spec.converter)
         needed += [NeededModel(name, role) for name in (*filter(None, companions), options.swapper)]
+    age = options.enhance.age_modifier
+    if age is not None:
+        needed += [NeededModel(name, f"age modifier {age}") for name in age_models(age)]
     if options.enhance.lip_syncer is not None:
         needed.append(NeededModel(options.enhance.lip_syncer, f"lip syncer {options.enhance.lip_syncer}"))
     if options.enhance.face is not None:
@@ -85,3 +88,10 @@ def check_present(store: ModelStore, needed: Iterable[NeededModel]) -> None:
             store.resolve(model.name)
         except ChosenModelMissingError as exc:
             raise ChosenModelMissingError(f"{model.role}: {exc}") from exc
+
+
+def age_models(name: str) -> tuple[str, ...]:
+    """The models the age modifier ``name`` runs: FRAN also the face classifier its age comes from."""
+    from faceweave.names import AGE_MODIFIERS, FACE_CLASSIFIER
+
+    return (FACE_CLASSIFIER, name) if AGE_MODIFIERS.get(name) == "fran" else (name,)

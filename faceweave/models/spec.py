@@ -23,6 +23,8 @@ KINDS = (
     "frame_colorizer",
     "background_remover",
     "lip_syncer",
+    "age_modifier",
+    "face_classifier",
     "voice_extractor",
     "content_classifier",
     "face_occluder",
