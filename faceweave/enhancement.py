@@ -5,7 +5,8 @@ Which enhancers run, and how much of their result is kept, come from
 owner's :class:`~faceweave.sessions.ModelSessions` (so the enhancers hold
 nothing to close).  With none asked for, nothing is imported or loaded.
 
-The order: the age modifier, the lip syncer, the face enhancer, the background remover, the
+The order: the expression restorer (which needs the frame as it was before
+the swap), the age modifier, the lip syncer, the face enhancer, the background remover, the
 frame colorizer, the frame enhancer.  The lip syncer follows a frame's
 window of speech (:class:`~faceweave.audio.speech.Speech`, which
 :meth:`FaceSwapper.read_speech <faceweave.pipeline.FaceSwapper.read_speech>`
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from faceweave.enhancers import BackgroundRemover, FaceEnhancer, FrameColorizer, FrameEnhancer
     from faceweave.enhancers.age import AgeModifier
     from faceweave.enhancers.lips import LipSyncer
+    from faceweave.enhancers.restorer import ExpressionRestorer
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,8 @@ class Finished:
 
 @dataclass(frozen=True)
 class Enhancers:
-    """The age modifier, lip syncer, face enhancer, background remover,
-    frame colorizer and frame enhancer of a swap (``None``: not used), applied in that
+    """The expression restorer, age modifier, lip syncer, face enhancer,
+    background remover, frame colorizer and frame enhancer of a swap (``None``: not used), applied in that
     order."""
 
     face: FaceEnhancer | None = None
@@ -58,6 +60,7 @@ class Enhancers:
     background: BackgroundRemover | None = None
     lips: LipSyncer | None = None
     age: AgeModifier | None = None
+    restorer: ExpressionRestorer | None = None
 
     @classmethod
     def load(
@@ -75,6 +78,7 @@ class Enhancers:
         face = frame = colorizer = background = None
         lips = _lip_syncer(options, sessions, masks or MaskOptions())
         age = _age_modifier(options, sessions, masks or MaskOptions())
+        restorer = _expression_restorer(options, sessions, masks or MaskOptions())
         if options.face is not None or options.frame is not None:
             from faceweave.enhancers.factory import load_enhancers
 
@@ -103,12 +107,13 @@ class Enhancers:
             background=background,
             lips=lips,
             age=age,
+            restorer=restorer,
         )
 
     @property
     def any(self) -> bool:
         """Whether any step runs."""
-        steps = (self.age, self.lips, self.face, self.frame, self.colorizer, self.background)
+        steps = (self.restorer, self.age, self.lips, self.face, self.frame, self.colorizer, self.background)
         return any(step is not None for step in steps)
 
     def apply(
@@ -118,13 +123,15 @@ class Enhancers:
         timings: dict[str, float] | None = None,
         *,
         speech: np.ndarray | None = None,
+        original: np.ndarray | None = None,
     ) -> np.ndarray:
         """The steps on a swapped ``(H, W, 3)`` frame (the background
         remover's mask left out: a video frame has no alpha): ``pixels``
         itself when there are none, else a new frame (a frame enhancer may
         change its size).  ``speech``: the frame's ``(80, 16)`` mel window
-        for the lip syncer (``None``: silence)."""
-        return self.finish(pixels, faces, timings, speech=speech).pixels
+        for the lip syncer (``None``: silence); ``original``: the frame
+        before the swap, for the expression restorer (``None``: ``pixels``)."""
+        return self.finish(pixels, faces, timings, speech=speech, original=original).pixels
 
     def finish(
         self,
@@ -133,6 +140,7 @@ class Enhancers:
         timings: dict[str, float] | None = None,
         *,
         speech: np.ndarray | None = None,
+        original: np.ndarray | None = None,
     ) -> Finished:
         """The steps on a swapped frame, and the background remover's mask."""
         if not self.any:
@@ -140,6 +148,9 @@ class Enhancers:
         mask = None
         timings = {} if timings is None else timings
         out = pixels
+        if self.restorer is not None and len(faces) > 0:
+            with timed(timings, "restore"):
+                out = self.restorer.restore(out, pixels if original is None else original, list(faces))
         if self.age is not None and len(faces) > 0:
             with timed(timings, "age"):
                 out = self.age.modify(out, list(faces))
@@ -191,5 +202,24 @@ def _age_modifier(options: EnhancerOptions, sessions: ModelSessions, masks: Mask
         name=options.age_modifier,
         direction=options.age_modifier_direction,
         classifier=classifier,
+        mask_blur=masks.face_mask_blur,
+    )
+
+
+def _expression_restorer(
+    options: EnhancerOptions, sessions: ModelSessions, masks: MaskOptions
+) -> ExpressionRestorer | None:
+    """The expression restorer ``options`` ask for, with LivePortrait's models (``None``: none)."""
+    if options.expression_restorer is None:
+        return None
+    from faceweave.enhancers.restorer import ExpressionRestorer, LivePortrait
+    from faceweave.names import LIVE_PORTRAIT
+
+    pool = sessions.open()
+    features, motion, generator = (pool.get(LIVE_PORTRAIT[part], sessions.provider) for part in LIVE_PORTRAIT)
+    return ExpressionRestorer(
+        LivePortrait(features, motion, generator),
+        factor=options.expression_restorer_factor,
+        areas=options.expression_restorer_areas,
         mask_blur=masks.face_mask_blur,
     )

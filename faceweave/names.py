@@ -137,6 +137,18 @@ BACKGROUND_REMOVERS: Mapping[str, str] = MappingProxyType(
 LIP_SYNCERS: Mapping[str, str] = MappingProxyType(
     {"wav2lip_gan_96": "wav2lip", "wav2lip_96": "wav2lip", "edtalk_256": "edtalk"}
 )
+#: FaceFusion's expression restorers (LivePortrait: a feature extractor, a motion extractor and a generator)
+EXPRESSION_RESTORERS: tuple[str, ...] = ("live_portrait",)
+#: the parts of the face whose expression the restorer brings back
+EXPRESSION_RESTORER_AREAS: tuple[str, ...] = ("upper-face", "lower-face")
+#: LivePortrait's models, by part (catalog names: FaceFusion's file names)
+LIVE_PORTRAIT: Mapping[str, str] = MappingProxyType(
+    {
+        "feature_extractor": "live_portrait_feature_extractor",
+        "motion_extractor": "live_portrait_motion_extractor",
+        "generator": "live_portrait_generator",
+    }
+)
 #: FaceFusion's age modifiers: name -> its family (``fran``: the face at 1024 px and its age from the face
 #: classifier in; ``styleganex``: the face at 256 px and the head with its surroundings at 384 px in)
 AGE_MODIFIERS: Mapping[str, str] = MappingProxyType({"fran": "fran", "styleganex_age": "styleganex"})

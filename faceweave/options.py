@@ -396,11 +396,27 @@ class EnhancerOptions(_Options):
         1.0, ge=0.0, le=1.0, description="How much of the colorized frame to keep (FaceFusion's blend / 100)."
     )
 
+    expression_restorer: Annotated[str | None, Flag(MODELS, name="expression_restorer", metavar="NAME")] = Field(
+        None,
+        description=f"Give the swapped faces back the target's own expression: "
+        f"{', '.join(names.EXPRESSION_RESTORERS)} (FaceFusion's expression restorer; LivePortrait's feature "
+        "extractor, motion extractor and generator must be downloaded or imported first). Runs first after the swap.",
+    )
+    expression_restorer_factor: Annotated[int, Flag(MODELS, name="expression_restorer_factor", metavar="N")] = Field(
+        80, ge=0, le=100, description="How much of the target's expression comes back (0-100)."
+    )
+    expression_restorer_areas: Annotated[
+        tuple[str, ...], Flag(MODELS, name="expression_restorer_areas", metavar="AREA")
+    ] = Field(
+        names.EXPRESSION_RESTORER_AREAS,
+        min_length=1,
+        description=f"Where the expression comes back: {', '.join(names.EXPRESSION_RESTORER_AREAS)}.",
+    )
     age_modifier: Annotated[str | None, Flag(MODELS, name="age_modifier", metavar="NAME")] = Field(
         None,
         description=f"Make the faces older or younger: {', '.join(names.AGE_MODIFIERS)} (FaceFusion's age "
         "modifiers; fran also needs the face classifier fairface; the files must be downloaded or imported "
-        "first). Runs after the swap, before the lip syncer.",
+        "first). Runs after the swap and the expression restorer, before the lip syncer.",
     )
     age_modifier_direction: Annotated[int, Flag(MODELS, name="age_modifier_direction", metavar="YEARS")] = Field(
         0, ge=-100, le=100, description="How much older (up to 100) or younger (down to -100)."
@@ -466,6 +482,21 @@ class EnhancerOptions(_Options):
             sizes = ", ".join(map(str, names.FRAME_COLORIZER_SIZES))
             raise ValueError(f"frame colorizer size {value}; one of {sizes}")
         return value
+
+    @field_validator("expression_restorer")
+    @classmethod
+    def _known_expression_restorer(cls, value: str | None) -> str | None:
+        if value is not None and value not in names.EXPRESSION_RESTORERS:
+            raise ValueError(names.unknown("expression restorer", value, names.EXPRESSION_RESTORERS))
+        return value
+
+    @field_validator("expression_restorer_areas")
+    @classmethod
+    def _known_restorer_areas(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for area in value:
+            if area not in names.EXPRESSION_RESTORER_AREAS:
+                raise ValueError(names.unknown("expression restorer area", area, names.EXPRESSION_RESTORER_AREAS))
+        return tuple(dict.fromkeys(value))
 
     @field_validator("age_modifier")
     @classmethod

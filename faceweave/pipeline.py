@@ -278,11 +278,13 @@ class FaceSwapper:
         timings: dict[str, float] | None = None,
         *,
         speech: np.ndarray | None = None,
+        original: np.ndarray | None = None,
     ) -> np.ndarray:
-        """The optional lip syncer and enhancers on a swapped frame (a frame
+        """The optional processors and enhancers on a swapped frame (a frame
         enhancer may change its size); ``speech``: the frame's mel window
-        for the lip syncer (:meth:`read_speech`; ``None``: silence)."""
-        return self.enhancers.apply(pixels, faces, timings, speech=speech)
+        for the lip syncer (:meth:`read_speech`; ``None``: silence);
+        ``original``: the frame before the swap (the expression restorer's)."""
+        return self.enhancers.apply(pixels, faces, timings, speech=speech, original=original)
 
     def read_speech(
         self,
@@ -336,7 +338,9 @@ class FaceSwapper:
         colours = list(colours) if colours is not None else [None] * len(chosen)
         profile = self.renderer.profile(kind)
         out = self.renderer.render(self.swapper, pixels, chosen, timings, colours, profile=profile, plans=plans)
-        return self.enhance(out, [face for face, _ in chosen], timings, speech=speech) if enhance else out
+        if not enhance:
+            return out
+        return self.enhance(out, [face for face, _ in chosen], timings, speech=speech, original=pixels)
 
     def finish(
         self,
@@ -344,12 +348,15 @@ class FaceSwapper:
         faces: Sequence[Face],
         alpha: np.ndarray | None,
         timings: dict[str, float] | None = None,
+        *,
+        original: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """A swapped photo through the enhancers, and its alpha: the
         target's ``alpha`` (or none), lowered to the background remover's
         mask where there is one and it removes something, at the size of
-        the finished pixels (a frame enhancer scales them)."""
-        done = self.enhancers.finish(pixels, faces, timings)
+        the finished pixels (a frame enhancer scales them); ``original``: the
+        photo before the swap (the expression restorer's)."""
+        done = self.enhancers.finish(pixels, faces, timings, original=original)
         if done.mask is not None and (alpha is not None or int(done.mask.min()) < 255):
             alpha = done.mask if alpha is None else np.minimum(alpha, done.mask)
         if alpha is not None and alpha.shape[:2] != done.pixels.shape[:2]:
@@ -384,7 +391,7 @@ class FaceSwapper:
         profile = self.renderer.profile(kind)
         out = self.renderer.render_frames(self.swapper, frames, timings, profile=profile)
         return [
-            self.enhance(px, [face for face, _ in f.chosen], timings, speech=f.speech)
+            self.enhance(px, [face for face, _ in f.chosen], timings, speech=f.speech, original=f.pixels)
             for px, f in zip(out, frames, strict=True)
         ]
 
@@ -417,7 +424,7 @@ class FaceSwapper:
         order = sorted((i for i in indices if i not in skipped), key=lambda k: faces[k].bbox.area)
         chosen = [(faces[i], self.choose_source(sources, faces[i])) for i in order]
         out = self.swap_many(pixels, chosen, timings, kind="photo", enhance=False)
-        out, alpha = self.finish(out, [face for face, _ in chosen], alpha, timings)
+        out, alpha = self.finish(out, [face for face, _ in chosen], alpha, timings, original=pixels)
         swapped = []
         for i, (face, source) in zip(order, chosen, strict=False):
             gap = source.face.pose.view_distance(face.pose)

@@ -289,3 +289,91 @@ def face_classifier_model() -> OrtModel:
         _const("gender", [1], np.int64),
     ]
     return OrtModel(_model(nodes, [x], outs, inits))
+
+
+def live_portrait_models() -> dict[str, OrtModel]:
+    """LivePortrait stand-ins with FaceFusion's names and shapes, by part: the feature extractor
+    ``input [1, 3, 256, 256]`` -> ``[1, 32, 16, 64, 64]`` (pooled, a 1x1 convolution); the motion extractor
+    ``input`` -> pitch, yaw, roll (scalars, from the picture's mean), scale ``[1, 1]``, translation ``[1, 3]``,
+    expression ``[1, 21, 3]`` (a linear map of the picture's mean colour less mid-grey) and key points
+    ``[1, 21, 3]``; the generator ``feature_volume``, ``source``, ``target`` -> ``[1, 3, 512, 512]``: the
+    volume's mean over depth through a 1x1 convolution, grown 8x, plus 300 x the mean of source - target,
+    through a sigmoid."""
+    rng = np.random.default_rng(7)
+    image = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 256, 256])
+    volume = helper.make_tensor_value_info("feature_volume", TensorProto.FLOAT, [1, 32, 16, 64, 64])
+    features = _model(
+        [
+            helper.make_node("AveragePool", ["input"], ["pooled"], kernel_shape=[4, 4], strides=[4, 4]),
+            helper.make_node("Conv", ["pooled", "k"], ["wide"]),
+            helper.make_node("Reshape", ["wide", "shape"], ["feature_volume"]),
+        ],
+        [image],
+        [volume],
+        [_const("k", rng.normal(0, 0.3, (512, 3, 1, 1))), _const("shape", [1, 32, 16, 64, 64], np.int64)],
+    )
+    scalar = [helper.make_tensor_value_info(n, TensorProto.FLOAT, []) for n in ("pitch", "yaw", "roll")]
+    motion_outputs = [
+        *scalar,
+        helper.make_tensor_value_info("scale", TensorProto.FLOAT, [1, 1]),
+        helper.make_tensor_value_info("translation", TensorProto.FLOAT, [1, 3]),
+        helper.make_tensor_value_info("expression", TensorProto.FLOAT, [1, 21, 3]),
+        helper.make_tensor_value_info("motion_points", TensorProto.FLOAT, [1, 21, 3]),
+    ]
+    motion = _model(
+        [
+            helper.make_node("ReduceMean", ["input"], ["mean"], keepdims=0),
+            helper.make_node("Mul", ["mean", "twenty"], ["p20"]),
+            helper.make_node("Sub", ["p20", "ten"], ["pitch"]),
+            helper.make_node("Mul", ["mean", "ten"], ["yaw"]),
+            helper.make_node("Mul", ["mean", "four"], ["roll"]),
+            helper.make_node("Identity", ["scale_value"], ["scale"]),
+            helper.make_node("Identity", ["translation_value"], ["translation"]),
+            helper.make_node("GlobalAveragePool", ["input"], ["colour"]),
+            helper.make_node("Flatten", ["colour"], ["flat"]),
+            helper.make_node("Sub", ["flat", "grey"], ["centred"]),
+            helper.make_node("MatMul", ["centred", "w"], ["offsets"]),
+            helper.make_node("Reshape", ["offsets", "points_shape"], ["expression"]),
+            helper.make_node("Identity", ["points"], ["motion_points"]),
+        ],
+        [image],
+        motion_outputs,
+        [
+            _const("twenty", 20.0),
+            _const("ten", 10.0),
+            _const("four", 4.0),
+            _const("scale_value", [[1.5]]),
+            _const("translation_value", [[0.01, -0.02, 0.0]]),
+            _const("grey", [[0.45, 0.45, 0.45]]),
+            _const("w", rng.normal(0, 0.5, (3, 63))),
+            _const("points_shape", [1, 21, 3], np.int64),
+            _const("points", rng.normal(0, 0.3, (1, 21, 3))),
+        ],
+    )
+    source = helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, 21, 3])
+    target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 21, 3])
+    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 512, 512])
+    generator = _model(
+        [
+            helper.make_node("ReduceMean", ["feature_volume"], ["flat"], axes=[2], keepdims=0),
+            helper.make_node("Conv", ["flat", "k"], ["small"]),
+            helper.make_node("Resize", ["small", "", "scales"], ["grown"], mode="nearest"),
+            helper.make_node("Sub", ["source", "target"], ["moved"]),
+            helper.make_node("ReduceMean", ["moved"], ["shift"], keepdims=0),
+            helper.make_node("Mul", ["shift", "gain"], ["push"]),
+            helper.make_node("Add", ["grown", "push"], ["raw"]),
+            helper.make_node("Sigmoid", ["raw"], ["output"]),
+        ],
+        [volume, source, target],
+        [out],
+        [
+            _const("k", rng.normal(0, 0.2, (3, 32, 1, 1))),
+            _const("scales", [1.0, 1.0, 8.0, 8.0]),
+            _const("gain", 300.0),
+        ],
+    )
+    return {
+        "feature_extractor": OrtModel(features),
+        "motion_extractor": OrtModel(motion),
+        "generator": OrtModel(generator),
+    }

@@ -113,6 +113,14 @@ CASES = {
         "fairface",
         "age modifier fran",
     ),
+    "live_portrait": Case(
+        {"enhance": {"expression_restorer": "live_portrait"}},
+        ("--expression-restorer", "live_portrait"),
+        {"expression_restorer": "live_portrait"},
+        ("live_portrait_feature_extractor",),
+        "live_portrait_motion_extractor",
+        "expression restorer live_portrait",
+    ),
     "face_detector": Case(
         {"analysis": {"face_detector": "scrfd"}},
         ("--face-detector", "scrfd"),

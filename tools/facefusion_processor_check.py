@@ -55,6 +55,7 @@ def main() -> int:
     windows = speech(state_manager)
     lips(state_manager, photo, windows)
     ages(state_manager, photo)
+    expressions(state_manager, photo)
     return 0
 
 
@@ -192,6 +193,46 @@ def ages(state_manager, photo: np.ndarray) -> None:
             theirs = core.modify_age(theirs_face, bgr)[..., ::-1]
             modifier = AgeModifier(model, name=name, direction=direction, classifier=FaceClassifier(classifier))
             _report(f"{name} direction {direction}", modifier.modify(photo, [face]), theirs, psnr=True)
+
+
+def expressions(state_manager, photo: np.ndarray) -> None:
+    """The expression restorer at three factors and both areas alone and together, on a swap stand-in
+    (the target with its mouth region brightened)."""
+    from facefusion.processors.modules.expression_restorer import core
+    from facefusion.types import Face as FaceFusionFace
+    from tests.enhancer_fixtures import live_portrait_models
+
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.enhancers.restorer import ExpressionRestorer, LivePortrait
+
+    face = FaceAnalyser().analyse(photo)[0]
+    five = np.asarray(face.kps5, np.float32)
+    swapped = photo.copy()
+    swapped[150:220, 200:300] = swapped[150:220, 200:300] // 2 + 90
+    models = live_portrait_models()
+    core.get_inference_pool = lambda: _Parts(models)
+    marks = {"5": five, "5/68": five, "68": None, "68/5": None}
+    theirs_face = FaceFusionFace(None, None, None, marks, 0, None, None, None, None, None)
+    state_manager.init_item("expression_restorer_model", "live_portrait")
+    portrait = LivePortrait(models["feature_extractor"], models["motion_extractor"], models["generator"])
+    for factor in (0, 80, 100):
+        for areas in (["upper-face", "lower-face"], ["upper-face"], ["lower-face"]):
+            state_manager.init_item("expression_restorer_factor", factor)
+            state_manager.init_item("expression_restorer_areas", areas)
+            original, now = np.ascontiguousarray(photo[..., ::-1]), np.ascontiguousarray(swapped[..., ::-1])
+            theirs = core.restore_expression(theirs_face, original, now)[..., ::-1]
+            ours = ExpressionRestorer(portrait, factor=factor, areas=areas).restore(swapped, photo, [face])
+            _report(f"live_portrait factor {factor} areas {' '.join(areas)}", ours, theirs, psnr=True)
+
+
+class _Parts:
+    """FaceFusion's inference pool of a model set: each part's stand-in by its name."""
+
+    def __init__(self, models) -> None:
+        self.models = models
+
+    def get(self, key: str) -> _Pool:
+        return _Pool(self.models[key])
 
 
 def _report(case: str, ours: np.ndarray, theirs: np.ndarray, *more: np.ndarray, psnr: bool = False) -> None:

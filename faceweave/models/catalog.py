@@ -29,7 +29,14 @@ from types import MappingProxyType
 
 from faceweave.errors import UnknownModelError
 from faceweave.models.spec import ModelSpec, TensorSpec
-from faceweave.names import AGE_MODIFIERS, BACKGROUND_REMOVERS, FRAME_COLORIZERS, LIP_SYNCERS, VOICE_EXTRACTORS
+from faceweave.names import (
+    AGE_MODIFIERS,
+    BACKGROUND_REMOVERS,
+    FRAME_COLORIZERS,
+    LIP_SYNCERS,
+    LIVE_PORTRAIT,
+    VOICE_EXTRACTORS,
+)
 
 _GITHUB = "https://github.com/facefusion/facefusion-assets/releases/download/{tag}/{file}"
 _HUGGINGFACE = "https://huggingface.co/facefusion/{tag}/resolve/main/{file}"
@@ -625,6 +632,52 @@ def _age_modifiers() -> list[ModelSpec]:
     return [{"fran": fran, "styleganex_age": styleganex}[name] for name in AGE_MODIFIERS] + [fairface]
 
 
+def _live_portrait() -> list[ModelSpec]:
+    """LivePortrait's models as FaceFusion exports them (``models-3.0.0``), which its expression restorer runs."""
+    motion = ("pitch", "yaw", "roll", "scale", "translation", "expression", "motion_points")
+    parts = {
+        "feature_extractor": (
+            (_image("input", 256),),
+            (TensorSpec(None, (None, 32, 16, 64, 64), "float32"),),
+            "RGB in [0, 1] at 256 in; the face's feature volume [1, 32, 16, 64, 64] out",
+        ),
+        "motion_extractor": (
+            (_image("input", 256),),
+            tuple(TensorSpec(None, None, "float32") for _ in motion),
+            "RGB in [0, 1] at 256 in; pitch, yaw, roll (degrees), scale, translation, expression [1, 21, 3] and "
+            "the canonical key points [1, 21, 3] out",
+        ),
+        "generator": (
+            (
+                TensorSpec("feature_volume", (None, 32, 16, 64, 64), "float32"),
+                TensorSpec("source", (None, 21, 3), "float32"),
+                TensorSpec("target", (None, 21, 3), "float32"),
+            ),
+            (_image(None, 512),),
+            "the feature volume and the key points to move from (target) and to (source) in; RGB in [0, 1] at 512",
+        ),
+    }
+    specs = []
+    for part, name in LIVE_PORTRAIT.items():
+        inputs, outputs, notes = parts[part]
+        specs.append(
+            ModelSpec(
+                name=name,
+                kind="live_portrait",
+                file_name=f"{name}.onnx",
+                licence="MIT",
+                vendor="KwaiVGI",
+                inputs=inputs,
+                outputs=outputs,
+                urls=facefusion_urls("models-3.0.0", f"{name}.onnx"),
+                template="arcface_128",
+                crop_size=512,
+                notes=notes,
+            )
+        )
+    return specs
+
+
 def _classifiers() -> list[ModelSpec]:
     return [
         ModelSpec(
@@ -814,7 +867,7 @@ def _face_analysers() -> list[ModelSpec]:
 def builtin_specs() -> dict[str, ModelSpec]:
     """A new dict of every built-in spec by name (the caller may add its own)."""
     specs = _swappers() + _embedders() + _enhancers() + _colorizers() + _background_removers()
-    specs += _lip_syncers() + _voice_extractors() + _age_modifiers()
+    specs += _lip_syncers() + _voice_extractors() + _age_modifiers() + _live_portrait()
     specs += _classifiers() + _face_maskers() + _face_analysers()
     return {spec.name: spec for spec in specs}
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from faceweave.errors import ChosenModelMissingError
+from faceweave.names import LIVE_PORTRAIT
 
 if TYPE_CHECKING:
     from faceweave.models.cache import ModelStore
@@ -44,6 +45,9 @@ def needed_models(options: SwapOptions) -> tuple[NeededModel, ...]:
         role = f"swapper {options.swapper}"
         companions = (entry.spec.embedder, entry.spec.converter)
         needed += [NeededModel(name, role) for name in (*filter(None, companions), options.swapper)]
+    if options.enhance.expression_restorer is not None:
+        role = f"expression restorer {options.enhance.expression_restorer}"
+        needed += [NeededModel(name, role) for name in LIVE_PORTRAIT.values()]
     age = options.enhance.age_modifier
     if age is not None:
         needed += [NeededModel(name, f"age modifier {age}") for name in age_models(age)]

@@ -24,6 +24,7 @@ KINDS = (
     "background_remover",
     "lip_syncer",
     "age_modifier",
+    "live_portrait",
     "face_classifier",
     "voice_extractor",
     "content_classifier",
