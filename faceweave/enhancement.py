@@ -6,7 +6,7 @@ owner's :class:`~faceweave.sessions.ModelSessions` (so the enhancers hold
 nothing to close).  With none asked for, nothing is imported or loaded.
 
 The order: the expression restorer (which needs the frame as it was before
-the swap), the age modifier, the lip syncer, the face enhancer, the background remover, the
+the swap), the age modifier, the face editor, the lip syncer, the face enhancer, the background remover, the
 frame colorizer, the frame enhancer.  The lip syncer follows a frame's
 window of speech (:class:`~faceweave.audio.speech.Speech`, which
 :meth:`FaceSwapper.read_speech <faceweave.pipeline.FaceSwapper.read_speech>`
@@ -31,6 +31,7 @@ from faceweave.types import Face
 if TYPE_CHECKING:
     from faceweave.enhancers import BackgroundRemover, FaceEnhancer, FrameColorizer, FrameEnhancer
     from faceweave.enhancers.age import AgeModifier
+    from faceweave.enhancers.editor import FaceEditor
     from faceweave.enhancers.lips import LipSyncer
     from faceweave.enhancers.restorer import ExpressionRestorer
 
@@ -47,8 +48,8 @@ class Finished:
 
 @dataclass(frozen=True)
 class Enhancers:
-    """The expression restorer, age modifier, lip syncer, face enhancer,
-    background remover, frame colorizer and frame enhancer of a swap (``None``: not used), applied in that
+    """The expression restorer, age modifier, face editor, lip syncer, face
+    enhancer, background remover, frame colorizer and frame enhancer of a swap (``None``: not used), applied in that
     order."""
 
     face: FaceEnhancer | None = None
@@ -61,6 +62,7 @@ class Enhancers:
     lips: LipSyncer | None = None
     age: AgeModifier | None = None
     restorer: ExpressionRestorer | None = None
+    editor: FaceEditor | None = None
 
     @classmethod
     def load(
@@ -79,6 +81,7 @@ class Enhancers:
         lips = _lip_syncer(options, sessions, masks or MaskOptions())
         age = _age_modifier(options, sessions, masks or MaskOptions())
         restorer = _expression_restorer(options, sessions, masks or MaskOptions())
+        editor = _face_editor(options, sessions, masks or MaskOptions())
         if options.face is not None or options.frame is not None:
             from faceweave.enhancers.factory import load_enhancers
 
@@ -108,12 +111,22 @@ class Enhancers:
             lips=lips,
             age=age,
             restorer=restorer,
+            editor=editor,
         )
 
     @property
     def any(self) -> bool:
         """Whether any step runs."""
-        steps = (self.restorer, self.age, self.lips, self.face, self.frame, self.colorizer, self.background)
+        steps = (
+            self.restorer,
+            self.age,
+            self.editor,
+            self.lips,
+            self.face,
+            self.frame,
+            self.colorizer,
+            self.background,
+        )
         return any(step is not None for step in steps)
 
     def apply(
@@ -154,6 +167,9 @@ class Enhancers:
         if self.age is not None and len(faces) > 0:
             with timed(timings, "age"):
                 out = self.age.modify(out, list(faces))
+        if self.editor is not None and len(faces) > 0:
+            with timed(timings, "edit"):
+                out = self.editor.apply(out, list(faces))
         if self.lips is not None and len(faces) > 0:
             with timed(timings, "lips"):
                 out = self.lips.sync(out, list(faces), speech)
@@ -213,13 +229,34 @@ def _expression_restorer(
     if options.expression_restorer is None:
         return None
     from faceweave.enhancers.restorer import ExpressionRestorer, LivePortrait
-    from faceweave.names import LIVE_PORTRAIT
+    from faceweave.names import LIVE_PORTRAIT, RESTORER_PARTS
 
     pool = sessions.open()
-    features, motion, generator = (pool.get(LIVE_PORTRAIT[part], sessions.provider) for part in LIVE_PORTRAIT)
+    features, motion, generator = (pool.get(LIVE_PORTRAIT[part], sessions.provider) for part in RESTORER_PARTS)
     return ExpressionRestorer(
         LivePortrait(features, motion, generator),
         factor=options.expression_restorer_factor,
         areas=options.expression_restorer_areas,
         mask_blur=masks.face_mask_blur,
     )
+
+
+def _face_editor(options: EnhancerOptions, sessions: ModelSessions, masks: MaskOptions) -> FaceEditor | None:
+    """The face editor ``options`` ask for, with LivePortrait's six models (``None``: none)."""
+    if options.edit.model is None:
+        return None
+    from faceweave.enhancers.editor import FaceEditor
+    from faceweave.enhancers.restorer import LivePortrait
+    from faceweave.names import LIVE_PORTRAIT
+
+    pool = sessions.open()
+    parts = {part: pool.get(name, sessions.provider) for part, name in LIVE_PORTRAIT.items()}
+    portrait = LivePortrait(
+        parts["feature_extractor"],
+        parts["motion_extractor"],
+        parts["generator"],
+        eye=parts["eye_retargeter"],
+        lip=parts["lip_retargeter"],
+        stitcher=parts["stitcher"],
+    )
+    return FaceEditor(portrait, options.edit, mask_blur=masks.face_mask_blur)

@@ -146,9 +146,16 @@ LIVE_PORTRAIT: Mapping[str, str] = MappingProxyType(
     {
         "feature_extractor": "live_portrait_feature_extractor",
         "motion_extractor": "live_portrait_motion_extractor",
+        "eye_retargeter": "live_portrait_eye_retargeter",
+        "lip_retargeter": "live_portrait_lip_retargeter",
+        "stitcher": "live_portrait_stitcher",
         "generator": "live_portrait_generator",
     }
 )
+#: the LivePortrait parts the expression restorer runs (the face editor runs them all)
+RESTORER_PARTS: tuple[str, ...] = ("feature_extractor", "motion_extractor", "generator")
+#: FaceFusion's face editors
+FACE_EDITORS: tuple[str, ...] = ("live_portrait",)
 #: FaceFusion's age modifiers: name -> its family (``fran``: the face at 1024 px and its age from the face
 #: classifier in; ``styleganex``: the face at 256 px and the head with its surroundings at 384 px in)
 AGE_MODIFIERS: Mapping[str, str] = MappingProxyType({"fran": "fran", "styleganex_age": "styleganex"})

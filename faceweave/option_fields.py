@@ -23,6 +23,7 @@ QUALITY = "Quality and limits"
 FACEFUSION = "FaceFusion masks and knobs (neural swappers)"
 DETECTION = "Face detection"
 MODELS = "Neural models (optional)"
+EDITOR = "Face editor (LivePortrait)"
 
 #: the kinds of output an option may change (:data:`faceweave.profiles.RenderKind`)
 OutputKind = Literal["photo", "video", "live"]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from faceweave import names
 from faceweave.errors import InvalidOptionError
 from faceweave.models.catalog import find_spec, takes_embedding
-from faceweave.option_fields import DETECTION, FACEFUSION, MODELS, QUALITY, SELECTION, Flag, OutputKind
+from faceweave.option_fields import DETECTION, EDITOR, FACEFUSION, MODELS, QUALITY, SELECTION, Flag, OutputKind
 
 SelectionMode = Literal["one", "many", "reference", "index"]
 FaceOrder = Literal["left-right", "right-left", "top-bottom", "bottom-top", "large-small", "small-large", "best-score"]
@@ -342,6 +342,69 @@ class RuntimeOptions(_Options):
         return value
 
 
+#: a face editor knob: -1 .. 1, 0 (no change) by default
+EditKnob = Annotated[float, Field(ge=-1.0, le=1.0)]
+
+
+class FaceEditOptions(_Options):
+    """FaceFusion's face editor (LivePortrait): each knob -1 .. 1, 0 leaves that part as it is."""
+
+    model: Annotated[str | None, Flag(EDITOR, name="face_editor", metavar="NAME")] = Field(
+        None,
+        description=f"Edit the faces' expression and pose: {', '.join(names.FACE_EDITORS)} (FaceFusion's face "
+        "editor; LivePortrait's six models must be downloaded or imported first). Runs after the age modifier.",
+    )
+    eyebrow_direction: Annotated[EditKnob, Flag(EDITOR, name="face_editor_eyebrow_direction", metavar="F")] = Field(
+        0.0, description="Eyebrows down (-1) or up (1)."
+    )
+    eye_gaze_horizontal: Annotated[EditKnob, Flag(EDITOR, name="face_editor_eye_gaze_horizontal", metavar="F")] = Field(
+        0.0, description="Gaze to the image left (-1) or right (1)."
+    )
+    eye_gaze_vertical: Annotated[EditKnob, Flag(EDITOR, name="face_editor_eye_gaze_vertical", metavar="F")] = Field(
+        0.0, description="Gaze down (-1) or up (1)."
+    )
+    eye_open_ratio: Annotated[EditKnob, Flag(EDITOR, name="face_editor_eye_open_ratio", metavar="F")] = Field(
+        0.0, description="Eyes closed (-1) or wide open (1)."
+    )
+    lip_open_ratio: Annotated[EditKnob, Flag(EDITOR, name="face_editor_lip_open_ratio", metavar="F")] = Field(
+        0.0, description="Lips closed (-1) or open (1)."
+    )
+    mouth_grim: Annotated[EditKnob, Flag(EDITOR, name="face_editor_mouth_grim", metavar="F")] = Field(
+        0.0, description="A grim mouth, one way (-1) or the other (1)."
+    )
+    mouth_pout: Annotated[EditKnob, Flag(EDITOR, name="face_editor_mouth_pout", metavar="F")] = Field(
+        0.0, description="Lips pulled in (-1) or pouted (1)."
+    )
+    mouth_purse: Annotated[EditKnob, Flag(EDITOR, name="face_editor_mouth_purse", metavar="F")] = Field(
+        0.0, description="Lips spread (-1) or pursed (1)."
+    )
+    mouth_smile: Annotated[EditKnob, Flag(EDITOR, name="face_editor_mouth_smile", metavar="F")] = Field(
+        0.0, description="A frown (-1) or a smile (1)."
+    )
+    mouth_position_horizontal: Annotated[
+        EditKnob, Flag(EDITOR, name="face_editor_mouth_position_horizontal", metavar="F")
+    ] = Field(0.0, description="The mouth moved to the image left or right.")
+    mouth_position_vertical: Annotated[
+        EditKnob, Flag(EDITOR, name="face_editor_mouth_position_vertical", metavar="F")
+    ] = Field(0.0, description="The mouth moved down (-1) or up (1).")
+    head_pitch: Annotated[EditKnob, Flag(EDITOR, name="face_editor_head_pitch", metavar="F")] = Field(
+        0.0, description="The head tilted up (-1, 20 degrees) or down (1)."
+    )
+    head_yaw: Annotated[EditKnob, Flag(EDITOR, name="face_editor_head_yaw", metavar="F")] = Field(
+        0.0, description="The head turned (up to 60 degrees) one way (-1) or the other (1)."
+    )
+    head_roll: Annotated[EditKnob, Flag(EDITOR, name="face_editor_head_roll", metavar="F")] = Field(
+        0.0, description="The head rolled (up to 15 degrees) one way (-1) or the other (1)."
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _known_editor(cls, value: str | None) -> str | None:
+        if value is not None and value not in names.FACE_EDITORS:
+            raise ValueError(names.unknown("face editor", value, names.FACE_EDITORS))
+        return value
+
+
 class EnhancerOptions(_Options):
     """Optional restoration after the swap (neural models, see ``faceweave models list``)."""
 
@@ -416,11 +479,12 @@ class EnhancerOptions(_Options):
         None,
         description=f"Make the faces older or younger: {', '.join(names.AGE_MODIFIERS)} (FaceFusion's age "
         "modifiers; fran also needs the face classifier fairface; the files must be downloaded or imported "
-        "first). Runs after the swap and the expression restorer, before the lip syncer.",
+        "first). Runs after the swap and the expression restorer, before the face editor and the lip syncer.",
     )
     age_modifier_direction: Annotated[int, Flag(MODELS, name="age_modifier_direction", metavar="YEARS")] = Field(
         0, ge=-100, le=100, description="How much older (up to 100) or younger (down to -100)."
     )
+    edit: FaceEditOptions = FaceEditOptions()
     lip_syncer: Annotated[str | None, Flag(MODELS, name="lip_syncer", metavar="NAME")] = Field(
         None,
         description=f"Move the faces' mouths to speech: {', '.join(names.LIP_SYNCERS)} (FaceFusion's lip syncers; "

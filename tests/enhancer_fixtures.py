@@ -297,8 +297,8 @@ def live_portrait_models() -> dict[str, OrtModel]:
     ``input`` -> pitch, yaw, roll (scalars, from the picture's mean), scale ``[1, 1]``, translation ``[1, 3]``,
     expression ``[1, 21, 3]`` (a linear map of the picture's mean colour less mid-grey) and key points
     ``[1, 21, 3]``; the generator ``feature_volume``, ``source``, ``target`` -> ``[1, 3, 512, 512]``: the
-    volume's mean over depth through a 1x1 convolution, grown 8x, plus 300 x the mean of source - target,
-    through a sigmoid."""
+    volume's mean over depth through a 1x1 convolution, grown 8x, plus 5 x a linear map of source - target
+    (one shift per colour), through a sigmoid."""
     rng = np.random.default_rng(7)
     image = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 256, 256])
     volume = helper.make_tensor_value_info("feature_volume", TensorProto.FLOAT, [1, 32, 16, 64, 64])
@@ -359,8 +359,10 @@ def live_portrait_models() -> dict[str, OrtModel]:
             helper.make_node("Conv", ["flat", "k"], ["small"]),
             helper.make_node("Resize", ["small", "", "scales"], ["grown"], mode="nearest"),
             helper.make_node("Sub", ["source", "target"], ["moved"]),
-            helper.make_node("ReduceMean", ["moved"], ["shift"], keepdims=0),
-            helper.make_node("Mul", ["shift", "gain"], ["push"]),
+            helper.make_node("Reshape", ["moved", "row"], ["flat_moved"]),
+            helper.make_node("MatMul", ["flat_moved", "mix"], ["shift"]),
+            helper.make_node("Mul", ["shift", "gain"], ["scaled"]),
+            helper.make_node("Reshape", ["scaled", "colour_shape"], ["push"]),
             helper.make_node("Add", ["grown", "push"], ["raw"]),
             helper.make_node("Sigmoid", ["raw"], ["output"]),
         ],
@@ -369,7 +371,10 @@ def live_portrait_models() -> dict[str, OrtModel]:
         [
             _const("k", rng.normal(0, 0.2, (3, 32, 1, 1))),
             _const("scales", [1.0, 1.0, 8.0, 8.0]),
-            _const("gain", 300.0),
+            _const("gain", 5.0),
+            _const("row", [1, 63], np.int64),
+            _const("mix", rng.normal(0, 1.0, (63, 3))),
+            _const("colour_shape", [1, 3, 1, 1], np.int64),
         ],
     )
     return {
@@ -377,3 +382,29 @@ def live_portrait_models() -> dict[str, OrtModel]:
         "motion_extractor": OrtModel(motion),
         "generator": OrtModel(generator),
     }
+
+
+def live_portrait_editor_models() -> dict[str, OrtModel]:
+    """:func:`live_portrait_models` and the face editor's other three stand-ins: the eye retargeter
+    ``input [1, 66]`` and the lip retargeter ``input [1, 65]`` -> ``[1, 63]`` (a linear map: the opening
+    ratios weigh), and the stitcher ``source``, ``target`` ``[1, 21, 3]`` -> ``[1, 21, 3]``: 0.8 source +
+    0.2 target."""
+    rng = np.random.default_rng(11)
+    models = live_portrait_models()
+    for part, width in (("eye_retargeter", 66), ("lip_retargeter", 65)):
+        x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, width])
+        y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 63])
+        weights = rng.normal(0, 0.01, (width, 63))
+        weights[63:] = rng.normal(0, 0.2, (width - 63, 63))  # the ratios and the wanted opening show
+        node = helper.make_node("MatMul", ["input", "w"], ["output"])
+        models[part] = OrtModel(_model([node], [x], [y], [_const("w", weights)]))
+    source = helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, 21, 3])
+    target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 21, 3])
+    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 21, 3])
+    nodes = [
+        helper.make_node("Mul", ["source", "most"], ["a"]),
+        helper.make_node("Mul", ["target", "rest"], ["b"]),
+        helper.make_node("Add", ["a", "b"], ["output"]),
+    ]
+    models["stitcher"] = OrtModel(_model(nodes, [source, target], [out], [_const("most", 0.8), _const("rest", 0.2)]))
+    return models

@@ -121,6 +121,14 @@ CASES = {
         "live_portrait_motion_extractor",
         "expression restorer live_portrait",
     ),
+    "face_editor": Case(
+        {"enhance": {"edit": {"model": "live_portrait"}}},
+        ("--face-editor", "live_portrait"),
+        {"face_editor": "live_portrait"},
+        ("live_portrait_feature_extractor", "live_portrait_motion_extractor"),
+        "live_portrait_eye_retargeter",
+        "face editor live_portrait",
+    ),
     "face_detector": Case(
         {"analysis": {"face_detector": "scrfd"}},
         ("--face-detector", "scrfd"),

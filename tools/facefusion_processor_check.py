@@ -56,6 +56,7 @@ def main() -> int:
     lips(state_manager, photo, windows)
     ages(state_manager, photo)
     expressions(state_manager, photo)
+    edits(state_manager, photo)
     return 0
 
 
@@ -223,6 +224,61 @@ def expressions(state_manager, photo: np.ndarray) -> None:
             theirs = core.restore_expression(theirs_face, original, now)[..., ::-1]
             ours = ExpressionRestorer(portrait, factor=factor, areas=areas).restore(swapped, photo, [face])
             _report(f"live_portrait factor {factor} areas {' '.join(areas)}", ours, theirs, psnr=True)
+
+
+#: the face editor's knobs, one setting per case (FaceFusion's state names without ``face_editor_``)
+EDITS = (
+    {},
+    {"eyebrow_direction": 0.8, "eye_gaze_horizontal": -0.6, "eye_gaze_vertical": 0.5},
+    {"eyebrow_direction": -0.7, "eye_gaze_horizontal": 0.9},
+    {"eye_open_ratio": 0.7, "lip_open_ratio": -0.5},
+    {"eye_open_ratio": -1.0, "lip_open_ratio": 1.0},
+    {"mouth_grim": 0.6, "mouth_pout": -0.4, "mouth_purse": 0.5, "mouth_smile": 0.8},
+    {"mouth_grim": -0.6, "mouth_pout": 0.4, "mouth_purse": -0.5, "mouth_smile": -0.8},
+    {"mouth_position_horizontal": 0.5, "mouth_position_vertical": -0.7},
+    {"mouth_position_horizontal": -0.3, "mouth_position_vertical": 0.6},
+    {"head_pitch": 0.5, "head_yaw": -0.8, "head_roll": 0.3},
+    {"head_pitch": -1.0, "head_yaw": 1.0, "head_roll": -1.0},
+)
+
+
+def edits(state_manager, photo: np.ndarray) -> None:
+    """The face editor at eleven knob settings (each knob on both sides of 0, and the head at its limits)."""
+    from facefusion.processors.modules.face_editor import core
+    from facefusion.types import Face as FaceFusionFace
+    from tests.enhancer_fixtures import live_portrait_editor_models
+
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.enhancers.editor import FaceEditor
+    from faceweave.enhancers.lips import face_points68
+    from faceweave.enhancers.restorer import LivePortrait
+    from faceweave.options import FaceEditOptions
+
+    face = FaceAnalyser().analyse(photo)[0]
+    five, points = np.asarray(face.kps5, np.float32), face_points68(face)
+    marks = {"5": five, "5/68": five, "68": points, "68/5": points}
+    theirs_face = FaceFusionFace(None, None, None, marks, 0, None, None, None, None, None)
+    models = live_portrait_editor_models()
+    core.get_inference_pool = lambda: _Parts(models)
+    portrait = LivePortrait(
+        models["feature_extractor"],
+        models["motion_extractor"],
+        models["generator"],
+        eye=models["eye_retargeter"],
+        lip=models["lip_retargeter"],
+        stitcher=models["stitcher"],
+    )
+    state_manager.init_item("face_editor_model", "live_portrait")
+    state_manager.init_item("face_mask_blur", 0.3)
+    for knobs in EDITS:
+        for knob in FaceEditOptions.model_fields:
+            if knob != "model":
+                state_manager.init_item(f"face_editor_{knob}", float(knobs.get(knob, 0.0)))
+        theirs = core.edit_face(theirs_face, np.ascontiguousarray(photo[..., ::-1]))[..., ::-1]
+        edit = FaceEditOptions(model="live_portrait", **knobs)
+        ours = FaceEditor(portrait, edit).apply(photo, [face])
+        said = " ".join(f"{k} {v}" for k, v in knobs.items()) or "no knob"
+        _report(f"face editor {said}"[:60], ours, theirs, psnr=True)
 
 
 class _Parts:

@@ -140,9 +140,20 @@ def restored_expression(swapped: np.ndarray, original: np.ndarray, factor: float
 
 
 class LivePortrait:
-    """LivePortrait's feature extractor, motion extractor and generator (the caller owns the models)."""
+    """LivePortrait's feature extractor, motion extractor and generator, and
+    the face editor's eye and lip retargeters and stitcher when given (the
+    caller owns the models)."""
 
-    def __init__(self, features: InferenceModel, motion: InferenceModel, generator: InferenceModel) -> None:
+    def __init__(
+        self,
+        features: InferenceModel,
+        motion: InferenceModel,
+        generator: InferenceModel,
+        *,
+        eye: InferenceModel | None = None,
+        lip: InferenceModel | None = None,
+        stitcher: InferenceModel | None = None,
+    ) -> None:
         for model, part in ((features, "feature_extractor"), (motion, "motion_extractor")):
             find_input(model, "input", model_name=names.LIVE_PORTRAIT[part])
         for name in ("feature_volume", "source", "target"):
@@ -153,6 +164,13 @@ class LivePortrait:
                 f"translation, expression, motion points), got {len(motion.outputs)}"
             )
         self.features_model, self.motion_model, self.generator = features, motion, generator
+        for retargeter, part in ((eye, "eye_retargeter"), (lip, "lip_retargeter")):
+            if retargeter is not None:
+                find_input(retargeter, "input", model_name=names.LIVE_PORTRAIT[part])
+        if stitcher is not None:
+            for name in ("source", "target"):
+                find_input(stitcher, name, model_name=names.LIVE_PORTRAIT["stitcher"])
+        self.eye, self.lip, self.stitcher = eye, lip, stitcher
 
     def features(self, seen: np.ndarray) -> np.ndarray:
         return first_output(self.features_model, self.features_model.run({"input": seen}))
@@ -171,6 +189,20 @@ class LivePortrait:
             expression,
             points,
         )
+
+    def retarget(self, part: str, points: np.ndarray) -> np.ndarray:
+        """The eye (``part`` ``"eye"``) or lip retargeter's first output for ``points`` ``[1, N]``."""
+        model: InferenceModel | None = self.eye if part == "eye" else self.lip
+        if model is None:
+            raise InvalidOptionError(f"this LivePortrait has no {part} retargeter")
+        return first_output(model, model.run({"input": points}))
+
+    def stitch(self, source: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """The stitcher's first output: the edited key points ``source`` stitched to ``target``'s head."""
+        if self.stitcher is None:
+            raise InvalidOptionError("this LivePortrait has no stitcher")
+        feeds = {"source": source.astype(np.float32), "target": target.astype(np.float32)}
+        return first_output(self.stitcher, self.stitcher.run(feeds))
 
     def generate(self, volume: np.ndarray, source: np.ndarray, target: np.ndarray) -> np.ndarray:
         """``(512, 512, 3)`` uint8 RGB: the feature volume moved from ``target`` key points to ``source``."""

@@ -633,7 +633,8 @@ def _age_modifiers() -> list[ModelSpec]:
 
 
 def _live_portrait() -> list[ModelSpec]:
-    """LivePortrait's models as FaceFusion exports them (``models-3.0.0``), which its expression restorer runs."""
+    """LivePortrait's models as FaceFusion exports them (``models-3.0.0``), which its expression restorer
+    (three of them) and its face editor run."""
     motion = ("pitch", "yaw", "roll", "scale", "translation", "expression", "motion_points")
     parts = {
         "feature_extractor": (
@@ -646,6 +647,21 @@ def _live_portrait() -> list[ModelSpec]:
             tuple(TensorSpec(None, None, "float32") for _ in motion),
             "RGB in [0, 1] at 256 in; pitch, yaw, roll (degrees), scale, translation, expression [1, 21, 3] and "
             "the canonical key points [1, 21, 3] out",
+        ),
+        "eye_retargeter": (
+            (TensorSpec("input", (None, 66), "float32"),),
+            (TensorSpec(None, (None, 63), "float32"),),
+            "the key points and both eyes' and the wanted opening in; the key points' shift out",
+        ),
+        "lip_retargeter": (
+            (TensorSpec("input", (None, 65), "float32"),),
+            (TensorSpec(None, (None, 63), "float32"),),
+            "the key points and the lips' and the wanted opening in; the key points' shift out",
+        ),
+        "stitcher": (
+            (TensorSpec("source", (None, 21, 3), "float32"), TensorSpec("target", (None, 21, 3), "float32")),
+            (TensorSpec(None, (None, 21, 3), "float32"),),
+            "the edited and the original key points in; the edited ones stitched to the head out",
         ),
         "generator": (
             (

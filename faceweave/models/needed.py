@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from faceweave.errors import ChosenModelMissingError
-from faceweave.names import LIVE_PORTRAIT
+from faceweave.names import LIVE_PORTRAIT, RESTORER_PARTS
 
 if TYPE_CHECKING:
     from faceweave.models.cache import ModelStore
@@ -47,6 +47,9 @@ def needed_models(options: SwapOptions) -> tuple[NeededModel, ...]:
         needed += [NeededModel(name, role) for name in (*filter(None, companions), options.swapper)]
     if options.enhance.expression_restorer is not None:
         role = f"expression restorer {options.enhance.expression_restorer}"
+        needed += [NeededModel(LIVE_PORTRAIT[part], role) for part in RESTORER_PARTS]
+    if options.enhance.edit.model is not None:
+        role = f"face editor {options.enhance.edit.model}"
         needed += [NeededModel(name, role) for name in LIVE_PORTRAIT.values()]
     age = options.enhance.age_modifier
     if age is not None:
