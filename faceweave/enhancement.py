@@ -115,6 +115,13 @@ class Enhancers:
         )
 
     @property
+    def whole_frame(self) -> bool:
+        """Whether a step changes whole frames, faces or not (the frame
+        enhancer, colorizer or background remover): a frame with no face
+        to swap goes through them too."""
+        return any(step is not None for step in (self.frame, self.colorizer, self.background))
+
+    @property
     def any(self) -> bool:
         """Whether any step runs."""
         steps = (

@@ -186,8 +186,10 @@ EMBEDDING_SWAPPERS: tuple[str, ...] = (
 #: neural swappers that take the source as an image crop
 IMAGE_SWAPPERS: tuple[str, ...] = ("blendswap_256", "uniface_256")
 NEURAL_SWAPPERS: tuple[str, ...] = (*EMBEDDING_SWAPPERS, *IMAGE_SWAPPERS)
+#: the swapper that keeps every face (the processors after the swap run alone, with no source photo)
+NO_SWAPPER = "none"
 #: every registered swapper, sorted (as the options' messages list them)
-SWAPPERS: tuple[str, ...] = tuple(sorted((MESH_SWAPPER, *NEURAL_SWAPPERS)))
+SWAPPERS: tuple[str, ...] = tuple(sorted((MESH_SWAPPER, NO_SWAPPER, *NEURAL_SWAPPERS)))
 
 # -- runtime --------------------------------------------------------------------
 #: ``--execution-provider``: faceweave's names (ONNX Runtime's are the runtime's)

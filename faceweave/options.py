@@ -547,6 +547,20 @@ class EnhancerOptions(_Options):
             raise ValueError(f"frame colorizer size {value}; one of {sizes}")
         return value
 
+    def processors(self) -> tuple[str, ...]:
+        """The options of the steps chosen (``lip_syncer``, ``face_enhancer`` ...), in the order they run."""
+        chosen = {
+            "expression_restorer": self.expression_restorer,
+            "age_modifier": self.age_modifier,
+            "face_editor": self.edit.model,
+            "lip_syncer": self.lip_syncer,
+            "face_enhancer": self.face,
+            "background_remover": self.background,
+            "frame_colorizer": self.colorizer,
+            "frame_enhancer": self.frame,
+        }
+        return tuple(name for name, value in chosen.items() if value is not None)
+
     @field_validator("expression_restorer")
     @classmethod
     def _known_expression_restorer(cls, value: str | None) -> str | None:
@@ -605,7 +619,8 @@ class SwapOptions(_Options):
     swapper: Annotated[str, Flag(MODELS, metavar="NAME")] = Field(
         "mesh",
         description="'mesh' (classical, works offline) or a neural model such as inswapper_128, hyperswap_1a_256, "
-        "simswap_256 (see 'faceweave models list'; the file must be downloaded or imported first).",
+        "simswap_256 (see 'faceweave models list'; the file must be downloaded or imported first); 'none' keeps "
+        "the faces and runs only the processors named (a lip sync, a face enhancer ...), with no source photo.",
     )
     pixel_boost: Annotated[int | None, Flag(MODELS, metavar="PX", aliases=("--face-swapper-pixel-boost",))] = Field(
         None,
@@ -695,6 +710,16 @@ class SwapOptions(_Options):
                 "swapper keeps what is in front with its own occlusion masks"
             )
         return value
+
+    @model_validator(mode="after")
+    def _nothing_to_do(self) -> SwapOptions:
+        if self.swapper == names.NO_SWAPPER and not self.enhance.processors():
+            raise ValueError(
+                "swapper 'none' keeps the faces: name what to do with them, e.g. --lip-syncer, --face-enhancer, "
+                "--age-modifier, --face-editor, --expression-restorer, --background-remover, --frame-colorizer or "
+                "--frame-enhancer"
+            )
+        return self
 
     @model_validator(mode="after")
     def _weight_for_embedding_swappers(self) -> SwapOptions:

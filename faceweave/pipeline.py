@@ -29,7 +29,7 @@ from faceweave.compositing.colour import ColourMatch
 from faceweave.compositing.plans import PlanUse
 from faceweave.crops import cut_crop
 from faceweave.enhancement import Enhancers
-from faceweave.errors import InputError, MeshlessFaceError
+from faceweave.errors import InputError, InvalidOptionError, MeshlessFaceError
 from faceweave.expression import ExpressionChecker
 from faceweave.maskers import FaceMaskModels
 from faceweave.models.needed import NeededModel, check_present, needed_models
@@ -40,6 +40,7 @@ from faceweave.render import FaceRenderer, FrameFaces
 from faceweave.sessions import ModelSessions
 from faceweave.sources import SOURCE_CACHE, ImageInput, SourceCache
 from faceweave.swappers import AlignedCrop, SourceFace, SwapOutput, Swapper, SwapperContext
+from faceweave.swappers.keep import KeepSwapper
 from faceweave.swappers.neural.base import NeuralSwapper
 from faceweave.swappers.registry import create_swapper
 from faceweave.targets import TargetFaces
@@ -215,9 +216,22 @@ class FaceSwapper:
         """Decode a path, bytes, :class:`Image` or array into an :class:`Image`."""
         return self.sources.read(value, role=role)
 
+    @property
+    def keeps_faces(self) -> bool:
+        """Whether the swapper is ``none`` (:class:`~faceweave.swappers.keep.KeepSwapper`):
+        the faces are kept, the processors run alone, no source is needed."""
+        return isinstance(self.swapper, KeepSwapper)
+
     def load_sources(self, sources: Sequence[ImageInput] | ImageInput) -> list[SourceFace]:
         """The prepared face of each source photo (see :meth:`SourceCache.load
-        <faceweave.sources.SourceCache.load>`: a source given again is reused)."""
+        <faceweave.sources.SourceCache.load>`: a source given again is
+        reused); none with swapper ``none``, which takes no source (one given
+        is an :class:`InvalidOptionError`)."""
+        if self.keeps_faces:
+            given = [sources] if isinstance(sources, (str, os.PathLike, bytes, Image, np.ndarray)) else sources
+            if len(given) > 0:
+                raise InvalidOptionError("swapper 'none' keeps the faces: it takes no source photo")
+            return []
         return self.sources.load(sources)
 
     def reference_embedding(self, reference: ImageInput) -> np.ndarray:
@@ -286,6 +300,18 @@ class FaceSwapper:
         ``original``: the frame before the swap (the expression restorer's)."""
         return self.enhancers.apply(pixels, faces, timings, speech=speech, original=original)
 
+    def keep_many(
+        self,
+        pixels: np.ndarray,
+        faces: Sequence[Face],
+        timings: dict[str, float] | None = None,
+        *,
+        speech: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Swapper ``none``: the processors on ``faces`` of ``pixels``, kept
+        as they are (``pixels`` itself when no step changes them)."""
+        return self.enhance(pixels, faces, timings, speech=speech, original=pixels)
+
     def read_speech(
         self,
         audio: str | os.PathLike[str],
@@ -335,6 +361,9 @@ class FaceSwapper:
         leaves the enhancers to the caller (:meth:`finish`); ``speech``: the
         frame's mel window for the lip syncer (``None``: silence)."""
         timings = {} if timings is None else timings
+        if self.keeps_faces:  # nothing to render: the processors get the frame as it is
+            faces = [face for face, _ in chosen]
+            return self.keep_many(pixels, faces, timings, speech=speech) if enhance else pixels
         colours = list(colours) if colours is not None else [None] * len(chosen)
         profile = self.renderer.profile(kind)
         out = self.renderer.render(self.swapper, pixels, chosen, timings, colours, profile=profile, plans=plans)
@@ -368,7 +397,7 @@ class FaceSwapper:
         face kept without a mesh (:attr:`Face.mesh <faceweave.types.Face.mesh>`)
         can only be swapped by a neural swapper, which aligns on its five
         points; faceweave's mesh swapper reshapes the mesh."""
-        if face.mesh is not None or isinstance(self.swapper, NeuralSwapper):
+        if face.mesh is not None or isinstance(self.swapper, (NeuralSwapper, KeepSwapper)):
             return None
         return (
             f"no face mesh could be fitted to it and the {self.swapper.name!r} swapper needs one "
@@ -389,7 +418,10 @@ class FaceSwapper:
         as :meth:`swap_many` one by one."""
         timings = {} if timings is None else timings
         profile = self.renderer.profile(kind)
-        out = self.renderer.render_frames(self.swapper, frames, timings, profile=profile)
+        if self.keeps_faces:
+            out = [f.pixels for f in frames]
+        else:
+            out = self.renderer.render_frames(self.swapper, frames, timings, profile=profile)
         return [
             self.enhance(px, [face for face, _ in f.chosen], timings, speech=f.speech, original=f.pixels)
             for px, f in zip(out, frames, strict=True)
@@ -422,6 +454,8 @@ class FaceSwapper:
                 f"none of the {len(indices)} selected face(s) can be swapped: {self.unswappable(faces[indices[0]])}"
             )
         order = sorted((i for i in indices if i not in skipped), key=lambda k: faces[k].bbox.area)
+        if self.keeps_faces:
+            return self._keep_faces(pixels, faces, order, timings, alpha=alpha)
         chosen = [(faces[i], self.choose_source(sources, faces[i])) for i in order]
         out = self.swap_many(pixels, chosen, timings, kind="photo", enhance=False)
         out, alpha = self.finish(out, [face for face, _ in chosen], alpha, timings, original=pixels)
@@ -435,6 +469,23 @@ class FaceSwapper:
             )
         swapped.sort(key=lambda s: s.target_index)
         return PhotoSwap(pixels=out, alpha=alpha, swapped=tuple(swapped))
+
+    def _keep_faces(
+        self,
+        pixels: np.ndarray,
+        faces: Sequence[Face],
+        order: Sequence[int],
+        timings: dict[str, float],
+        *,
+        alpha: np.ndarray | None,
+    ) -> PhotoSwap:
+        """Swapper ``none``: the faces ``faces[i]`` (``i`` in ``order``) through the processors alone."""
+        out, alpha = self.finish(pixels, [faces[i] for i in order], alpha, timings, original=pixels)
+        kept = (
+            SwappedFace(target_index=i, bbox=faces[i].bbox, source_index=None, source_path=None, pose_gap=0.0)
+            for i in sorted(order)
+        )
+        return PhotoSwap(pixels=out, alpha=alpha, swapped=tuple(kept))
 
     def swap(
         self,

@@ -260,11 +260,14 @@ class Image:
 
 @dataclass(frozen=True)
 class SwappedFace:
-    """What happened to one target face."""
+    """What happened to one target face: the source photo it got (its
+    ``source_index`` in the list, its ``path``) and how far apart the two
+    heads' views were (``pose_gap``, degrees); ``source_index`` ``None``:
+    the face was kept (swapper ``none``) and only the processors ran on it."""
 
     target_index: int
     bbox: BBox
-    source_index: int
+    source_index: int | None
     source_path: str | None
     pose_gap: float
 

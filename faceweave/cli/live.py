@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from faceweave import names
 from faceweave.cli import console
 from faceweave.cli.common import refuse_video
 from faceweave.cli.option_flags import typer_command
@@ -184,8 +185,8 @@ def _live(term: console.Terminal, args: LiveArgs, provenance) -> int:
     from faceweave.pipeline import FaceSwapper
     from faceweave.video.pipeline import check_markable
 
-    spec, outputs, reconnect = _checked(args)
     options = _options(args)
+    spec, outputs, reconnect = _checked(args, keeps=options.swapper == names.NO_SWAPPER)
     tap = None if args.no_audio else AudioTap()
     with FaceSwapper(options) as swapper:
         session = _session(swapper, args, provenance)
@@ -209,8 +210,9 @@ def _live(term: console.Terminal, args: LiveArgs, provenance) -> int:
     return console.EXIT_OK
 
 
-def _checked(args: LiveArgs) -> tuple[LiveInput, list[OutputSpec], Reconnect]:
-    """The input, the outputs and the reconnect policy, checked before any work."""
+def _checked(args: LiveArgs, *, keeps: bool = False) -> tuple[LiveInput, list[OutputSpec], Reconnect]:
+    """The input, the outputs and the reconnect policy, checked before any
+    work (``keeps``: ``--swapper none``, which takes no source photo)."""
     from faceweave.live.inputs import Reconnect, parse_input, parse_options
     from faceweave.live.outputs import check_outputs, parse_output
 
@@ -218,9 +220,11 @@ def _checked(args: LiveArgs) -> tuple[LiveInput, list[OutputSpec], Reconnect]:
     spec = parse_input(args.input_, input_format=args.input_format, options=options, loop=args.loop)
     outputs = [parse_output(text) for text in args.output or []]
     check_outputs(outputs)
-    if not args.sources:
+    if keeps and args.sources:
+        raise InvalidOptionError("--swapper none keeps the faces: give no --source")
+    if not args.sources and not keeps:
         raise InvalidOptionError("give a source photo with --source PHOTO")
-    for path in args.sources:
+    for path in args.sources or []:
         refuse_video(path, role="source")
     if args.reference_face is not None:
         refuse_video(args.reference_face, role="reference face")

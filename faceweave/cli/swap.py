@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from faceweave import names
 from faceweave.cli import console
 from faceweave.cli.common import (
     check_output_path,
@@ -115,7 +116,7 @@ def _swap_target(term: console.Terminal, args: SwapArgs, provenance, screener, r
     is_video = _is_video_target(args)
     _check_outputs(args, is_video)
     options = _options(args, is_video)
-    sources, mapping = _sources(args, is_video)
+    sources, mapping = _sources(args, is_video, keeps=options.swapper == names.NO_SWAPPER)
     record["options"].update(_recorded_options(args, options, is_video))
     # content screening, before any work
     screened = [screener.image(p, role="source", max_pixels=options.max_pixels) for p in sources]
@@ -177,10 +178,17 @@ def _options(args: SwapArgs, is_video: bool) -> SwapOptions:
     )
 
 
-def _sources(args: SwapArgs, is_video: bool) -> tuple[list[Path], dict[int, list[Path]]]:
-    """The source photos, or a photo list per video person (``--map``)."""
+def _sources(args: SwapArgs, is_video: bool, *, keeps: bool = False) -> tuple[list[Path], dict[int, list[Path]]]:
+    """The source photos, or a photo list per video person (``--map``);
+    none with ``--swapper none`` (``keeps``), which takes none."""
     sources = list(args.sources or [])
     mapping = parse_map(args.map_ or [])
+    if keeps:
+        if sources or mapping:
+            raise InvalidOptionError("--swapper none keeps the faces: give no --source or --map")
+        if args.reference_face is not None:
+            refuse_video(args.reference_face, role="reference face")
+        return [], {}
     if not sources and not mapping:
         raise InvalidOptionError("give a source photo with --source PHOTO (or, for a video, --map INDEX=PHOTO)")
     if sources and mapping:
@@ -319,12 +327,14 @@ def _print_swap(term: console.Terminal, models: list[dict[str, Any]], result, wr
         )
     for face in result.swapped:
         box = ", ".join(f"{v:.0f}" for v in face.bbox.as_list())
-        source = display_name(face.source_path, f"source {face.source_index}")
+        source = "kept" if face.source_index is None else display_name(face.source_path, f"source {face.source_index}")
         term.line(f"face {face.target_index} [{box}] <- {source}")
     for skipped in result.skipped:
         box = ", ".join(f"{v:.0f}" for v in skipped.bbox.as_list())
         term.line(f"face {skipped.target_index} [{box}] not swapped: {skipped.reason}")
-    term.line(f"wrote {written} ({len(result.swapped)} of {len(result.faces)} face(s) swapped)")
+    kept = bool(result.swapped) and all(face.source_index is None for face in result.swapped)
+    done = "kept and processed" if kept else "swapped"
+    term.line(f"wrote {written} ({len(result.swapped)} of {len(result.faces)} face(s) {done})")
 
 
 #: ``faceweave swap``

@@ -1,6 +1,7 @@
 """The swappers by name: :func:`create_swapper` builds the one an option
-names, from its factory (``mesh``, the classical swapper, and every neural
-model of :data:`faceweave.names.NEURAL_SWAPPERS`).
+names, from its factory (``mesh``, the classical swapper, ``none``, which
+keeps the faces for the processors alone, and every neural model of
+:data:`faceweave.names.NEURAL_SWAPPERS`).
 
 Apart from :mod:`faceweave.swappers.base` so that the implementations,
 which import the base, are imported by nothing below them; the factories'
@@ -21,11 +22,12 @@ def _registry() -> Mapping[str, SwapperFactory]:
     """Swapper factories by name: ``mesh`` and the neural models."""
     from functools import partial
 
+    from faceweave.swappers.keep import keep_swapper
     from faceweave.swappers.mesh import mesh_swapper
     from faceweave.swappers.neural import NEURAL_SWAPPERS
     from faceweave.swappers.neural.factory import load_neural_swapper
 
-    factories: dict[str, SwapperFactory] = {names.MESH_SWAPPER: mesh_swapper}
+    factories: dict[str, SwapperFactory] = {names.MESH_SWAPPER: mesh_swapper, names.NO_SWAPPER: keep_swapper}
     factories.update({name: partial(load_neural_swapper, name) for name in NEURAL_SWAPPERS})
     return names.registered("swapper", names.SWAPPERS, factories)
 

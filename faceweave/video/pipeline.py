@@ -180,9 +180,11 @@ class VideoSwapper:
         """Apply a frame's plan; frames are independent here, so several
         frames may be rendered at once on different threads.  ``speech``:
         the frame's mel window for the lip syncer (``None``: silence)."""
+        if self.swapper.keeps_faces:
+            return self.swapper.keep_many(pixels, [p.face for p in plan], timings, speech=speech)
         return self.swapper.swap_many(
             pixels,
-            [(p.face, p.source) for p in plan],
+            _pairs(plan),
             timings,
             colours=[p.colour for p in plan],
             plans=[p.plan for p in plan],
@@ -201,11 +203,16 @@ class VideoSwapper:
         inference where the swapper batches frames
         (:meth:`FaceSwapper.swap_frames`); ``speech``: each frame's window."""
         windows = list(speech) if speech is not None else [None] * len(frames)
+        if self.swapper.keeps_faces:
+            return [
+                self.swapper.keep_many(pixels, [p.face for p in plan], timings, speech=window)
+                for (pixels, plan), window in zip(frames, windows, strict=True)
+            ]
         return self.swapper.swap_frames(
             [
                 FrameFaces(
                     pixels,
-                    tuple((p.face, p.source) for p in plan),
+                    tuple(_pairs(plan)),
                     tuple(p.colour for p in plan),
                     tuple(p.plan for p in plan),
                     window,
@@ -458,3 +465,13 @@ class VideoSwapper:
             audio_at_start=dub is not None,
             **writer_stamp(options.provenance),
         )
+
+
+def _pairs(plan: Sequence[PlannedFace]) -> list[tuple[Face, SourceFace]]:
+    """The ``(face, source)`` of each planned face to swap."""
+    pairs = []
+    for p in plan:
+        if p.source is None:
+            raise InvalidOptionError("a face planned without a source can only be kept (swapper 'none')")
+        pairs.append((p.face, p.source))
+    return pairs

@@ -38,10 +38,11 @@ COLOUR_INTERVAL = 0.1
 class PlannedFace(NamedTuple):
     """One face of a frame to swap: where, with which source, the colour
     mapping held for its track, and whether it makes or reuses its track's
-    face plan (:mod:`faceweave.compositing.plans`)."""
+    face plan (:mod:`faceweave.compositing.plans`); ``source`` ``None``: the
+    face is kept (swapper ``none``), only the processors run on it."""
 
     face: Face
-    source: SourceFace
+    source: SourceFace | None
     colour: ColourMatch | None = None
     plan: PlanUse | None = None
 
@@ -139,6 +140,8 @@ class FramePlanner:
         if mapping is not None:
             return self._plan_mapped(frame, tracks, states, mapping, timings)
         faces, indices, picked = self._selected(tracks, frame.pixels, reference)
+        if self.swapper.keeps_faces:
+            return [PlannedFace(faces[i], None) for i in sorted(indices, key=lambda k: faces[k].bbox.area)]
         plan = []
         for i in sorted(indices, key=lambda k: faces[k].bbox.area):
             source = self.swapper.choose_source(sources, faces[i])

@@ -63,8 +63,8 @@ class SwapWork:
         )
         self.frames_with_swap += bool(plan)
         self.faces_swapped += len(plan)
-        # a frame enhancer changes every frame (and its size), faces or not
-        return plan if plan or self.video.swapper.frame_enhancer is not None else None
+        # a frame enhancer, colorizer or background remover changes every frame, faces or not
+        return plan if plan or self.video.swapper.enhancers.whole_frame else None
 
     def words(self, frame: VideoFrame) -> np.ndarray | None:
         """The frame's window of the run's speech (``None``: none, silence)."""
