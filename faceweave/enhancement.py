@@ -5,9 +5,10 @@ Which enhancers run, and how much of their result is kept, come from
 owner's :class:`~faceweave.sessions.ModelSessions` (so the enhancers hold
 nothing to close).  With none asked for, nothing is imported or loaded.
 
-The order: the expression restorer (which needs the frame as it was before
-the swap), the age modifier, the face editor, the lip syncer, the face enhancer, the background remover, the
-frame colorizer, the frame enhancer.  The lip syncer follows a frame's
+The order: the deep swapper, the expression restorer (which needs the frame
+as it was before the swap), the age modifier, the face editor, the lip
+syncer, the face enhancer, the background remover, the frame colorizer,
+the frame enhancer.  The lip syncer follows a frame's
 window of speech (:class:`~faceweave.audio.speech.Speech`, which
 :meth:`FaceSwapper.read_speech <faceweave.pipeline.FaceSwapper.read_speech>`
 makes); a photo or a live frame without one gets silence, as in FaceFusion.
@@ -31,6 +32,7 @@ from faceweave.types import Face
 if TYPE_CHECKING:
     from faceweave.enhancers import BackgroundRemover, FaceEnhancer, FrameColorizer, FrameEnhancer
     from faceweave.enhancers.age import AgeModifier
+    from faceweave.enhancers.deep import DeepSwapper
     from faceweave.enhancers.editor import FaceEditor
     from faceweave.enhancers.lips import LipSyncer
     from faceweave.enhancers.restorer import ExpressionRestorer
@@ -48,8 +50,9 @@ class Finished:
 
 @dataclass(frozen=True)
 class Enhancers:
-    """The expression restorer, age modifier, face editor, lip syncer, face
-    enhancer, background remover, frame colorizer and frame enhancer of a swap (``None``: not used), applied in that
+    """The deep swapper, expression restorer, age modifier, face editor, lip
+    syncer, face enhancer, background remover, frame colorizer and frame
+    enhancer of a swap (``None``: not used), applied in that
     order."""
 
     face: FaceEnhancer | None = None
@@ -63,6 +66,7 @@ class Enhancers:
     age: AgeModifier | None = None
     restorer: ExpressionRestorer | None = None
     editor: FaceEditor | None = None
+    deep: DeepSwapper | None = None
 
     @classmethod
     def load(
@@ -82,6 +86,7 @@ class Enhancers:
         age = _age_modifier(options, sessions, masks or MaskOptions())
         restorer = _expression_restorer(options, sessions, masks or MaskOptions())
         editor = _face_editor(options, sessions, masks or MaskOptions())
+        deep = _deep_swapper(options, sessions, masks or MaskOptions())
         if options.face is not None or options.frame is not None:
             from faceweave.enhancers.factory import load_enhancers
 
@@ -112,6 +117,7 @@ class Enhancers:
             age=age,
             restorer=restorer,
             editor=editor,
+            deep=deep,
         )
 
     @property
@@ -125,6 +131,7 @@ class Enhancers:
     def any(self) -> bool:
         """Whether any step runs."""
         steps = (
+            self.deep,
             self.restorer,
             self.age,
             self.editor,
@@ -168,6 +175,9 @@ class Enhancers:
         mask = None
         timings = {} if timings is None else timings
         out = pixels
+        if self.deep is not None and len(faces) > 0:
+            with timed(timings, "deep"):
+                out = self.deep.swap(out, list(faces))
         if self.restorer is not None and len(faces) > 0:
             with timed(timings, "restore"):
                 out = self.restorer.restore(out, pixels if original is None else original, list(faces))
@@ -267,3 +277,20 @@ def _face_editor(options: EnhancerOptions, sessions: ModelSessions, masks: MaskO
         stitcher=parts["stitcher"],
     )
     return FaceEditor(portrait, options.edit, mask_blur=masks.face_mask_blur)
+
+
+def _deep_swapper(options: EnhancerOptions, sessions: ModelSessions, masks: MaskOptions) -> DeepSwapper | None:
+    """The deep swapper ``options`` ask for (``None``: none)."""
+    if options.deep_swapper is None:
+        return None
+    from faceweave.enhancers.deep import DeepSwapper
+    from faceweave.models.deepfacelive import catalog_name
+
+    return DeepSwapper(
+        sessions.open().get(catalog_name(options.deep_swapper), sessions.provider),
+        name=options.deep_swapper,
+        morph=options.deep_swapper_morph,
+        mask_blur=masks.face_mask_blur,
+        mask_padding=masks.face_mask_padding,
+        areas=masks.face_mask_areas,
+    )

@@ -459,6 +459,15 @@ class EnhancerOptions(_Options):
         1.0, ge=0.0, le=1.0, description="How much of the colorized frame to keep (FaceFusion's blend / 100)."
     )
 
+    deep_swapper: Annotated[str | None, Flag(MODELS, name="deep_swapper", metavar="SCOPE/NAME")] = Field(
+        None,
+        description="Swap the faces for the person a DeepFaceLive model was trained on, with no source photo "
+        "(FaceFusion's deep swapper, e.g. iperov/elon_musk_224; see 'faceweave models list', names dfm_*; the file "
+        "must be downloaded or imported first). Use it with --swapper none; it runs first.",
+    )
+    deep_swapper_morph: Annotated[int, Flag(MODELS, name="deep_swapper_morph", metavar="N")] = Field(
+        100, ge=0, le=100, description="How far the face is morphed to the model's person (0-100)."
+    )
     expression_restorer: Annotated[str | None, Flag(MODELS, name="expression_restorer", metavar="NAME")] = Field(
         None,
         description=f"Give the swapped faces back the target's own expression: "
@@ -550,6 +559,7 @@ class EnhancerOptions(_Options):
     def processors(self) -> tuple[str, ...]:
         """The options of the steps chosen (``lip_syncer``, ``face_enhancer`` ...), in the order they run."""
         chosen = {
+            "deep_swapper": self.deep_swapper,
             "expression_restorer": self.expression_restorer,
             "age_modifier": self.age_modifier,
             "face_editor": self.edit.model,
@@ -560,6 +570,21 @@ class EnhancerOptions(_Options):
             "frame_enhancer": self.frame,
         }
         return tuple(name for name, value in chosen.items() if value is not None)
+
+    @field_validator("deep_swapper")
+    @classmethod
+    def _known_deep_swapper(cls, value: str | None) -> str | None:
+        from faceweave.models.deepfacelive import DEEP_SWAPPERS
+
+        if value is not None and value not in DEEP_SWAPPERS:
+            import difflib
+
+            close = difflib.get_close_matches(value, DEEP_SWAPPERS, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else " (faceweave models list shows them as dfm_*)"
+            raise ValueError(
+                f"unknown deep swapper {value!r}: FaceFusion's are scope/name, e.g. iperov/elon_musk_224{hint}"
+            )
+        return value
 
     @field_validator("expression_restorer")
     @classmethod
@@ -715,9 +740,9 @@ class SwapOptions(_Options):
     def _nothing_to_do(self) -> SwapOptions:
         if self.swapper == names.NO_SWAPPER and not self.enhance.processors():
             raise ValueError(
-                "swapper 'none' keeps the faces: name what to do with them, e.g. --lip-syncer, --face-enhancer, "
-                "--age-modifier, --face-editor, --expression-restorer, --background-remover, --frame-colorizer or "
-                "--frame-enhancer"
+                "swapper 'none' keeps the faces: name what to do with them, e.g. --deep-swapper, --lip-syncer, "
+                "--face-enhancer, --age-modifier, --face-editor, --expression-restorer, --background-remover, "
+                "--frame-colorizer or --frame-enhancer"
             )
         return self
 

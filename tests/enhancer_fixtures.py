@@ -408,3 +408,42 @@ def live_portrait_editor_models() -> dict[str, OrtModel]:
     ]
     models["stitcher"] = OrtModel(_model(nodes, [source, target], [out], [_const("most", 0.8), _const("rest", 0.2)]))
     return models
+
+
+def deep_swapper_model(side: int = 224, *, morph: bool = True) -> OrtModel:
+    """A DFM stand-in with DeepFaceLive's names and shapes: ``in_face:0`` ``[1, S, S, 3]`` (and ``morph_value:0``
+    ``[1]``) -> the target's mask ``[1, S, S, 1]`` (twice the picture's grey, clipped later), the face
+    ``[1, S, S, 3]`` (0.8 x the picture, its channels turned round, + 0.1 x the morph) and the source's mask
+    (a sigmoid of the grey)."""
+    x = helper.make_tensor_value_info("in_face:0", TensorProto.FLOAT, [1, side, side, 3])
+    inputs = [x]
+    outs = [
+        helper.make_tensor_value_info("out_celeb_face_mask:0", TensorProto.FLOAT, [1, side, side, 1]),
+        helper.make_tensor_value_info("out_celeb_face:0", TensorProto.FLOAT, [1, side, side, 3]),
+        helper.make_tensor_value_info("out_face_mask:0", TensorProto.FLOAT, [1, side, side, 1]),
+    ]
+    nodes = [
+        helper.make_node("ReduceMean", ["in_face:0"], ["grey"], axes=[3], keepdims=1),
+        helper.make_node("Mul", ["grey", "two"], ["out_celeb_face_mask:0"]),
+        helper.make_node("Sub", ["grey", "mid"], ["centred"]),
+        helper.make_node("Mul", ["centred", "ten"], ["raw"]),
+        helper.make_node("Sigmoid", ["raw"], ["out_face_mask:0"]),
+    ]
+    inits = [
+        _const("two", 2.0),
+        _const("mid", 0.3),
+        _const("ten", 10.0),
+    ]
+    # the face: each output channel 0.8 x the input channel two places on, as a 1x1 map over the last axis
+    nodes.append(helper.make_node("MatMul", ["in_face:0", "rotate"], ["face"]))
+    inits.append(_const("rotate", 0.8 * np.roll(np.eye(3), 1, axis=1)))
+    if morph:
+        inputs.append(helper.make_tensor_value_info("morph_value:0", TensorProto.FLOAT, [1]))
+        nodes += [
+            helper.make_node("Mul", ["morph_value:0", "tenth"], ["push"]),
+            helper.make_node("Add", ["face", "push"], ["out_celeb_face:0"]),
+        ]
+        inits.append(_const("tenth", 0.1))
+    else:
+        nodes.append(helper.make_node("Identity", ["face"], ["out_celeb_face:0"]))
+    return OrtModel(_model(nodes, inputs, outs, inits))

@@ -129,6 +129,14 @@ CASES = {
         "live_portrait_eye_retargeter",
         "face editor live_portrait",
     ),
+    "deep_swapper": Case(
+        {"enhance": {"deep_swapper": "iperov/elon_musk_224"}},
+        ("--deep-swapper", "iperov/elon_musk_224"),
+        {"deep_swapper": "iperov/elon_musk_224"},
+        (),
+        "dfm_iperov_elon_musk_224",
+        "deep swapper iperov/elon_musk_224",
+    ),
     "face_detector": Case(
         {"analysis": {"face_detector": "scrfd"}},
         ("--face-detector", "scrfd"),

@@ -68,6 +68,8 @@ SAMPLES = {
     "frame_colorizer": ("deoldify", "deoldify"),
     "frame_colorizer_size": ("384", 384),
     "frame_colorizer_blend": ("0.5", 0.5),
+    "deep_swapper": ("iperov/elon_musk_224", "iperov/elon_musk_224"),
+    "deep_swapper_morph": ("40", 40),
     "expression_restorer": ("live_portrait", "live_portrait"),
     "expression_restorer_factor": ("60", 60),
     "expression_restorer_areas": ("lower-face", ("lower-face",)),

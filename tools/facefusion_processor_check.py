@@ -57,6 +57,7 @@ def main() -> int:
     ages(state_manager, photo)
     expressions(state_manager, photo)
     edits(state_manager, photo)
+    deep_swaps(state_manager, photo)
     return 0
 
 
@@ -279,6 +280,40 @@ def edits(state_manager, photo: np.ndarray) -> None:
         ours = FaceEditor(portrait, edit).apply(photo, [face])
         said = " ".join(f"{k} {v}" for k, v in knobs.items()) or "no knob"
         _report(f"face editor {said}"[:60], ours, theirs, psnr=True)
+
+
+def deep_swaps(state_manager, photo: np.ndarray) -> None:
+    """The deep swapper at three morphs, a model without the morph input, and with the area mask."""
+    from facefusion.processors.modules.deep_swapper import core
+    from facefusion.types import Face as FaceFusionFace
+    from tests.enhancer_fixtures import deep_swapper_model
+
+    from faceweave.analysis import FaceAnalyser
+    from faceweave.enhancers.deep import DeepSwapper
+    from faceweave.enhancers.lips import face_points68
+
+    face = FaceAnalyser().analyse(photo)[0]
+    five, points = np.asarray(face.kps5, np.float32), face_points68(face)
+    marks = {"5": five, "5/68": five, "68": points, "68/5": points}
+    theirs_face = FaceFusionFace(None, None, None, marks, 0, None, None, None, None, None)
+    state_manager.init_item("deep_swapper_model", "iperov/elon_musk_224")
+    state_manager.init_item("face_mask_blur", 0.3)
+    state_manager.init_item("face_mask_padding", (0, 0, 0, 0))
+    cases = [(True, 100, ()), (True, 40, ()), (True, 0, ()), (False, 100, ()), (True, 70, ("lower-face", "mouth"))]
+    for morph_input, morph, areas in cases:
+        model = deep_swapper_model(morph=morph_input)
+        core.get_inference_pool = lambda model=model: _Pool(model)
+        state_manager.init_item("deep_swapper_morph", morph)
+        state_manager.init_item("face_mask_types", ["box", "area"] if areas else ["box"])
+        state_manager.init_item("face_mask_areas", list(areas))
+        theirs = core.swap_face(theirs_face, np.ascontiguousarray(photo[..., ::-1]))[..., ::-1]
+        ours = DeepSwapper(model, name="iperov/elon_musk_224", morph=morph, areas=areas).swap(photo, [face])
+        what = (
+            f"morph {morph}"
+            + ("" if morph_input else " (no morph input)")
+            + (f" areas {' '.join(areas)}" if areas else "")
+        )
+        _report(f"deep swapper {what}", ours, theirs, psnr=True)
 
 
 class _Parts:

@@ -694,6 +694,37 @@ def _live_portrait() -> list[ModelSpec]:
     return specs
 
 
+def _deep_swappers() -> list[ModelSpec]:
+    """DeepFaceLive's DFM models as FaceFusion offers them (each trained on one person)."""
+    from faceweave.models.deepfacelive import DEEP_SWAPPERS, catalog_name, model_side
+
+    specs = []
+    for model_id in DEEP_SWAPPERS:
+        scope, file = model_id.split("/")
+        side = model_side(model_id)
+        mask = TensorSpec(None, (None, side, side, 1), "float32")
+        specs.append(
+            ModelSpec(
+                name=catalog_name(model_id),
+                kind="deep_swapper",
+                file_name=f"{catalog_name(model_id)}.dfm",
+                licence="unstated",
+                vendor=scope,
+                inputs=(
+                    TensorSpec("in_face:0", (None, side, side, 3), "float32"),
+                    TensorSpec("morph_value:0", (1,), "float32", optional=True),
+                ),
+                outputs=(mask, TensorSpec(None, (None, side, side, 3), "float32"), mask),
+                urls=(f"https://huggingface.co/facefusion/deepfacelive-models-{scope}/resolve/main/{file}.dfm",),
+                template="dfl_whole_face",
+                crop_size=side,
+                notes=f"FaceFusion's deep swapper {model_id}: BGR in [0, 1] (NHWC, sharpened) and the morph in; the "
+                "target's mask, the face and the source's mask out",
+            )
+        )
+    return specs
+
+
 def _classifiers() -> list[ModelSpec]:
     return [
         ModelSpec(
@@ -883,7 +914,7 @@ def _face_analysers() -> list[ModelSpec]:
 def builtin_specs() -> dict[str, ModelSpec]:
     """A new dict of every built-in spec by name (the caller may add its own)."""
     specs = _swappers() + _embedders() + _enhancers() + _colorizers() + _background_removers()
-    specs += _lip_syncers() + _voice_extractors() + _age_modifiers() + _live_portrait()
+    specs += _lip_syncers() + _voice_extractors() + _age_modifiers() + _live_portrait() + _deep_swappers()
     specs += _classifiers() + _face_maskers() + _face_analysers()
     return {spec.name: spec for spec in specs}
 

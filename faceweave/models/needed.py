@@ -18,7 +18,7 @@ from faceweave.names import LIVE_PORTRAIT, RESTORER_PARTS
 
 if TYPE_CHECKING:
     from faceweave.models.cache import ModelStore
-    from faceweave.options import AnalysisOptions, SwapOptions
+    from faceweave.options import AnalysisOptions, EnhancerOptions, SwapOptions
 
 
 @dataclass(frozen=True)
@@ -45,25 +45,7 @@ def needed_models(options: SwapOptions) -> tuple[NeededModel, ...]:
         role = f"swapper {options.swapper}"
         companions = (entry.spec.embedder, entry.spec.converter)
         needed += [NeededModel(name, role) for name in (*filter(None, companions), options.swapper)]
-    if options.enhance.expression_restorer is not None:
-        role = f"expression restorer {options.enhance.expression_restorer}"
-        needed += [NeededModel(LIVE_PORTRAIT[part], role) for part in RESTORER_PARTS]
-    if options.enhance.edit.model is not None:
-        role = f"face editor {options.enhance.edit.model}"
-        needed += [NeededModel(name, role) for name in LIVE_PORTRAIT.values()]
-    age = options.enhance.age_modifier
-    if age is not None:
-        needed += [NeededModel(name, f"age modifier {age}") for name in age_models(age)]
-    if options.enhance.lip_syncer is not None:
-        needed.append(NeededModel(options.enhance.lip_syncer, f"lip syncer {options.enhance.lip_syncer}"))
-    if options.enhance.face is not None:
-        needed.append(NeededModel(options.enhance.face, f"face enhancer {options.enhance.face}"))
-    if options.enhance.background is not None:
-        needed.append(NeededModel(options.enhance.background, f"background remover {options.enhance.background}"))
-    if options.enhance.colorizer is not None:
-        needed.append(NeededModel(options.enhance.colorizer, f"frame colorizer {options.enhance.colorizer}"))
-    if options.enhance.frame is not None:
-        needed.append(NeededModel(options.enhance.frame, f"frame enhancer {options.enhance.frame}"))
+    needed += processor_models(options.enhance)
     masks = options.masks
     if masks.face_occluder is not None:
         needed += [
@@ -72,6 +54,31 @@ def needed_models(options: SwapOptions) -> tuple[NeededModel, ...]:
     if masks.face_parser is not None:
         needed.append(NeededModel(masks.face_parser, f"face parser {masks.face_parser}"))
     return tuple(needed)
+
+
+def processor_models(enhance: EnhancerOptions) -> list[NeededModel]:
+    """The models of the processors after the swap, in the order they run."""
+    from faceweave.models.deepfacelive import catalog_name
+
+    needed = []
+    if enhance.deep_swapper is not None:
+        needed.append(NeededModel(catalog_name(enhance.deep_swapper), f"deep swapper {enhance.deep_swapper}"))
+    if enhance.expression_restorer is not None:
+        role = f"expression restorer {enhance.expression_restorer}"
+        needed += [NeededModel(LIVE_PORTRAIT[part], role) for part in RESTORER_PARTS]
+    if enhance.age_modifier is not None:
+        needed += [NeededModel(n, f"age modifier {enhance.age_modifier}") for n in age_models(enhance.age_modifier)]
+    if enhance.edit.model is not None:
+        needed += [NeededModel(name, f"face editor {enhance.edit.model}") for name in LIVE_PORTRAIT.values()]
+    singles = (
+        ("lip syncer", enhance.lip_syncer),
+        ("face enhancer", enhance.face),
+        ("background remover", enhance.background),
+        ("frame colorizer", enhance.colorizer),
+        ("frame enhancer", enhance.frame),
+    )
+    needed += [NeededModel(name, f"{role} {name}") for role, name in singles if name is not None]
+    return needed
 
 
 def analysis_models(analysis: AnalysisOptions) -> tuple[NeededModel, ...]:

@@ -143,11 +143,12 @@ def check_signature(
 
 
 def _side(role: str, expected: Sequence[TensorSpec], actual: Sequence[TensorSpec]) -> list[str]:
-    if len(expected) != len(actual):
-        return [f"{len(actual)} {role}s, expected {len(expected)}"]
     by_name = {t.name: t for t in actual}
+    present = [t for t in expected if not t.optional or t.name in by_name]
+    if len(present) != len(actual):
+        return [f"{len(actual)} {role}s, expected {len(present)}"]
     problems = []
-    for position, want in enumerate(expected):
+    for position, want in enumerate(present):
         got = by_name.get(want.name) if want.name is not None else actual[position]
         if got is None:
             problems.append(f"no {role} named {want.name!r}")

@@ -25,6 +25,7 @@ KINDS = (
     "lip_syncer",
     "age_modifier",
     "live_portrait",
+    "deep_swapper",
     "face_classifier",
     "voice_extractor",
     "content_classifier",
@@ -47,12 +48,15 @@ class TensorSpec:
 
     ``name`` ``None`` means the name is not pinned (the tensor is matched by
     position); ``shape`` ``None`` means the rank is not pinned either;
-    ``dtype`` is a numpy dtype name (``"float32"``) or ``None`` for any.
+    ``dtype`` is a numpy dtype name (``"float32"``) or ``None`` for any;
+    ``optional``: a named input some files of the model have and others not
+    (a DeepFaceLive model's morph), fed where it is there.
     """
 
     name: str | None
     shape: tuple[Dim, ...] | None
     dtype: str | None = "float32"
+    optional: bool = False
 
     def describe(self) -> str:
         """``name[1, 3, 128, 128] float32`` with ``?`` for what is not pinned."""
@@ -61,7 +65,7 @@ class TensorSpec:
             dims = "[...]"
         else:
             dims = "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
-        return f"{name}{dims} {self.dtype or 'any'}"
+        return f"{name}{dims} {self.dtype or 'any'}" + (" (optional)" if self.optional else "")
 
 
 def is_dynamic(dim: Dim) -> bool:
