@@ -135,3 +135,24 @@ def test_a_video_dub_and_a_live_stream_without_a_swap(models_dir, faces_dir, tmp
     assert done.returncode == 0, done.stderr
     with VideoReader(tmp_path / "live.mkv") as reader:
         assert sum(1 for _ in reader) > 5
+
+
+def test_the_service_keeps_faces_with_no_source_photo(models_dir, faces_dir, tmp_path):
+    """POST /v1/swap with swapper 'none' and the lip syncer: a target alone is enough; a source is refused (422)."""
+    import json
+
+    from tests.service_fixtures import running_app, settings
+
+    config = settings(tmp_path, workers=0, sync_slots=1, runtime={"models_dir": str(models_dir)})
+    target = ("t.png", (faces_dir / TARGET).read_bytes())
+    fields = {"options": json.dumps({"swapper": "none", "lip_syncer": "edtalk_256"})}
+    with running_app(config) as client:
+        kept = client.post("/v1/swap", files={"target": target}, data=fields, headers={"accept": "application/json"})
+        assert kept.status_code == 200, kept.text
+        assert kept.json()["faces_swapped"] == 1
+        source = ("s.jpg", (faces_dir / "single/biden2.jpg").read_bytes())
+        refused = client.post("/v1/swap", files={"target": target, "source": source}, data=fields)
+        assert refused.status_code == 422, refused.text
+        assert "send no 'source'" in refused.json()["error"]["message"]
+        missing = client.post("/v1/swap", files={"target": target}, data={"swapper": "mesh"})
+        assert missing.status_code == 422 and "send a 'source' photo" in missing.json()["error"]["message"]

@@ -20,6 +20,7 @@ from annotated_types import MaxLen
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
+from faceweave import names
 from faceweave.errors import InvalidOptionError
 from faceweave.option_fields import OutputKind
 from faceweave.option_schema import Leaf, api_leaves, swap_options
@@ -168,6 +169,24 @@ JobOptions = create_model(  # type: ignore[call-overload]
 )
 #: the options whose form field may be repeated or list several values (``face_index=0,1``)
 _LIST_FIELDS = frozenset(leaf.name for leaf in api_leaves() if typing.get_origin(leaf.value_type) is tuple)
+
+
+def keeps_faces(fields: Mapping[str, list[str]]) -> bool:
+    """Whether the form asks for swapper ``none`` (no source photo), read
+    before the options are checked, so that the files are sorted first: the
+    ``swapper`` field, else the JSON ``options`` field's; anything unreadable
+    is left to :func:`options_from_form` to refuse."""
+    given = fields.get("swapper", [])
+    if given:
+        return given[-1] == names.NO_SWAPPER
+    for text in reversed(fields.get("options", [])):
+        try:
+            value = json.loads(text) if text.strip() else {}
+        except (ValueError, RecursionError):
+            return False
+        if isinstance(value, dict) and "swapper" in value:
+            return value["swapper"] == names.NO_SWAPPER
+    return False
 
 
 def options_from_form(fields: Mapping[str, list[str]]) -> JobOptions:

@@ -14,7 +14,7 @@ from faceweave.errors import InvalidOptionError, NotReadyError, StorageUnavailab
 from faceweave.service.auth import Caller
 from faceweave.service.jobdata import ImageResult, InputFile, JobInputs, JobState
 from faceweave.service.jobs import JobOutcome, swap_image, write_audit
-from faceweave.service.jobspec import JobOptions
+from faceweave.service.jobspec import JobOptions, keeps_faces
 from faceweave.service.node import Service
 from faceweave.service.settings import LimitSettings
 from faceweave.service.store import JobRecord, new_job_id
@@ -51,7 +51,9 @@ class UploadRoles:
 
 def sort_roles(form: UploadedForm, limits: LimitSettings, min_side: int = 0) -> UploadRoles:
     """Check every file by content and sort them into roles; ``min_side``:
-    the target's least side (the watermark's, when marking is on).
+    the target's least side (the watermark's, when marking is on).  With
+    swapper ``none`` (:func:`~faceweave.service.jobspec.keeps_faces`) no
+    source photo is taken.
 
     Raises:
         InvalidOptionError: an unknown part, or parts that do not make one job.
@@ -73,7 +75,7 @@ def sort_roles(form: UploadedForm, limits: LimitSettings, min_side: int = 0) -> 
         reference=references[0] if references else None,
         map=mapping,
     )
-    _check_roles(roles)
+    _check_roles(roles, keeps=keeps_faces(form.fields))
     return roles
 
 
@@ -90,10 +92,14 @@ def _map_parts(checked: dict[str, list[UploadedFile]]) -> dict[int, list[Uploade
     return mapping
 
 
-def _check_roles(roles: UploadRoles) -> None:
+def _check_roles(roles: UploadRoles, *, keeps: bool = False) -> None:
     for item in [*roles.sources, *([roles.reference] if roles.reference else []), *_flat(roles.map)]:
         if item.kind != "image":
             raise UnsupportedFormatError(f"'{item.field}' must be a photo, not a {item.kind}")
+    if keeps:
+        if roles.sources or roles.map:
+            raise InvalidOptionError("swapper 'none' keeps the faces: send no 'source' or 'map.<INDEX>' photos")
+        return
     if not roles.sources and not roles.map:
         raise InvalidOptionError("send a 'source' photo (or, for a video, 'map.<INDEX>' photos)")
     if roles.sources and roles.map:
