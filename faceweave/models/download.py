@@ -147,11 +147,13 @@ def _check_downloaded(target: Path, spec: ModelSpec) -> None:
 
 
 def published_hash(url: str, *, timeout: float = 30.0) -> str | None:
-    """The CRC32 FaceFusion publishes beside a model URL (``NAME.onnx`` ->
-    ``NAME.hash``, 8 hex digits), or ``None`` when there is none to read."""
-    if not url.endswith(".onnx"):
+    """The CRC32 FaceFusion publishes beside a model URL (``NAME.onnx`` or a
+    DeepFaceLive ``NAME.dfm`` -> ``NAME.hash``, 8 hex digits), or ``None``
+    when there is none to read."""
+    suffix = next((s for s in (".onnx", ".dfm") if url.endswith(s)), None)
+    if suffix is None:
         return None
-    request = urllib.request.Request(url[: -len(".onnx")] + ".hash", headers={"User-Agent": _USER_AGENT})
+    request = urllib.request.Request(url[: -len(suffix)] + ".hash", headers={"User-Agent": _USER_AGENT})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - beside a spec's URL
             text = response.read(64).decode("ascii", "replace").strip().lower()
