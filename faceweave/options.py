@@ -6,6 +6,7 @@ saved job reproduces a run exactly.  Unknown fields are rejected.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from faceweave import names
 from faceweave.errors import InvalidOptionError
 from faceweave.models.catalog import find_spec, takes_embedding
+from faceweave.models.deepfacelive import DEEP_SWAPPERS
 from faceweave.option_fields import DETECTION, EDITOR, FACEFUSION, MODELS, QUALITY, SELECTION, Flag, OutputKind
 
 SelectionMode = Literal["one", "many", "reference", "index"]
@@ -574,11 +576,7 @@ class EnhancerOptions(_Options):
     @field_validator("deep_swapper")
     @classmethod
     def _known_deep_swapper(cls, value: str | None) -> str | None:
-        from faceweave.models.deepfacelive import DEEP_SWAPPERS
-
         if value is not None and value not in DEEP_SWAPPERS:
-            import difflib
-
             close = difflib.get_close_matches(value, DEEP_SWAPPERS, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else " (faceweave models list shows them as dfm_*)"
             raise ValueError(

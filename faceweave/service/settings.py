@@ -143,10 +143,10 @@ class LimitSettings(_Settings):
     max_video_frames: int = Field(36_000, ge=1)
     max_files: int = Field(16, ge=2)
     max_fields: int = Field(
-        64,
+        128,
         ge=1,
-        description="text fields of one upload (the API's options are 25 names); with max_files also"
-        " the most parts, refused with 413 as soon as the count is crossed",
+        description="text fields of one upload (the API's options are 74 names, each may come as a field of its"
+        " own); with max_files also the most parts, refused with 413 as soon as the count is crossed",
     )
     max_field_bytes: int = Field(64 * 1024, ge=256)
     upload_timeout_s: float = Field(
