@@ -447,3 +447,14 @@ def deep_swapper_model(side: int = 224, *, morph: bool = True) -> OrtModel:
     else:
         nodes.append(helper.make_node("Identity", ["face"], ["out_celeb_face:0"]))
     return OrtModel(_model(nodes, inputs, outs, inits))
+
+
+def stand_in_folder(folder, files, models: dict[str, OrtModel]):
+    """``folder`` (a models folder) with each of ``models`` (catalog name -> stand-in) saved under ``files``
+    and imported by name, as users import model files; returns ``folder``."""
+    from faceweave.models import ModelStore, import_model
+
+    for name, model in models.items():
+        onnx.save(model.proto, files / f"{name}.onnx")
+        import_model(ModelStore(folder), name, files / f"{name}.onnx")
+    return folder

@@ -9,15 +9,12 @@ on stand-in models with the real input and output names and shapes."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import cv2
 import numpy as np
-import onnx
 import pytest
 from skimage import data
-from tests.enhancer_fixtures import age_modifier_model, face_classifier_model
+from tests.enhancer_fixtures import age_modifier_model, face_classifier_model, stand_in_folder
+from tests.test_cli import faceweave as _faceweave
 
 from faceweave.analysis.face_classifier import AGE_CLASSES, FaceClassifier, classifier_input
 from faceweave.compositing.facefusion import paste_area
@@ -153,18 +150,13 @@ def test_an_age_modifier_refuses_what_it_cannot_run():
 @pytest.fixture(scope="module")
 def models_dir(tmp_path_factory):
     """A model folder with the stand-ins, imported as users import them."""
-    from faceweave.models import ModelStore, import_model
-
     folder, files = tmp_path_factory.mktemp("models"), tmp_path_factory.mktemp("files")
     models = {
         "fran": age_modifier_model("fran"),
         "styleganex_age": age_modifier_model("styleganex"),
         "fairface": face_classifier_model(),
     }
-    for name, model in models.items():
-        onnx.save(model.proto, files / f"{name}.onnx")
-        import_model(ModelStore(folder), name, files / f"{name}.onnx")
-    return folder
+    return stand_in_folder(folder, files, models)
 
 
 def test_the_pipeline_ages_the_swapped_photo(models_dir, faces_dir):
@@ -186,12 +178,6 @@ def test_the_pipeline_ages_the_swapped_photo(models_dir, faces_dir):
         expected = swapper.enhancers.age.modify(plain.image, chosen)
     assert "age" in aged.timings_ms
     np.testing.assert_array_equal(aged.image, expected)
-
-
-def _faceweave(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "faceweave.cli", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
 
 
 @pytest.mark.slow

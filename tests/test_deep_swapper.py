@@ -8,15 +8,13 @@ live session, on stand-ins with DeepFaceLive's names and shapes."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import cv2
 import numpy as np
 import onnx
 import pytest
 from skimage import data
-from tests.enhancer_fixtures import deep_swapper_model
+from tests.enhancer_fixtures import deep_swapper_model, stand_in_folder
+from tests.test_cli import faceweave as _faceweave
 
 from faceweave.enhancers.age import match_colour
 from faceweave.enhancers.deep import DeepSwapper, histogram_likeness, matched, model_mask, sharpened
@@ -121,12 +119,8 @@ def test_the_deep_swapper_refuses_what_it_cannot_run(astronaut):
 
 @pytest.fixture(scope="module")
 def models_dir(tmp_path_factory):
-    from faceweave.models import ModelStore, import_model
-
     folder, files = tmp_path_factory.mktemp("models"), tmp_path_factory.mktemp("files")
-    onnx.save(deep_swapper_model().proto, files / "m.dfm")
-    import_model(ModelStore(folder), catalog_name(MODEL), files / "m.dfm")
-    return folder
+    return stand_in_folder(folder, files, {catalog_name(MODEL): deep_swapper_model()})
 
 
 def test_a_photo_is_deep_swapped_with_no_source(models_dir, faces_dir):
@@ -144,12 +138,6 @@ def test_a_photo_is_deep_swapped_with_no_source(models_dir, faces_dir):
         expected = swapper.enhancers.deep.swap(read_image(target).pixels, kept)
     assert "deep" in result.timings_ms
     np.testing.assert_array_equal(result.image, expected)
-
-
-def _faceweave(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "faceweave.cli", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
 
 
 @pytest.mark.slow

@@ -10,16 +10,13 @@ video and a live session, on stand-ins with the real names and shapes."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import cv2
 import numpy as np
-import onnx
 import pytest
 from scipy.spatial.transform import Rotation
 from skimage import data
-from tests.enhancer_fixtures import face_classifier_model, live_portrait_models
+from tests.enhancer_fixtures import face_classifier_model, live_portrait_models, stand_in_folder
+from tests.test_cli import faceweave as _faceweave
 
 from faceweave import names
 from faceweave.enhancers.restorer import (
@@ -142,14 +139,9 @@ def test_the_restorer_refuses_what_it_cannot_run(portrait):
 @pytest.fixture(scope="module")
 def models_dir(tmp_path_factory):
     """A model folder with LivePortrait's stand-ins, imported as users import them."""
-    from faceweave.models import ModelStore, import_model
-
     folder, files = tmp_path_factory.mktemp("models"), tmp_path_factory.mktemp("files")
-    for part, model in live_portrait_models().items():
-        name = names.LIVE_PORTRAIT[part]
-        onnx.save(model.proto, files / f"{name}.onnx")
-        import_model(ModelStore(folder), name, files / f"{name}.onnx")
-    return folder
+    models = {names.LIVE_PORTRAIT[part]: model for part, model in live_portrait_models().items()}
+    return stand_in_folder(folder, files, models)
 
 
 def test_the_pipeline_restores_from_the_photo_before_the_swap(models_dir, faces_dir):
@@ -173,12 +165,6 @@ def test_the_pipeline_restores_from_the_photo_before_the_swap(models_dir, faces_
         expected = swapper.enhancers.restorer.restore(plain.image, before, chosen)
     assert "restore" in restored.timings_ms
     np.testing.assert_array_equal(restored.image, expected)
-
-
-def _faceweave(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "faceweave.cli", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
 
 
 @pytest.mark.slow

@@ -6,15 +6,12 @@ a live session, on stand-ins with the real names and shapes."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
-import onnx
 import pytest
 from scipy.spatial.transform import Rotation
 from skimage import data
-from tests.enhancer_fixtures import live_portrait_editor_models, live_portrait_models
+from tests.enhancer_fixtures import live_portrait_editor_models, live_portrait_models, stand_in_folder
+from tests.test_cli import faceweave as _faceweave
 
 from faceweave import names
 from faceweave.enhancers.editor import FaceEditor, nudged, opening_ratio, turned
@@ -206,14 +203,9 @@ def test_the_editor_refuses_what_it_cannot_run():
 @pytest.fixture(scope="module")
 def models_dir(tmp_path_factory):
     """A model folder with LivePortrait's six stand-ins, imported as users import them."""
-    from faceweave.models import ModelStore, import_model
-
     folder, files = tmp_path_factory.mktemp("models"), tmp_path_factory.mktemp("files")
-    for part, model in live_portrait_editor_models().items():
-        name = names.LIVE_PORTRAIT[part]
-        onnx.save(model.proto, files / f"{name}.onnx")
-        import_model(ModelStore(folder), name, files / f"{name}.onnx")
-    return folder
+    models = {names.LIVE_PORTRAIT[part]: model for part, model in live_portrait_editor_models().items()}
+    return stand_in_folder(folder, files, models)
 
 
 def test_the_pipeline_edits_the_swapped_photo(models_dir, faces_dir):
@@ -231,12 +223,6 @@ def test_the_pipeline_edits_the_swapped_photo(models_dir, faces_dir):
         expected = swapper.enhancers.editor.apply(plain.image, chosen)
     assert "edit" in edited.timings_ms
     np.testing.assert_array_equal(edited.image, expected)
-
-
-def _faceweave(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "faceweave.cli", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
 
 
 @pytest.mark.slow

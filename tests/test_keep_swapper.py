@@ -5,13 +5,10 @@ the library, the command line, a video and a live session."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
-import onnx
 import pytest
-from tests.enhancer_fixtures import lip_syncer_model, voice_extractor_model
+from tests.enhancer_fixtures import lip_syncer_model, stand_in_folder, voice_extractor_model
+from tests.test_cli import faceweave as _faceweave
 
 from faceweave.errors import InvalidOptionError
 from faceweave.options import SwapOptions
@@ -44,18 +41,13 @@ def test_the_keep_swapper_gives_the_crop_back(faces_dir):
 
 @pytest.fixture(scope="module")
 def models_dir(tmp_path_factory):
-    from faceweave.models import ModelStore, import_model
-
     folder, files = tmp_path_factory.mktemp("models"), tmp_path_factory.mktemp("files")
     models = {
         "edtalk_256": lip_syncer_model("edtalk"),
         "wav2lip_gan_96": lip_syncer_model("wav2lip"),
         "kim_vocal_2": voice_extractor_model(),
     }
-    for name, model in models.items():
-        onnx.save(model.proto, files / f"{name}.onnx")
-        import_model(ModelStore(folder), name, files / f"{name}.onnx")
-    return folder
+    return stand_in_folder(folder, files, models)
 
 
 def test_a_photo_s_kept_faces_go_through_the_processors_alone(models_dir, faces_dir):
@@ -74,12 +66,6 @@ def test_a_photo_s_kept_faces_go_through_the_processors_alone(models_dir, faces_
             swapper.swap([faces_dir / "single/biden2.jpg"], faces_dir / TARGET)
     assert [s.source_index for s in result.swapped] == [None] and result.swapped[0].source_path is None
     np.testing.assert_array_equal(result.image, expected)
-
-
-def _faceweave(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "faceweave.cli", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
 
 
 def test_the_command_line_keeps_a_photo_s_faces_and_refuses_what_does_not_fit(models_dir, faces_dir, tmp_path):

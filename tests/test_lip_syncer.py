@@ -10,15 +10,13 @@ the real input and output names and shapes."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import wave
 
 import numpy as np
-import onnx
 import pytest
 from skimage import data
-from tests.enhancer_fixtures import lip_syncer_model, voice_extractor_model
+from tests.enhancer_fixtures import lip_syncer_model, stand_in_folder, voice_extractor_model
+from tests.test_cli import faceweave as _faceweave
 
 from faceweave.audio import features
 from faceweave.audio.reading import SAMPLE_RATE, read_audio
@@ -309,18 +307,13 @@ def test_a_bad_audio_file_is_refused_with_what_was_wrong(tmp_path, faces_dir):
 @pytest.fixture(scope="module")
 def models_dir(tmp_path_factory):
     """A model folder with the lip syncer and voice extractor stand-ins, imported as users import them."""
-    from faceweave.models import ModelStore, import_model
-
     folder, files = tmp_path_factory.mktemp("models"), tmp_path_factory.mktemp("files")
     models = {
         "wav2lip_gan_96": lip_syncer_model("wav2lip"),
         "edtalk_256": lip_syncer_model("edtalk"),
         "kim_vocal_2": voice_extractor_model(),
     }
-    for name, model in models.items():
-        onnx.save(model.proto, files / f"{name}.onnx")
-        import_model(ModelStore(folder), name, files / f"{name}.onnx")
-    return folder
+    return stand_in_folder(folder, files, models)
 
 
 def test_a_photo_s_lips_close_to_silence(models_dir, faces_dir):
@@ -339,12 +332,6 @@ def test_a_photo_s_lips_close_to_silence(models_dir, faces_dir):
         expected = swapper.enhancers.lips.sync(plain.image, chosen, None)
     assert "lips" in synced.timings_ms
     np.testing.assert_array_equal(synced.image, expected)
-
-
-def _faceweave(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "faceweave.cli", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
 
 
 def _frames(path) -> list[np.ndarray]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -27,17 +28,21 @@ class Speech:
     def __post_init__(self) -> None:
         if not self.fps > 0:
             raise InvalidOptionError(f"the video's frame rate must be above 0 to follow speech; got {self.fps}")
-        object.__setattr__(self, "_ends", frame_ends(self.mel.shape[1], self.fps))
+
+    @cached_property
+    def ends(self) -> np.ndarray:
+        """The column each frame's window ends at (:func:`~faceweave.audio.features.frame_ends`)."""
+        return frame_ends(self.mel.shape[1], self.fps)
 
     @property
     def frames(self) -> int:
         """How many frames have speech (from ``offset`` on)."""
-        return len(self._ends)  # type: ignore[attr-defined]
+        return len(self.ends)
 
     def window(self, number: int) -> np.ndarray | None:
         """The ``(80, 16)`` window of frame ``number`` (counted from
         ``offset``), ``None`` past the audio's end."""
-        return frame_window(self.mel, self._ends, number)  # type: ignore[attr-defined]
+        return frame_window(self.mel, self.ends, number)
 
     def at(self, time: float) -> np.ndarray | None:
         """The window of the frame at ``time`` seconds of the video."""

@@ -99,8 +99,11 @@ class AgeModifier:
         find_input(model, "target", model_name=name)
         find_input(model, "direction", model_name=name)
         self._inputs = {info.name for info in model.inputs}
-        side = FRAN_SIZE if self.family == "fran" else STYLEGANEX_WIDE
-        self._mask = box_mask(side, blur=mask_blur)
+        if self.family == "fran":
+            self._mask = box_mask(FRAN_SIZE, blur=mask_blur)
+        else:  # the 384 crop's box mask, at the side of the result it is pasted under
+            wide = box_mask(STYLEGANEX_WIDE, blur=mask_blur)
+            self._mask = cv2.resize(wide, (STYLEGANEX_OUT, STYLEGANEX_OUT))
 
     def modify(self, frame: np.ndarray, faces: Sequence[Face]) -> np.ndarray:
         """A new ``(H, W, 3)`` uint8 RGB frame with ``faces`` aged; ``frame``
@@ -138,5 +141,4 @@ class AgeModifier:
         levels = (((np.clip(y, -1, 1) + 1) / 2).transpose(1, 2, 0).clip(0, 255) * 255.0).astype(np.uint8)
         grown = cv2.resize(levels, (STYLEGANEX_OUT, STYLEGANEX_OUT), interpolation=cv2.INTER_AREA)
         face = match_colour(wide, grown)
-        mask = cv2.resize(self._mask, (STYLEGANEX_OUT, STYLEGANEX_OUT))
-        paste_face(out, face, mask, matrix * (STYLEGANEX_OUT / STYLEGANEX_WIDE), out=out)
+        paste_face(out, face, self._mask, matrix * (STYLEGANEX_OUT / STYLEGANEX_WIDE), out=out)
