@@ -199,6 +199,25 @@ def test_paste_warped_is_opencvs_warp_and_blend_to_the_bit(seed):
 
 
 @needs_compiled
+@pytest.mark.parametrize("seed", range(12))
+def test_paste_warped_cells_of_ones_and_zeros_beside_values_a_step_from_them(seed):
+    """The kernel reads 2x2 cells whose mask is all 0 or all 1 without
+    sampling the mask: cells with a value one float step from 0 or 1, or a
+    negative zero, beside them blend as OpenCV does."""
+    crop, mask, frame, window, box, matrix = paste_case(100 + seed)
+    rng = np.random.default_rng(seed)
+    mask = np.where(mask > 0.5, np.float32(1.0), np.float32(0.0))
+    spots = rng.random(mask.shape) < 0.05
+    near = np.array([np.nextafter(np.float32(1), np.float32(0)), np.float32(1e-38), np.float32(-0.0)], np.float32)
+    steps = rng.choice(near, mask.shape)
+    mask = np.where(spots, steps, mask).astype(np.float32)
+    got, want = frame.copy(), frame.copy()
+    kernels.paste_warped(got, crop, mask, tuple(window), tuple(box), matrix)
+    reference.paste_warped(want, crop, mask, tuple(window), tuple(box), matrix)
+    np.testing.assert_array_equal(got, want)
+
+
+@needs_compiled
 def test_paste_warped_leaves_the_frame_alone_outside_its_box_and_where_the_mask_is_0():
     crop, mask, _, _, _, _ = paste_case(7)
     mask[:, : mask.shape[1] // 2] = 0.0

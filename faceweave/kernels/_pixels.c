@@ -123,6 +123,82 @@ static inline float sample_f32(const float *mask, Py_ssize_t stride, int sx, int
     return v00 * w00 + v01 * w01 + v10 * w10 + v11 * w11;
 }
 
+/* the bilinear weights of each 1/32-pixel position (fy * TAB + fx): the
+ * crop's in 15-bit fixed point, the mask's in float, as warpAffine's */
+static int iweights[4 * TAB * TAB];
+static float weights[4 * TAB * TAB];
+
+static void fill_weights(void) {
+    for (int fy = 0; fy < TAB; fy++)
+        for (int fx = 0; fx < TAB; fx++) {
+            int k = 4 * (fy * TAB + fx);
+            iweights[k] = (TAB - fy) * (TAB - fx) * 32;
+            iweights[k + 1] = (TAB - fy) * fx * 32;
+            iweights[k + 2] = fy * (TAB - fx) * 32;
+            iweights[k + 3] = fy * fx * 32;
+            float ax = (float)fx * (1.0f / TAB), ay = (float)fy * (1.0f / TAB);
+            float vx0 = 1.0f - ax, vy0 = 1.0f - ay;
+            weights[k] = vy0 * vx0;
+            weights[k + 1] = vy0 * ax;
+            weights[k + 2] = ay * vx0;
+            weights[k + 3] = ay * ax;
+        }
+}
+
+/* one pixel of the window inside its edges, blended into o by the mask's wm
+ * (not 0): the crop's 2x2 neighbours q weighted by w, rounded, then
+ * (level * wm + o * (1 - wm)) / (wm + (1 - wm) + 1e-5) rounded, as blendLinear */
+static inline void blend_pixel(uint8_t *o, const uint8_t *q, Py_ssize_t cstride, int ch, const int *w, float wm) {
+    float wf = 1.0f - wm, den = wm + wf + 1e-5f;
+    for (int c = 0; c < ch; c++) {
+        int v = q[c] * w[0] + q[ch + c] * w[1] + q[cstride + c] * w[2] + q[cstride + ch + c] * w[3];
+        int level = (v + (1 << 14)) >> 15; /* 0..255: the weights sum to 1 << 15 */
+        if (wm == 1.0f) { /* level / (1 + 1e-5) rounds to level for every level */
+            o[c] = (uint8_t)level;
+            continue;
+        }
+        float num = (float)level * wm + (float)o[c] * wf;
+        o[c] = (uint8_t)clampi((int)lrintf(num / den), 0, 255);
+    }
+}
+
+/* blend_pixel for three channels */
+static inline void blend_pixel3(uint8_t *o, const uint8_t *q, Py_ssize_t cstride, const int *w, float wm) {
+    const uint8_t *r = q + cstride;
+    int l0 = (q[0] * w[0] + q[3] * w[1] + r[0] * w[2] + r[3] * w[3] + (1 << 14)) >> 15;
+    int l1 = (q[1] * w[0] + q[4] * w[1] + r[1] * w[2] + r[4] * w[3] + (1 << 14)) >> 15;
+    int l2 = (q[2] * w[0] + q[5] * w[1] + r[2] * w[2] + r[5] * w[3] + (1 << 14)) >> 15;
+    if (wm == 1.0f) {
+        o[0] = (uint8_t)l0;
+        o[1] = (uint8_t)l1;
+        o[2] = (uint8_t)l2;
+        return;
+    }
+    float wf = 1.0f - wm, den = wm + wf + 1e-5f;
+    o[0] = (uint8_t)clampi((int)lrintf(((float)l0 * wm + (float)o[0] * wf) / den), 0, 255);
+    o[1] = (uint8_t)clampi((int)lrintf(((float)l1 * wm + (float)o[1] * wf) / den), 0, 255);
+    o[2] = (uint8_t)clampi((int)lrintf(((float)l2 * wm + (float)o[2] * wf) / den), 0, 255);
+}
+
+/* each 2x2 cell of the window's mask (cell (x, y): its pixels x..x+1, y..y+1,
+ * for x < w - 1, y < h - 1): CELL_OUT where the four are 0 (a bilinear sample
+ * there is 0), CELL_IN where they are 1 (a sample is exactly 1: the
+ * weights are multiples of 1/1024 that sum to 1), CELL_EDGE otherwise */
+enum { CELL_OUT = 0, CELL_IN = 1, CELL_EDGE = 2 };
+
+static void mask_cells(uint8_t *cells, const float *mask, Py_ssize_t stride, int w, int h) {
+    for (int y = 0; y + 1 < h; y++) {
+        const float *a = mask + (Py_ssize_t)y * stride, *b = a + stride;
+        uint8_t *row = cells + (Py_ssize_t)y * w;
+        for (int x = 0; x + 1 < w; x++) {
+            float p = a[x], q = a[x + 1], r = b[x], t = b[x + 1];
+            int zero = (p == 0.0f) & (q == 0.0f) & (r == 0.0f) & (t == 0.0f);
+            int one = (p == 1.0f) & (q == 1.0f) & (r == 1.0f) & (t == 1.0f);
+            row[x] = (uint8_t)(zero ? CELL_OUT : (one ? CELL_IN : CELL_EDGE));
+        }
+    }
+}
+
 /* paste_warped(crop, mask, out, crop_w, crop_h, channels, bx, by, bw, bh,
  *              frame_w, frame_h, x1, y1, x2, y2, m0, m1, m2, m3, m4, m5)
  *   crop     uint8 (crop_h, crop_w, channels); its window (bx, by, bw, bh) is pasted
@@ -167,8 +243,11 @@ static PyObject *paste_warped(PyObject *self, PyObject *args) {
     uint8_t *out = (uint8_t *)out_b.buf;
     Py_ssize_t cstride = (Py_ssize_t)cw * ch;
     int width = x2 - x1;
-    int *delta = PyMem_RawMalloc(2 * (size_t)width * sizeof(int));
-    if (delta == NULL) {
+    int *delta = PyMem_RawMalloc(4 * (size_t)width * sizeof(int));
+    uint8_t *cells = PyMem_RawMalloc((size_t)bw * bh);
+    if (delta == NULL || cells == NULL) {
+        PyMem_RawFree(delta);
+        PyMem_RawFree(cells);
         PyErr_NoMemory();
         goto done;
     }
@@ -177,51 +256,58 @@ static PyObject *paste_warped(PyObject *self, PyObject *args) {
         delta[2 * i + 1] = (int)lrint(m[3] * i * AB_SCALE);
     }
     Py_BEGIN_ALLOW_THREADS
+    mask_cells(cells, mask, cw, bw, bh);
     for (int j = 0; j < y2 - y1; j++) {
         int X0 = (int)lrint((m[1] * j + m[2]) * AB_SCALE) + AB_SCALE / TAB / 2;
         int Y0 = (int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2;
         uint8_t *line = out + ((Py_ssize_t)(y1 + j) * fw + x1) * ch;
+        int *xy = delta + 2 * (Py_ssize_t)width; /* this row's positions in 1/32 pixel */
         for (int i = 0; i < width; i++) {
-            int X = (X0 + delta[2 * i]) >> 5, Y = (Y0 + delta[2 * i + 1]) >> 5;
+            xy[2 * i] = (X0 + delta[2 * i]) >> 5;
+            xy[2 * i + 1] = (Y0 + delta[2 * i + 1]) >> 5;
+        }
+        for (int i = 0; i < width; i++) {
+            int X = xy[2 * i], Y = xy[2 * i + 1];
             int sx = X >> 5, sy = Y >> 5, fx = X & (TAB - 1), fy = Y & (TAB - 1);
-            int inside = sx >= 0 && sy >= 0 && sx < bw - 1 && sy < bh - 1;
-            float wm;
-            if (inside) {
-                float ax = (float)fx * (1.0f / TAB), ay = (float)fy * (1.0f / TAB);
-                float vx0 = 1.0f - ax, vy0 = 1.0f - ay;
-                const float *p = mask + (Py_ssize_t)sy * cw + sx;
-                wm = p[0] * (vy0 * vx0) + p[1] * (vy0 * ax) + p[cw] * (ay * vx0) + p[cw + 1] * (ay * ax);
-            } else {
-                wm = sample_f32(mask, cw, sx, sy, fx, fy, bw, bh);
-            }
-            if (wm == 0.0f)
-                continue; /* blendLinear keeps the frame's level there */
-            float wf = 1.0f - wm, den = wm + wf + 1e-5f;
             uint8_t *o = line + (Py_ssize_t)i * ch;
-            if (inside) {
-                int w00 = (TAB - fy) * (TAB - fx) * 32, w01 = (TAB - fy) * fx * 32, w10 = fy * (TAB - fx) * 32,
-                    w11 = fy * fx * 32;
+            if (sx >= 0 && sy >= 0 && sx < bw - 1 && sy < bh - 1) {
+                int kind = cells[(Py_ssize_t)sy * bw + sx];
+                if (kind == CELL_OUT)
+                    continue; /* blendLinear keeps the frame's level there */
                 const uint8_t *q = crop + (Py_ssize_t)sy * cstride + (Py_ssize_t)sx * ch;
-                for (int c = 0; c < ch; c++) {
-                    int v = q[c] * w00 + q[ch + c] * w01 + q[cstride + c] * w10 + q[cstride + ch + c] * w11;
-                    int level = (v + (1 << 14)) >> 15; /* 0..255: the weights sum to 1 << 15 */
-                    if (wm == 1.0f) { /* level / (1 + 1e-5) rounds to level for every level */
-                        o[c] = (uint8_t)level;
-                        continue;
-                    }
-                    float num = (float)level * wm + (float)o[c] * wf;
-                    o[c] = (uint8_t)clampi((int)lrintf(num / den), 0, 255);
+                if (kind == CELL_IN && ch == 3) { /* the mask's sample is exactly 1: the crop's level */
+                    const int *w = iweights + 4 * (fy * TAB + fx);
+                    const uint8_t *r = q + cstride;
+                    o[0] = (uint8_t)((q[0] * w[0] + q[3] * w[1] + r[0] * w[2] + r[3] * w[3] + (1 << 14)) >> 15);
+                    o[1] = (uint8_t)((q[1] * w[0] + q[4] * w[1] + r[1] * w[2] + r[4] * w[3] + (1 << 14)) >> 15);
+                    o[2] = (uint8_t)((q[2] * w[0] + q[5] * w[1] + r[2] * w[2] + r[5] * w[3] + (1 << 14)) >> 15);
+                    continue;
                 }
-            } else {
-                for (int c = 0; c < ch; c++) {
-                    float num = (float)sample_u8(crop, cstride, ch, c, sx, sy, fx, fy, bw, bh) * wm + (float)o[c] * wf;
-                    o[c] = (uint8_t)clampi((int)lrintf(num / den), 0, 255);
-                }
+                const float *f = weights + 4 * (fy * TAB + fx);
+                const float *p = mask + (Py_ssize_t)sy * cw + sx;
+                float wm = p[0] * f[0] + p[1] * f[1] + p[cw] * f[2] + p[cw + 1] * f[3];
+                if (wm == 0.0f)
+                    continue;
+                const int *w = iweights + 4 * (fy * TAB + fx);
+                if (ch == 3)
+                    blend_pixel3(o, q, cstride, w, wm);
+                else
+                    blend_pixel(o, q, cstride, ch, w, wm);
+                continue;
+            }
+            float wm = sample_f32(mask, cw, sx, sy, fx, fy, bw, bh);
+            if (wm == 0.0f)
+                continue;
+            float wf = 1.0f - wm, den = wm + wf + 1e-5f;
+            for (int c = 0; c < ch; c++) {
+                float num = (float)sample_u8(crop, cstride, ch, c, sx, sy, fx, fy, bw, bh) * wm + (float)o[c] * wf;
+                o[c] = (uint8_t)clampi((int)lrintf(num / den), 0, 255);
             }
         }
     }
     Py_END_ALLOW_THREADS
     PyMem_RawFree(delta);
+    PyMem_RawFree(cells);
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&crop_b);
@@ -577,4 +663,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pixels", "faceweave's compiled per-pixel kernels.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__pixels(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__pixels(void) {
+    fill_weights(); /* filled once, read only after */
+    return PyModule_Create(&module);
+}
