@@ -65,7 +65,8 @@ def test_pushed_frames_come_out_swapped(faces_dir, video, astronaut):
     report = outcome["report"]
     assert report.frames_in == 30 and report.frames_out + report.dropped == 30 and report.frames_out >= 3
     assert report.end_reason == "ended" and report.latency_p95_ms is not None
-    number, pixels, _ = latest.get(0)
+    number, last = latest.get(0)
+    pixels = last.rgb
     assert number == report.frames_out
     analyser = video.swapper.analyser
     src = largest_face_embedding(analyser, read_image(faces_dir / SOURCE).pixels)

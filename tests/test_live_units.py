@@ -17,7 +17,7 @@ import pytest
 from faceweave.errors import InputError, InvalidOptionError, OutputUnavailableError, UnreadableFileError
 from faceweave.live.endpoints import LatestFrame, PushSource
 from faceweave.live.inputs import NETWORK_OPTIONS, Reconnect, parse_input, parse_options
-from faceweave.live.outputs import OutputSpec, check_outputs, parse_output
+from faceweave.live.outputs import OutgoingFrame, OutputSpec, check_outputs, parse_output
 from faceweave.video.io import VideoFrame
 from faceweave.video.stream import _END, BlockingQueue, FrameStream, LatestFrameQueue
 
@@ -133,9 +133,9 @@ def test_latest_frame_gives_the_newest_then_none_once_closed():
     latest = LatestFrame()
     assert latest.get(0, timeout=0.01) is None
     for value in range(3):
-        latest.write(np.full((2, 2, 3), value, np.uint8), value / 10)
-    number, pixels, t = latest.get(0)
-    assert number == 3 and int(pixels[0, 0, 0]) == 2 and t == pytest.approx(0.2)
+        latest.write(OutgoingFrame(np.full((2, 2, 3), value, np.uint8), value / 10))
+    number, frame = latest.get(0)
+    assert number == 3 and int(frame.rgb[0, 0, 0]) == 2 and frame.time == pytest.approx(0.2)
     threading.Timer(0.05, latest.close).start()
     assert latest.get(number) is None and latest.closed
 
@@ -318,7 +318,7 @@ def test_every_recording_kind_has_the_frames_their_times_and_the_audio(tmp_path,
     tone = av.AudioFrame.from_ndarray(np.zeros((2, 960), np.float32), format="fltp", layout="stereo")
     tone.sample_rate = 48_000
     for i in range(20):
-        muxer.write(np.full((47, 63, 3), 10 * i, np.uint8), 1.0 + (i + (i >= 10)) / 25)  # frame 10 dropped
+        muxer.write(OutgoingFrame(np.full((47, 63, 3), 10 * i, np.uint8), 1.0 + (i + (i >= 10)) / 25))  # 10 dropped
         muxer.write_audio([AudioChunk(1.0 + i * 0.02, tone)])
     muxer.close()
     assert [p.name for p in path.parent.iterdir()] == [name]  # the temporary file renamed
@@ -333,7 +333,7 @@ def test_an_abandoned_recording_leaves_nothing(tmp_path):
 
     muxer = StreamMuxer(parse_output(str(tmp_path / "rec.mkv")), audio=False)
     muxer.open(64, 64, Fraction(25))
-    muxer.write(np.zeros((64, 64, 3), np.uint8), 0.0)
+    muxer.write(OutgoingFrame(np.zeros((64, 64, 3), np.uint8), 0.0))
     muxer.abort(RuntimeError("the run failed"))
     assert list(tmp_path.iterdir()) == []
 
@@ -350,7 +350,7 @@ def test_the_preview_shows_new_frames_and_closes_on_q(monkeypatch):
     monkeypatch.setattr(cv2, "getWindowProperty", lambda *a: 1.0)
     monkeypatch.setattr(cv2, "destroyWindow", lambda *a: None)
     latest = LatestFrame()
-    latest.write(np.full((4, 4, 3), (7, 0, 0), np.uint8), 0.0)  # RGB: shown as BGR, red last
+    latest.write(OutgoingFrame(np.full((4, 4, 3), (7, 0, 0), np.uint8), 0.0))  # RGB: shown as BGR, red last
     assert show_preview(latest, lambda: False) is True and shown == [7]
 
 

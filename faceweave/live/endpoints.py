@@ -17,7 +17,7 @@ import numpy as np
 
 from faceweave.errors import InputError, OutputUnavailableError
 from faceweave.live.audio import AudioChunk
-from faceweave.live.outputs import OutputSpec
+from faceweave.live.outputs import OutgoingFrame, OutputSpec
 from faceweave.video.io import VideoFrame
 
 _END = object()
@@ -106,25 +106,31 @@ class LatestFrame:
     def __init__(self, spec: OutputSpec | None = None) -> None:
         self.spec = spec or OutputSpec("preview")
         self._changed = threading.Condition()
-        self._frame: tuple[int, np.ndarray, float] | None = None
+        self._frame: tuple[int, OutgoingFrame] | None = None
         self._closed = False
 
     def open(self, width: int, height: int, rate: Fraction) -> None:
         return None
 
-    def write(self, pixels: np.ndarray, time: float) -> None:
+    def write(self, frame: OutgoingFrame) -> None:
+        self.prepare(frame)
         with self._changed:
             number = 1 if self._frame is None else self._frame[0] + 1
-            self._frame = (number, pixels, time)
+            self._frame = (number, frame)
             self._changed.notify_all()
+
+    def prepare(self, frame: OutgoingFrame) -> None:
+        """Make the form of ``frame`` that the reader takes while still on
+        the encoder thread (here: RGB, marked)."""
+        frame.rgb  # noqa: B018 - made here, read by the reader
 
     def write_audio(self, chunks: list[AudioChunk]) -> None:
         return None
 
-    def get(self, after: int = 0, timeout: float | None = None) -> tuple[int, np.ndarray, float] | None:
-        """``(number, pixels, time)`` of the newest frame once its number is
-        above ``after`` (frames count from 1); ``None`` on timeout or once
-        closed with nothing newer."""
+    def get(self, after: int = 0, timeout: float | None = None) -> tuple[int, OutgoingFrame] | None:
+        """``(number, frame)`` of the newest frame once its number is above
+        ``after`` (frames count from 1); ``None`` on timeout or once closed
+        with nothing newer."""
 
         def newer() -> bool:
             return self._frame is not None and self._frame[0] > after
@@ -167,9 +173,9 @@ class VirtualCamera:
         except (RuntimeError, ValueError) as exc:
             raise OutputUnavailableError(f"--output {self.spec.label}: {exc}") from None
 
-    def write(self, pixels: np.ndarray, time: float) -> None:
+    def write(self, frame: OutgoingFrame) -> None:
         if self._camera is not None:
-            self._camera.send(np.ascontiguousarray(pixels))
+            self._camera.send(np.ascontiguousarray(frame.rgb))
 
     def write_audio(self, chunks: list[AudioChunk]) -> None:
         return None  # a camera has no sound

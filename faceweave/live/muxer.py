@@ -10,14 +10,13 @@ from pathlib import Path
 
 import av
 import av.error
-import numpy as np
 
 from faceweave.errors import OutputError
 from faceweave.io.atomic import atomic_output
 from faceweave.live.audio import AudioChunk, AudioTrack
-from faceweave.live.outputs import OutputSpec
+from faceweave.live.outputs import OutgoingFrame, OutputSpec
 from faceweave.video.io.formats import is_hd
-from faceweave.video.io.sinks import error_reason, rgb_to_i420
+from faceweave.video.io.sinks import error_reason
 
 #: video timestamps in milliseconds (the times come from the input's clock)
 TIME_BASE = Fraction(1, 1000)
@@ -110,18 +109,17 @@ class StreamMuxer:
         ctx.colorspace, ctx.color_primaries, ctx.color_trc, ctx.color_range = code, code, code, 1
         return stream
 
-    def write(self, pixels: np.ndarray, time: float) -> None:
+    def write(self, frame: OutgoingFrame) -> None:
         if self._container is None or self._video is None:
             raise OutputError(f"output {self.spec.target} is not open")
+        time = frame.time
         self._t0 = time if self._t0 is None else self._t0
         pts = max(round((time - self._t0) / TIME_BASE), self._last_pts + 1)
-        h, w = pixels.shape[:2]
-        if h % 2 or w % 2:
-            pixels = np.pad(pixels, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge")
-        frame = av.VideoFrame.from_ndarray(rgb_to_i420(np.ascontiguousarray(pixels)), format="yuv420p")
-        frame.pts, frame.time_base = pts, TIME_BASE
+        # the planes in the matrix the stream is tagged with (its height is even)
+        picture = av.VideoFrame.from_ndarray(frame.i420(bt709=is_hd(self._video.height)), format="yuv420p")
+        picture.pts, picture.time_base = pts, TIME_BASE
         try:
-            self._container.mux(self._video.encode(frame))
+            self._container.mux(self._video.encode(picture))
         except (av.error.FFmpegError, OSError) as exc:
             raise OutputError(f"cannot write output {self.spec.target}: {error_reason(exc)}") from exc
         self._last_pts = pts

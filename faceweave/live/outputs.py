@@ -5,9 +5,10 @@ RTMP, MPEG-TS for SRT, UDP and TCP), a virtual camera
 (:class:`VirtualCamera`, the optional ``pyvirtualcam``), or the newest frame
 held for a reader such as a preview window (:class:`LatestFrame`).
 
-Every output takes frames of one size, ``(H, W, 3)`` uint8 RGB, in order,
-each shown at ``time`` seconds (from the session's clock), and the audio
-chunks that go with them."""
+Every output takes frames of one size in order (:class:`OutgoingFrame`:
+the swapped pixels, marked once for all the outputs in the form each
+needs, RGB or the encoder's 4:2:0 planes), each shown at its ``time``
+seconds (from the session's clock), and the audio chunks that go with them."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal, Protocol
@@ -25,6 +27,8 @@ import numpy as np
 
 from faceweave.errors import InvalidOptionError, OutputUnavailableError
 from faceweave.live.audio import AudioChunk
+from faceweave.provenance.stamp import LazyFrameMarker
+from faceweave.video.io.sinks import rgb_to_i420
 
 #: recording extension -> FFmpeg muxer
 FILE_MUXERS = MappingProxyType({".mkv": "matroska", ".mp4": "mp4", ".mov": "mov", ".ts": "mpegts", ".flv": "flv"})
@@ -148,6 +152,48 @@ def loopback_devices(sysfs: Path = Path("/sys/devices/virtual/video4linux")) -> 
     return sorted(f"/dev/{entry.name}" for entry in sysfs.iterdir() if entry.name.startswith("video"))
 
 
+@dataclass(frozen=True, eq=False)
+class OutgoingFrame:
+    """One swapped frame on its way to a live session's outputs, shown at
+    ``time`` seconds: ``pixels`` ``(H, W, 3)`` uint8 RGB as rendered, and
+    ``marker`` the session's watermark (``None``: off).  Each form is made
+    once, on first use, for all the outputs that take it: :attr:`rgb`
+    marked (a preview, a virtual camera) and :meth:`i420` (an encoder's
+    planes, the mark made on their Y plane by the compiled kernel, without
+    marking the RGB frame; a frame of odd sides is marked in RGB, then
+    padded).  Made and first read on the encoder thread."""
+
+    pixels: np.ndarray
+    time: float
+    marker: LazyFrameMarker | None = None
+    _planes: dict[bool, np.ndarray] = field(default_factory=dict, init=False, repr=False)
+
+    @cached_property
+    def rgb(self) -> np.ndarray:
+        """The frame in RGB, marked."""
+        return self.pixels if self.marker is None else self.marker.mark(self.pixels)
+
+    def i420(self, *, bt709: bool) -> np.ndarray:
+        """The frame as limited-range 4:2:0 planes (``(H' * 3 // 2, W')``
+        uint8, :func:`~faceweave.video.io.sinks.rgb_to_i420`; odd sides
+        padded by their last row or column), BT.709's matrix or BT.601's,
+        marked."""
+        planes = self._planes.get(bt709)
+        if planes is None:
+            planes = self._planes[bt709] = self._marked_planes(bt709)
+        return planes
+
+    def _marked_planes(self, bt709: bool) -> np.ndarray:
+        h, w = self.pixels.shape[:2]
+        if h % 2 or w % 2:
+            padded = np.pad(self.rgb, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge")
+            return rgb_to_i420(padded, bt709=bt709)
+        planes = rgb_to_i420(np.ascontiguousarray(self.pixels), bt709=bt709)
+        if self.marker is not None:
+            self.marker.mark_luma(planes[:h])
+        return planes
+
+
 class LiveOutput(Protocol):
     """One output of a live session, used on the encoder thread: opened at
     the first frame (its size is the session's), then frames and audio, then
@@ -157,7 +203,7 @@ class LiveOutput(Protocol):
 
     def open(self, width: int, height: int, rate: Fraction) -> None: ...
 
-    def write(self, pixels: np.ndarray, time: float) -> None: ...
+    def write(self, frame: OutgoingFrame) -> None: ...
 
     def write_audio(self, chunks: list[AudioChunk]) -> None: ...
 

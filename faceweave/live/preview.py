@@ -32,8 +32,8 @@ def show_preview(latest: LatestFrame, done: Callable[[], bool], *, title: str = 
         while not done() and not latest.closed:
             got = latest.get(number, timeout=0.05)
             if got is not None:
-                number, pixels, _ = got
-                cv2.imshow(title, pixels[..., ::-1])
+                number, frame = got
+                cv2.imshow(title, frame.rgb[..., ::-1])
             if cv2.waitKey(1) & 0xFF in CLOSE_KEYS:
                 return True
             if number and cv2.getWindowProperty(title, cv2.WND_PROP_VISIBLE) < 1:

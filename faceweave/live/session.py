@@ -26,7 +26,7 @@ import numpy as np
 
 from faceweave.errors import InputError
 from faceweave.live.audio import AudioTap
-from faceweave.live.outputs import LiveOutput
+from faceweave.live.outputs import LiveOutput, OutgoingFrame
 from faceweave.pipeline import ImageInput
 from faceweave.provenance.stamp import LazyFrameMarker, Provenance
 from faceweave.swappers import SourceFace
@@ -182,9 +182,9 @@ class _Outputs:
             for output in self.outputs:
                 output.open(pixels.shape[1], pixels.shape[0], self.rate)
                 self.opened.append(output)
-        marked = self.marker.mark(pixels) if self.marker is not None else pixels
+        frame = OutgoingFrame(pixels, t, self.marker)  # marked once, in the forms the outputs take
         for output in self.outputs:
-            output.write(marked, t)
+            output.write(frame)
         if self.audio is not None:
             chunks = self.audio.take(t + AUDIO_LEAD_S)
             for output in self.outputs:

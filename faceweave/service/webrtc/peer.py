@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import av
-import numpy as np
 from aiortc import (
     MediaStreamTrack,
     RTCConfiguration,
@@ -38,6 +37,7 @@ from aiortc.mediastreams import MediaStreamError
 
 from faceweave.errors import FaceweaveError, InputError, InvalidOptionError, NoFaceError, NoVideoTrackError
 from faceweave.live.endpoints import LatestFrame, PushSource
+from faceweave.live.outputs import OutgoingFrame
 from faceweave.live.session import LiveSession
 from faceweave.pipeline import ImageInput
 from faceweave.provenance.audit import AuditInput
@@ -75,10 +75,17 @@ class FrameHandoff(LatestFrame):
         super().__init__()
         self.stats, self.wake = stats, wake
 
-    def write(self, pixels: np.ndarray, time: float) -> None:
-        super().write(pixels, time)
-        self.stats.swapped_frame(time)
+    def write(self, frame: OutgoingFrame) -> None:
+        super().write(frame)
+        self.stats.swapped_frame(frame.time)
         self.wake()
+
+    def prepare(self, frame: OutgoingFrame) -> None:
+        """The planes the track sends, made on the encoder thread: 4:2:0 in
+        BT.601's matrix, which WebRTC's decoders assume (VP8 says none), so
+        aiortc's encoder takes them as they are (no RGB conversion, no RGB
+        mark: the mark is made on their Y plane)."""
+        frame.i420(bt709=False)
 
     def close(self) -> None:
         super().close()
@@ -112,8 +119,9 @@ class SwappedTrack(MediaStreamTrack):
             if got is not None:
                 break
             await self.changed.wait()
-        self._number, pixels, t = got
-        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(pixels), format="rgb24")
+        self._number, swapped = got
+        t = swapped.time
+        frame = av.VideoFrame.from_ndarray(swapped.i420(bt709=False), format="yuv420p")
         frame.pts, frame.time_base = round(t * VIDEO_CLOCK), Fraction(1, VIDEO_CLOCK)
         self.sync.video_sent(t, time.monotonic())
         self.progress.set()

@@ -169,11 +169,12 @@ def _sws_colorspace(height: int) -> str:
     return "ITU709" if is_hd(height) else "ITU601"
 
 
-def yuv_matrix(height: int) -> np.ndarray:
+def yuv_matrix(height: int, *, bt709: bool | None = None) -> np.ndarray:
     """``(3, 4)`` float32: RGB (0..255) -> limited-range Y, Cb, Cr, plus
     offsets, with the matrix that goes with :func:`_color_tags` (BT.709 for
-    HD, BT.601 below)."""
-    kr, kb = (0.2126, 0.0722) if is_hd(height) else (0.299, 0.114)
+    HD, BT.601 below; ``bt709`` says which instead of the ``height``)."""
+    hd = is_hd(height) if bt709 is None else bt709
+    kr, kb = (0.2126, 0.0722) if hd else (0.299, 0.114)
     kg = 1.0 - kr - kb
     y = np.array([kr, kg, kb]) * 219.0 / 255.0
     cb = (np.array([0.0, 0.0, 1.0]) - [kr, kg, kb]) / (2.0 * (1.0 - kb)) * 224.0 / 255.0
@@ -181,14 +182,15 @@ def yuv_matrix(height: int) -> np.ndarray:
     return np.array([[*y, 16.0], [*cb, 128.0], [*cr, 128.0]], np.float32)
 
 
-def rgb_to_i420(pixels: np.ndarray) -> np.ndarray:
+def rgb_to_i420(pixels: np.ndarray, *, bt709: bool | None = None) -> np.ndarray:
     """An RGB ``(H, W, 3)`` uint8 frame (even sides) as planar YUV 4:2:0
     (``(H * 3 // 2, W)`` uint8: Y, then Cb, then Cr), limited range, with
-    :func:`yuv_matrix`.  Chroma is taken from the mean of each 2x2 block
-    (the same as averaging the chroma, which is linear in RGB).  Several
-    times cheaper than swscale's conversion with a colour matrix."""
+    :func:`yuv_matrix` (``bt709``: its matrix, default by the height).
+    Chroma is taken from the mean of each 2x2 block (the same as averaging
+    the chroma, which is linear in RGB).  Several times cheaper than
+    swscale's conversion with a colour matrix."""
     h, w = pixels.shape[:2]
-    m = yuv_matrix(h)
+    m = yuv_matrix(h, bt709=bt709)
     out = np.empty((h * 3 // 2, w), np.uint8)
     # (OpenCV's 3 -> 3 channel transform is the vectorised one)
     out[:h] = cv2.extractChannel(cv2.transform(pixels, m), 0)
