@@ -7,6 +7,10 @@ Cases (``../shared/data/faces``):
 
 - ``720p 1 face``: the talking-head clip scaled to 720 lines on a 1280x720
   canvas (the data has no 720p one-face clip), ``--faces one``;
+- ``720p unrendered``: the same clip through the same pipeline with the
+  render left out (each planned frame passed on as it was): decode,
+  detection, tracking, the watermark and the encode, so the render's share
+  of the case above is the difference;
 - ``talking head``: ``lp_d18_talking_face.mp4`` as it is;
 - ``1080p street``: ``fn_pedestrians_1080p.mp4``, ``--faces many``;
 - ``1080p photo``: one face scaled and cut to 1920x1080, one whole
@@ -27,11 +31,15 @@ models run, model start-up such as the tracker's pool of mesh graphs, the
 interpreter and the queues).  The machine drifts: compare within one run.
 
     .venv/bin/python benchmarks/budget.py [--repeat 3] [--frames 150] [--against REV] [--only NAME]
+        [--working-size 192]
 
 ``--against REV`` checks REV out with ``git worktree`` into a temporary
-folder and runs the same cases from it with this virtual environment
-(``PYTHONPATH`` first), alternating this tree and REV every round; a
-release whose stages record no CPU time shows ``-`` there.
+folder, builds its compiled kernels with the flags of its own
+``pyproject.toml``, and runs the same cases from it with this virtual
+environment (``PYTHONPATH`` first), alternating this tree and REV every
+round; a release whose stages record no CPU time shows ``-`` there.
+``--working-size`` sets the video cases' working size (the CLI's is 192):
+only part of the render grows with it.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,11 +89,19 @@ def _stage_cpu(timings: dict[str, float], per: int) -> dict[str, float | None]:
     return out
 
 
-def child_video(mode: str, video: str, source: str, out: str, faces: str, frames: int) -> dict:
+def child_video(mode: str, video: str, source: str, out: str, faces: str, frames: int, working_size: int) -> dict:
+    """One run of a video case: ``copy`` (the plain transcode), ``swap``, or
+    ``tracked`` (the swap's pipeline with the render left out: each planned
+    frame passed on as it was, so decode, detection, tracking, the watermark
+    and the encode are what is left)."""
     from faceweave.options import SelectionOptions, SwapOptions
     from faceweave.pipeline import FaceSwapper
     from faceweave.video.io import VideoReader, VideoWriter, probe_video
     from faceweave.video.pipeline import VideoOptions, VideoSwapper
+
+    class Unrendered(VideoSwapper):
+        def render(self, pixels, plan, timings, *, speech=None):  # type: ignore[no-untyped-def]
+            return pixels
 
     limit = frames or None
     # the first ``frames`` frames: the run ends half a frame after the last
@@ -105,11 +122,12 @@ def child_video(mode: str, video: str, source: str, out: str, faces: str, frames
                 writer.write(frame.pixels, frame.time)
                 count += 1
     else:
-        options = SwapOptions(selection=SelectionOptions(mode=faces), working_size=192)
+        options = SwapOptions(selection=SelectionOptions(mode=faces), working_size=working_size)
+        pipeline = Unrendered if mode == "tracked" else VideoSwapper
         with FaceSwapper(options) as swapper:
             swapper.prepare()
             cpu, start = _cpu_s(), time.perf_counter()
-            report = VideoSwapper(swapper).swap_video([source], video, out, options=settings)
+            report = pipeline(swapper).swap_video([source], video, out, options=settings)
         count, timings = report.frames, dict(report.timings_ms)
     seconds, cpu = time.perf_counter() - start, _cpu_s() - cpu
     per = max(count, 1)
@@ -171,6 +189,7 @@ def cases(data: Path, tmp: Path) -> list[tuple[str, list[str]]]:
     write_image(photo, fit_frame(read_image(data / PHOTO).pixels, 1920, 1080))
     return [
         ("720p 1 face", ["video", str(derived), str(source), "one"]),
+        ("720p unrendered", ["tracked", str(derived), str(source), "one"]),
         ("talking head", ["video", str(talking), str(source), "many"]),
         ("1080p street", ["video", str(data / "video" / "fn_pedestrians_1080p.mp4"), str(source), "many"]),
         ("1080p photo", ["photo", str(source), str(photo)]),
@@ -179,18 +198,21 @@ def cases(data: Path, tmp: Path) -> list[tuple[str, list[str]]]:
     ]
 
 
-def measure(trees: dict[str, Path], child: list[str], tmp: Path, repeat: int, frames: int) -> dict[str, list[dict]]:
+def measure(
+    trees: dict[str, Path], child: list[str], tmp: Path, repeat: int, frames: int, working_size: int = 192
+) -> dict[str, list[dict]]:
     """Runs of ``child`` for each tree (and the plain transcode, for a
     video), ``repeat`` rounds, the order turned round every round."""
     runs: dict[str, list[dict]] = {}
-    order = ["copy", *trees] if child[0] == "video" else list(trees)
+    order = ["copy", *trees] if child[0] in ("video", "tracked") else list(trees)
     for round_ in range(max(1, repeat)):
         for who in order if round_ % 2 == 0 else order[::-1]:
             if who == "copy":
-                args = ["copy", child[1], child[2], str(tmp / "copy.mp4"), child[3], str(frames)]
+                args = ["copy", child[1], child[2], str(tmp / "copy.mp4"), child[3], str(frames), str(working_size)]
                 result = run_child(trees["this tree"], args)
-            elif child[0] == "video":
-                args = ["swap", child[1], child[2], str(tmp / "swap.mp4"), child[3], str(frames)]
+            elif child[0] in ("video", "tracked"):
+                mode = "swap" if child[0] == "video" else "tracked"
+                args = [mode, child[1], child[2], str(tmp / "swap.mp4"), child[3], str(frames), str(working_size)]
                 result = run_child(trees[who], args)
             elif child[0] == "live":
                 result = run_child(trees[who], [*child, str(max(5.0, frames / 30.0))])
@@ -216,7 +238,7 @@ def row(name: str, who: str, run: dict, copy: dict | None) -> str:
     return f"{name:13s} {who:11s} {run['frames']:6d} {fps:>19s} {ratio} {run['cpu_ms']:8.1f}  {stages} {rest}"
 
 
-def report(results: list[tuple[str, dict[str, list[dict]]]]) -> None:
+def report(results: list[tuple[str, dict[str, list[dict]]]], working_size: int = 192) -> None:
     heads = " ".join(f"{s:>7s}" for s in [*STAGES, "other"])
     print(f"{'case':13s} {'run':11s} {'frames':>6s} {'fps (range)':>19s} ratio {'CPU ms':>8s}  {heads}")
     for name, runs in results:
@@ -235,7 +257,9 @@ def report(results: list[tuple[str, dict[str, list[dict]]]]) -> None:
         "\nratio: swap fps over the plain decode + x264 encode of the same frames ('copy', the product's preset);"
         "\nCPU ms: the process's user + system CPU per frame; stage columns: CPU ms per frame of the threads that"
         "\nran each stage; other: the rest (FFmpeg's and mediapipe's own threads, start-up, the interpreter);"
-        " working size 192;\nlive: fps read back, CPU of the session's process (start-up included) per frame written"
+        f" video working size {working_size};\n'720p unrendered': that case's pipeline with the render left out"
+        " (decode, detection, tracking, watermark, encode);"
+        "\nlive: fps read back, CPU of the session's process (start-up included) per frame written"
     )
 
 
@@ -250,11 +274,16 @@ def against_tree(rev: str, tmp: Path) -> Path:
 
 def build_kernels(tree: Path) -> None:
     """The compiled kernels of a checked-out release, built in place as its
-    install would (``faceweave/kernels/*.c``, when it has them)."""
+    install would: each ``[[tool.setuptools.ext-modules]]`` of its
+    ``pyproject.toml`` with its own compiler flags (none: nothing to build)."""
     include, suffix = sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX")
-    for source in sorted((tree / "faceweave" / "kernels").glob("*.c")):
-        target = source.with_name(source.stem + suffix)
-        command = ["cc", "-O2", "-ffp-contract=off", "-shared", "-fPIC", f"-I{include}", str(source), "-o", str(target)]
+    with (tree / "pyproject.toml").open("rb") as file:
+        modules = tomllib.load(file).get("tool", {}).get("setuptools", {}).get("ext-modules", [])
+    for module in modules:
+        target = tree / (module["name"].replace(".", "/") + suffix)
+        sources = [str(tree / source) for source in module["sources"]]
+        flags = list(module.get("extra-compile-args", []))
+        command = ["cc", *flags, "-shared", "-fPIC", f"-I{include}", *sources, "-o", str(target)]
         subprocess.run(command, check=True, capture_output=True)
 
 
@@ -266,7 +295,7 @@ def main() -> int:
         elif kind == "live":
             print(json.dumps(child_live(rest[0], rest[1], rest[2], float(rest[3]))))
         else:
-            print(json.dumps(child_video(kind, rest[0], rest[1], rest[2], rest[3], int(rest[4]))))
+            print(json.dumps(child_video(kind, rest[0], rest[1], rest[2], rest[3], int(rest[4]), int(rest[5]))))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -274,6 +303,7 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=150, help="frames of each clip (0: all)")
     ap.add_argument("--against", default="", help="an earlier revision to run beside this tree")
     ap.add_argument("--only", default="", help="only the cases whose name contains this")
+    ap.add_argument("--working-size", type=int, default=192, help="the video cases' working size (the CLI's: 192)")
     args = ap.parse_args()
     if not (args.data / "video").is_dir():
         print(f"no test data at {args.data}", file=sys.stderr)
@@ -285,11 +315,11 @@ def main() -> int:
             trees[args.against[:11]] = against_tree(args.against, tmp)
         try:
             chosen = [(n, c) for n, c in cases(args.data, tmp) if args.only in n]
-            results = [(n, measure(trees, c, tmp, args.repeat, args.frames)) for n, c in chosen]
+            results = [(n, measure(trees, c, tmp, args.repeat, args.frames, args.working_size)) for n, c in chosen]
         finally:
             if args.against:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(trees[args.against[:11]])])
-    report(results)
+    report(results, args.working_size)
     return 0
 
 
