@@ -656,6 +656,26 @@ def test_planned_detail_measured_here_is_match_detail_and_reused_applies_the_sam
     assert np.array_equal(still, frame)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_the_detail_mask_warped_alone_is_the_one_warped_beside_the_whole_face_s(seed):
+    """A reused detail plan that softens nothing warps the detail mask alone
+    (the whole face's mask is for the blur): the same window and values as
+    when both are warped together."""
+    from faceweave.compositing.blend import _detail_window
+
+    rng = np.random.default_rng(seed)
+    detail = (detail_mask() * rng.uniform(0.3, 1.0, (DETAIL_SIDE, DETAIL_SIDE))).astype(np.float32)
+    whole = cv2.GaussianBlur(detail_mask(), (0, 0), 2.0)
+    scale, angle = rng.uniform(0.4, 2.5), rng.uniform(-0.5, 0.5)
+    turn = scale * np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    matrix = np.hstack([turn, rng.uniform(-60.0, 20.0, (2, 1))])
+    both = _detail_window((DETAIL_SIZE, DETAIL_SIZE, 3), detail, whole, matrix)
+    alone = _detail_window((DETAIL_SIZE, DETAIL_SIZE, 3), detail, None, matrix)
+    assert (both is None) == (alone is None)
+    if both is not None and alone is not None:
+        assert both[0] == alone[0] and np.array_equal(both[1], alone[1]) and alone[2] is None
+
+
 def test_a_box_mask_is_made_once_per_size_and_read_only():
     first = masks.box_mask((120, 90), inset=0.02, blur=0.25)
     assert masks.box_mask((120, 90), inset=0.02, blur=0.25) is first

@@ -265,7 +265,10 @@ def match_detail_planned(
     blur and grain step of ``plan`` when given (measured here otherwise);
     returns the plan used, or ``None`` when too little of the face is there
     to measure (nothing is changed then)."""
-    window = _detail_window(frame.shape, mask, blur_mask, matrix)
+    # the whole face's mask is for the blur alone: a reused plan that softens
+    # nothing warps the detail mask only (one channel instead of two, the same values)
+    softens = plan is None or plan.blur > 0.0
+    window = _detail_window(frame.shape, mask, blur_mask if softens else None, matrix)
     if window is None:
         return None
     (x1, y1, x2, y2), m, whole = window
