@@ -360,6 +360,27 @@ def test_warp_by_grid_is_opencvs_warp_and_remap_to_the_bit(seed):
         np.testing.assert_array_equal(g, w)
 
 
+@needs_compiled
+@pytest.mark.parametrize("seed", range(24))
+def test_warp_by_grid_where_the_field_is_still_in_places_is_opencvs_to_the_bit(seed):
+    """The kernel copies the pixels whose four grid samples are all 0 (the
+    reshaping's field fades to nothing away from the face): a field still
+    outside a disc, with negative zeros and single moving samples beside
+    still ones, gives OpenCV's warp and remap still."""
+    pixels, grid, step = grid_case(seed)
+    rng = np.random.default_rng(100 + seed)
+    gh, gw = grid.shape[:2]
+    yy, xx = np.mgrid[:gh, :gw]
+    inside = np.hypot(yy - gh / 2, xx - gw / 2) < rng.uniform(0.5, 0.4 * max(gh, gw))
+    grid = np.where(inside[..., None], grid, np.float32(0.0)) * np.float32(rng.choice([1.0, -1.0]))
+    grid[rng.random((gh, gw)) < 0.05] = rng.normal(0, 3, 3)  # lone moving samples
+    grid[rng.random((gh, gw)) < 0.05] = np.float32(-0.0)
+    grid = np.ascontiguousarray(grid, np.float32)
+    got, want = kernels.warp_by_grid(pixels, grid, step), reference.warp_by_grid(pixels, grid, step)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_warp_by_grid_of_a_still_field_is_the_picture():
     pixels, grid, step = grid_case(4)
     moved, offsets, changed = kernels.warp_by_grid(pixels, np.zeros_like(grid), step)

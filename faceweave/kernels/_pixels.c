@@ -348,12 +348,19 @@ static PyObject *warp_by_grid(PyObject *self, PyObject *args) {
      * warpAffine's weights along x (its steps along a row; its bdelta is 0) */
     int *cols = PyMem_RawMalloc(2 * (size_t)w * sizeof(int));
     float *xw = PyMem_RawMalloc(2 * (size_t)w * sizeof(float));
-    if (cols == NULL || xw == NULL) {
+    uint8_t *still = PyMem_RawMalloc((size_t)gw * gh);
+    if (cols == NULL || xw == NULL || still == NULL) {
         PyMem_RawFree(cols);
         PyMem_RawFree(xw);
+        PyMem_RawFree(still);
         PyErr_NoMemory();
         goto done;
     }
+    /* grid samples where nothing moves (all three values 0): a pixel whose
+     * four samples are all still keeps its own level exactly (a bilinear
+     * sum of zeros is 0, its map is the pixel itself, its weights 1, 0, 0, 0) */
+    for (Py_ssize_t n = 0; n < (Py_ssize_t)gw * gh; n++)
+        still[n] = grid[3 * n] == 0.0f && grid[3 * n + 1] == 0.0f && grid[3 * n + 2] == 0.0f;
     for (int i = 0; i < w; i++) {
         int X = ((int)lrint(scale * i * AB_SCALE) + AB_SCALE / TAB / 2) >> 5, gx = X >> 5;
         float ax = (float)(X & (TAB - 1)) * (1.0f / TAB);
@@ -368,7 +375,18 @@ static PyObject *warp_by_grid(PyObject *self, PyObject *args) {
         int Y = ((int)lrint(scale * j * AB_SCALE) + AB_SCALE / TAB / 2) >> 5, gy = Y >> 5;
         const float *row0 = grid + clampi(gy, 0, gh - 1) * gstride, *row1 = grid + clampi(gy + 1, 0, gh - 1) * gstride;
         float ay = (float)(Y & (TAB - 1)) * (1.0f / TAB), vy0 = 1.0f - ay;
+        const uint8_t *still0 = still + clampi(gy, 0, gh - 1) * gw, *still1 = still + clampi(gy + 1, 0, gh - 1) * gw;
         for (int i = 0; i < w; i++) {
+            int c0 = cols[2 * i] / 3, c1 = cols[2 * i + 1] / 3;
+            if (still0[c0] & still0[c1] & still1[c0] & still1[c1]) {
+                Py_ssize_t p = (Py_ssize_t)j * w + i;
+                off[2 * p] = 0.0f;
+                off[2 * p + 1] = 0.0f;
+                chg[p] = 0.0f;
+                for (int c = 0; c < ch; c++)
+                    out[p * ch + c] = src[p * ch + c];
+                continue;
+            }
             float vx0 = xw[2 * i], ax = xw[2 * i + 1];
             float w00 = vy0 * vx0, w01 = vy0 * ax, w10 = ay * vx0, w11 = ay * ax;
             const float *g00 = row0 + cols[2 * i], *g01 = row0 + cols[2 * i + 1];
@@ -403,6 +421,7 @@ static PyObject *warp_by_grid(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyMem_RawFree(cols);
     PyMem_RawFree(xw);
+    PyMem_RawFree(still);
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&grid_b);
