@@ -54,14 +54,10 @@ def _halved_region(pixels: np.ndarray, m: np.ndarray, side: int) -> tuple[np.nda
     x1, y1 = np.floor(inv[:, 2]).astype(int) - 2
     x2, y2 = np.ceil(inv @ np.array([side, side, 1.0])).astype(int) + 2
     h, w = pixels.shape[:2]
-    region = cv2.copyMakeBorder(
-        pixels[max(y1, 0) : min(y2, h), max(x1, 0) : min(x2, w)],
-        max(0, -y1),
-        max(0, y2 - h),
-        max(0, -x1),
-        max(0, x2 - w),
-        cv2.BORDER_REPLICATE,
-    )
+    inside = pixels[max(y1, 0) : min(y2, h), max(x1, 0) : min(x2, w)]
+    pads = (max(0, -y1), max(0, y2 - h), max(0, -x1), max(0, x2 - w))
+    # a region inside the frame is read where it lies (the halving reads it alike)
+    region = cv2.copyMakeBorder(inside, *pads, cv2.BORDER_REPLICATE) if any(pads) else inside
     offset = np.array([x1, y1], np.float64)
     src, pre = region, 1.0
     while scale / pre < 0.5 and min(src.shape[:2]) > 8:
