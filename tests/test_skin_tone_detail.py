@@ -524,3 +524,38 @@ def test_refine_photo_face_leaves_a_frame_alone_when_the_masks_miss_it():
     far = np.array([[1.0, 0.0, 500.0], [0.0, 1.0, 500.0]])  # the crop lies far outside the frame
     out = refine_photo_face(photo, frame, mask, mask, far, face_width=100.0, texture_sigma=None, out=frame)
     assert out is frame and np.array_equal(frame, photo)
+
+
+def test_the_shaded_face_worked_out_in_boxes_is_the_whole_picture_s_and_gives_the_same_sclera_tone():
+    """colour_plan hands sclera_tone the shaded new face as a ShadedLab,
+    worked out only in the boxes it reads: element by element the values of
+    the whole picture (mapped, tinted, shaded), so the same whites."""
+    from faceweave.compositing.colour import ColourMatch, SkinColour
+    from faceweave.compositing.composite import ShadedLab, colour_map, sclera_tone
+    from faceweave.geometry import topology as topo
+
+    rng = np.random.default_rng(5)
+    size = 120
+    grid = (size, size)
+    lab = np.dstack([rng.uniform(20, 90, grid), rng.normal(8, 6, grid), rng.normal(12, 6, grid)]).astype(np.float32)
+    tint, shading = rng.normal(0, 2, (2, size, size, 3)).astype(np.float32)
+    colour = ColourMatch(
+        source=SkinColour(np.float32([60, 10, 14]), np.float32([9, 3, 4])),
+        target=SkinColour(np.float32([55, 14, 18]), np.float32([8, 4, 5])),
+    )
+    mapping = colour_map(colour, 0.8)
+    whole = mapping.apply(lab) + tint + 0.6 * shading
+    lazy = ShadedLab(lab=lab, mapping=mapping, tint=tint, amount=0.6, shading=shading)
+    assert lazy.shape == whole.shape
+    for box in [(slice(3, 40), slice(10, 90)), (slice(0, size), slice(0, size)), (slice(70, 71), slice(5, 6))]:
+        np.testing.assert_array_equal(lazy[box], whole[box])
+    mesh = np.zeros((478, 3), np.float32)
+    for (loop, (outer, inner), (upper, lower)), cx in zip(topo.eyes(), (35, 85), strict=True):
+        angles = np.linspace(0, 2 * np.pi, len(loop), endpoint=False)
+        mesh[loop, 0], mesh[loop, 1] = cx + 18 * np.cos(angles), 60 + 8 * np.sin(angles)
+        mesh[[outer, inner], :2] = [(cx - 18, 60), (cx + 18, 60)]
+        mesh[[upper, lower], :2] = [(cx, 52), (cx, 68)]
+    behind = lab + np.float32([6.0, 0.0, 0.0])
+    want = sclera_tone(whole, behind, mesh)
+    assert np.abs(want).max() > 0.0
+    np.testing.assert_array_equal(sclera_tone(lazy, behind, mesh), want)

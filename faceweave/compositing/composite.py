@@ -9,6 +9,8 @@ relative to the face size so results do not depend on the working size."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 
@@ -397,15 +399,36 @@ def colour_plan(
             source=SkinColour(*masked_stats(view.face_lab, skin)),
             target=SkinColour(*masked_stats(view.behind_lab, skin)),
         )
-    matched = matched_colour(view.face_lab, colour, skin_tone.colour)
+    mapping = colour_map(colour, skin_tone.colour)
     if tone is None or not tone.fits(view.size):
-        tone = tone_plan(view, matched, skin, shading=shading, skin_tone=skin_tone)
+        tone = tone_plan(view, mapping.apply(view.face_lab), skin, shading=shading, skin_tone=skin_tone)
     # the whites of the eyes last: what the shading does to them is made up
     # too (the cheeks are settled after the blend, :func:`settle_cheeks`)
-    shaded = matched + tone.tint + tone.amount * tone.shading
+    shaded = ShadedLab(lab=view.face_lab, mapping=mapping, tint=tone.tint, amount=tone.amount, shading=tone.shading)
     regional = tone.tint + sclera_tone(shaded, view.behind_lab, view.mesh)
     plan = ColourPlan(match=colour, shading=tone.shading, amount=tone.amount, regional=regional, share=skin_tone.colour)
     return plan, tone
+
+
+@dataclass(frozen=True, eq=False)
+class ShadedLab:
+    """The new face's CIELAB ``lab`` through the skin-colour ``mapping``,
+    plus the ``tint`` and ``amount`` of the ``shading``, worked out only
+    where it is read (``shaded[box]``; :func:`sclera_tone` reads the eyes'
+    boxes): element by element, the values the whole picture would hold."""
+
+    lab: np.ndarray
+    mapping: LabMap
+    tint: np.ndarray
+    amount: float
+    shading: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.lab.shape)
+
+    def __getitem__(self, box: tuple[slice, slice]) -> np.ndarray:
+        return np.asarray(self.mapping.apply(self.lab[box]) + self.tint[box] + self.amount * self.shading[box])
 
 
 def matched_colour(lab: np.ndarray, colour: ColourMatch, share: float = 1.0) -> np.ndarray:
@@ -500,7 +523,7 @@ def skin_tint(
     return cv2.resize(tint, view.size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
 
 
-def sclera_tone(face: np.ndarray, behind: np.ndarray, mesh: np.ndarray) -> np.ndarray:
+def sclera_tone(face: np.ndarray | ShadedLab, behind: np.ndarray, mesh: np.ndarray) -> np.ndarray:
     """``(s, s, 3)`` float32 CIELAB offset (L* only) that gives the whites
     of the new eyes the brightness of the target's (its light), while the
     iris keeps the source's colour: in each eye opening, the lighter half of
