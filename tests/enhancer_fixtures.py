@@ -458,3 +458,14 @@ def stand_in_folder(folder, files, models: dict[str, OrtModel]):
         onnx.save(model.proto, files / f"{name}.onnx")
         import_model(ModelStore(folder), name, files / f"{name}.onnx")
     return folder
+
+
+def analysed_astronaut() -> tuple[np.ndarray, list]:
+    """The public-domain astronaut photo and the faces faceweave's analyser
+    finds on it (the processors' tests run on them)."""
+    from skimage import data
+
+    from faceweave.analysis import FaceAnalyser
+
+    pixels = np.ascontiguousarray(data.astronaut())
+    return pixels, FaceAnalyser().analyse(pixels)

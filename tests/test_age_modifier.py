@@ -12,8 +12,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-from skimage import data
-from tests.enhancer_fixtures import age_modifier_model, face_classifier_model, stand_in_folder
+from tests.enhancer_fixtures import age_modifier_model, analysed_astronaut, face_classifier_model, stand_in_folder
 from tests.test_cli import faceweave as _faceweave
 
 from faceweave.analysis.face_classifier import AGE_CLASSES, FaceClassifier, classifier_input
@@ -55,10 +54,7 @@ def ff_styleganex_direction(direction: int) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def astronaut():
-    from faceweave.analysis import FaceAnalyser
-
-    pixels = np.ascontiguousarray(data.astronaut())
-    return pixels, FaceAnalyser().analyse(pixels)
+    return analysed_astronaut()
 
 
 def test_the_inputs_are_facefusion_s(astronaut):

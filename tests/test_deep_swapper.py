@@ -12,8 +12,7 @@ import cv2
 import numpy as np
 import onnx
 import pytest
-from skimage import data
-from tests.enhancer_fixtures import deep_swapper_model, stand_in_folder
+from tests.enhancer_fixtures import analysed_astronaut, deep_swapper_model, stand_in_folder
 from tests.test_cli import faceweave as _faceweave
 
 from faceweave.enhancers.age import match_colour
@@ -46,10 +45,7 @@ def ff_likeness(a_bgr: np.ndarray, b_bgr: np.ndarray) -> float:
 
 @pytest.fixture(scope="module")
 def astronaut():
-    from faceweave.analysis import FaceAnalyser
-
-    pixels = np.ascontiguousarray(data.astronaut())
-    return pixels, FaceAnalyser().analyse(pixels)
+    return analysed_astronaut()
 
 
 def test_the_input_mask_and_colour_are_facefusion_s(astronaut):

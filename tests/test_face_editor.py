@@ -9,8 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
-from skimage import data
-from tests.enhancer_fixtures import live_portrait_editor_models, live_portrait_models, stand_in_folder
+from tests.enhancer_fixtures import (
+    analysed_astronaut,
+    live_portrait_editor_models,
+    live_portrait_models,
+    stand_in_folder,
+)
 from tests.test_cli import faceweave as _faceweave
 
 from faceweave import names
@@ -156,10 +160,7 @@ def test_the_opening_ratios_are_facefusion_s():
 
 @pytest.fixture(scope="module")
 def astronaut():
-    from faceweave.analysis import FaceAnalyser
-
-    pixels = np.ascontiguousarray(data.astronaut())
-    return pixels, FaceAnalyser().analyse(pixels)
+    return analysed_astronaut()
 
 
 @pytest.fixture(scope="module")

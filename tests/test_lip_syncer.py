@@ -14,8 +14,7 @@ import wave
 
 import numpy as np
 import pytest
-from skimage import data
-from tests.enhancer_fixtures import lip_syncer_model, stand_in_folder, voice_extractor_model
+from tests.enhancer_fixtures import analysed_astronaut, lip_syncer_model, stand_in_folder, voice_extractor_model
 from tests.test_cli import faceweave as _faceweave
 
 from faceweave.audio import features
@@ -56,10 +55,7 @@ def ff_audio_frames(spectrogram: np.ndarray, fps: float) -> list[np.ndarray]:
 
 @pytest.fixture(scope="module")
 def astronaut():
-    from faceweave.analysis import FaceAnalyser
-
-    pixels = np.ascontiguousarray(data.astronaut())
-    return pixels, FaceAnalyser().analyse(pixels)
+    return analysed_astronaut()
 
 
 def _words(seed: int) -> np.ndarray:

@@ -401,7 +401,9 @@ def colour_plan(
         )
     mapping = colour_map(colour, skin_tone.colour)
     if tone is None or not tone.fits(view.size):
-        tone = tone_plan(view, mapping.apply(view.face_lab), skin, shading=shading, skin_tone=skin_tone)
+        tone = tone_plan(
+            view, matched_colour(view.face_lab, colour, skin_tone.colour), skin, shading=shading, skin_tone=skin_tone
+        )
     # the whites of the eyes last: what the shading does to them is made up
     # too (the cheeks are settled after the blend, :func:`settle_cheeks`)
     shaded = ShadedLab(lab=view.face_lab, mapping=mapping, tint=tone.tint, amount=tone.amount, shading=tone.shading)

@@ -275,20 +275,15 @@ static PyObject *paste_warped(PyObject *self, PyObject *args) {
                 if (kind == CELL_OUT)
                     continue; /* blendLinear keeps the frame's level there */
                 const uint8_t *q = crop + (Py_ssize_t)sy * cstride + (Py_ssize_t)sx * ch;
-                if (kind == CELL_IN && ch == 3) { /* the mask's sample is exactly 1: the crop's level */
-                    const int *w = iweights + 4 * (fy * TAB + fx);
-                    const uint8_t *r = q + cstride;
-                    o[0] = (uint8_t)((q[0] * w[0] + q[3] * w[1] + r[0] * w[2] + r[3] * w[3] + (1 << 14)) >> 15);
-                    o[1] = (uint8_t)((q[1] * w[0] + q[4] * w[1] + r[1] * w[2] + r[4] * w[3] + (1 << 14)) >> 15);
-                    o[2] = (uint8_t)((q[2] * w[0] + q[5] * w[1] + r[2] * w[2] + r[5] * w[3] + (1 << 14)) >> 15);
-                    continue;
-                }
-                const float *f = weights + 4 * (fy * TAB + fx);
-                const float *p = mask + (Py_ssize_t)sy * cw + sx;
-                float wm = p[0] * f[0] + p[1] * f[1] + p[cw] * f[2] + p[cw + 1] * f[3];
-                if (wm == 0.0f)
-                    continue;
                 const int *w = iweights + 4 * (fy * TAB + fx);
+                float wm = 1.0f; /* CELL_IN: the mask's sample is exactly 1, the crop's level */
+                if (kind == CELL_EDGE) {
+                    const float *f = weights + 4 * (fy * TAB + fx);
+                    const float *p = mask + (Py_ssize_t)sy * cw + sx;
+                    wm = p[0] * f[0] + p[1] * f[1] + p[cw] * f[2] + p[cw + 1] * f[3];
+                    if (wm == 0.0f)
+                        continue;
+                }
                 if (ch == 3)
                     blend_pixel3(o, q, cstride, w, wm);
                 else
