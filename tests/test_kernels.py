@@ -396,3 +396,120 @@ def test_warp_by_grid_refuses_what_it_cannot_read():
         kernels.warp_by_grid(pixels, grid[..., :2], step)
     with pytest.raises(ValueError, match="step"):
         kernels.warp_by_grid(pixels, grid, 0)
+
+
+def grain_case(seed: int, channels: int = 3) -> tuple[np.ndarray, ...]:
+    """Two frames (the original and the one with a face pasted), a crop mask
+    and a window -> box warp of paste_case, and low-pass taps of 3 to 9."""
+    _, mask, pasted, window, box, matrix = paste_case(seed, channels)
+    rng = np.random.default_rng(1000 + seed)
+    original = np.clip(pasted.astype(int) + rng.integers(-40, 41, pasted.shape), 0, 255).astype(np.uint8)
+    sigma = float(rng.uniform(0.4, 1.2))
+    taps = cv2.getGaussianKernel(int((3, 5, 7, 9)[seed % 4]), sigma, cv2.CV_32F)
+    return original, pasted, mask, tuple(int(v) for v in window), tuple(int(v) for v in box), matrix, taps
+
+
+def grain_by_opencv(original, out, mask, window, box, matrix, taps, step, sign) -> tuple[int, int, int, int] | None:
+    """The video's detail step as NumPy and OpenCV make it: the mask warped,
+    its box, cv2.GaussianBlur's low-pass by the same taps, put_detail."""
+    bx, by, bw, bh = window
+    x1, y1, x2, y2 = box
+    part = np.ascontiguousarray(mask[by : by + bh, bx : bx + bw])
+    m = cv2.warpAffine(part, matrix, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=(0.0,))
+    lx, ly, w, h = cv2.boundingRect((m > 0.01).astype(np.uint8))
+    if w * h < 64 or cv2.countNonZero((m > 0.5).astype(np.uint8)) < 64:
+        return None
+    cx, cy = x1 + lx, y1 + ly
+    src = (original if sign > 0 else out)[cy : cy + h, cx : cx + w].astype(np.float32)
+    new = out[cy : cy + h, cx : cx + w].astype(np.float32)
+    low = cv2.sepFilter2D(src, cv2.CV_32F, taps, taps, borderType=cv2.BORDER_REFLECT_101).reshape(src.shape)
+    kernels.put_detail(out, (cx, cy), new, m[ly : ly + h, lx : lx + w], band=(src, low), step=step, sign=sign)
+    return cx, cy, cx + w, cy + h
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("sign", [1, -1])
+def test_detail_grain_is_its_reference_to_the_bit(seed, sign):
+    original, pasted, mask, window, box, matrix, taps = grain_case(seed, channels=(3, 1, 4)[seed % 3])
+    step = float(np.random.default_rng(seed).uniform(0.0, 2.0))
+    got, want = pasted.copy(), pasted.copy()
+    found = kernels.detail_grain(original, got, mask, window, box, matrix, taps=taps, step=step, sign=sign, least=8)
+    expected = reference.detail_grain(
+        original, want, mask, window, box, matrix, taps.ravel(), np.float32(step), sign, 8
+    )
+    assert found == expected
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("seed", range(24))
+@pytest.mark.parametrize("sign", [1, -1])
+def test_detail_grain_is_the_opencv_steps_within_a_level(seed, sign):
+    """Against the steps it fuses (warpAffine, boundingRect, GaussianBlur's
+    separable filter, put_detail): the same box and mask to the bit; the
+    low-pass sums its taps in another order, so a value that lands within
+    about 1e-5 of a half may round the other way, by one level, rarely."""
+    original, pasted, mask, window, box, matrix, taps = grain_case(seed)
+    got, want = pasted.copy(), pasted.copy()
+    found = kernels.detail_grain(original, got, mask, window, box, matrix, taps=taps, step=1.3, sign=sign, least=64)
+    assert found == grain_by_opencv(original, want, mask, window, box, matrix, taps, 1.3, sign)
+    diff = np.abs(got.astype(int) - want)
+    assert diff.max() <= 1 and (diff > 0).mean() < 1e-3
+    if found is not None:
+        x1, y1, x2, y2 = found
+        outside = np.ones(pasted.shape[:2], bool)
+        outside[y1:y2, x1:x2] = False
+        np.testing.assert_array_equal(got[outside], pasted[outside])
+        assert (got != pasted).any()
+
+
+def test_detail_grain_changes_nothing_where_too_little_of_the_mask_lands():
+    original, pasted, mask, window, _, matrix, taps = grain_case(3)
+    fh, fw = pasted.shape[:2]
+    got = pasted.copy()
+    # the whole mask mapped into a 4 x 4 corner of the frame: fewer than 64 pixels
+    tiny = np.array([[4.0 / window[2], 0.0, 0.0], [0.0, 4.0 / window[3], 0.0]])
+    assert kernels.detail_grain(original, got, mask, window, (0, 0, 4, 4), tiny, taps=taps, step=1.0, sign=1) is None
+    np.testing.assert_array_equal(got, pasted)
+    assert (
+        kernels.detail_grain(original, got, mask * 0.3, window, (0, 0, fw, fh), matrix, taps=taps, step=1.0, sign=1)
+        is None
+    )
+    np.testing.assert_array_equal(got, pasted)  # nothing over 0.5
+
+
+def test_detail_grain_of_a_step_of_0_writes_the_frame_back_as_it_was():
+    original, pasted, mask, window, box, matrix, taps = grain_case(5)
+    got = pasted.copy()
+    kernels.detail_grain(original, got, mask, window, box, matrix, taps=taps, step=0.0, sign=1, least=1)
+    np.testing.assert_array_equal(got, pasted)
+
+
+@needs_compiled
+def test_detail_grain_refuses_what_it_cannot_read():
+    original, pasted, mask, window, box, matrix, taps = grain_case(1)
+    fh, fw = pasted.shape[:2]
+    with pytest.raises(ValueError, match="sign"):
+        kernels.detail_grain(original, pasted, mask, window, box, matrix, taps=taps, step=1.0, sign=0)
+    with pytest.raises(ValueError, match="original's shape"):
+        kernels.detail_grain(original[1:], pasted, mask, window, box, matrix, taps=taps, step=1.0, sign=1)
+    with pytest.raises(ValueError, match="window must lie"):
+        kernels.detail_grain(
+            original, pasted, mask, (1, 0, *mask.shape[::-1]), box, matrix, taps=taps, step=1.0, sign=1
+        )
+    with pytest.raises(ValueError, match="box in the frame"):
+        kernels.detail_grain(original, pasted, mask, window, (0, 0, fw + 1, 4), matrix, taps=taps, step=1.0, sign=1)
+    with pytest.raises(ValueError, match="odd count"):
+        kernels.detail_grain(original, pasted, mask, window, box, matrix, taps=taps[:-1], step=1.0, sign=1)
+
+
+def test_detail_grain_without_the_compiled_kernels_gives_the_same_frame(monkeypatch):
+    original, pasted, mask, window, box, matrix, taps = grain_case(9)
+    fast = pasted.copy()
+    found = kernels.detail_grain(original, fast, mask, window, box, matrix, taps=taps, step=0.8, sign=-1, least=8)
+    monkeypatch.setattr(pixels, "_pixels", None)
+    plain = pasted.copy()
+    assert (
+        kernels.detail_grain(original, plain, mask, window, box, matrix, taps=taps, step=0.8, sign=-1, least=8) == found
+    )
+    np.testing.assert_array_equal(fast, plain)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from faceweave.compositing.resample import gaussian_lowpass
-from faceweave.kernels import paste_warped, put_detail, reference
+from faceweave.compositing.resample import HALF_RES_SIGMA, gaussian_lowpass
+from faceweave.kernels import detail_grain, paste_warped, put_detail, reference
 
 
 def per_channel(mask: np.ndarray, channels: int) -> np.ndarray:
@@ -268,6 +268,8 @@ def match_detail_planned(
     # the whole face's mask is for the blur alone: a reused plan that softens
     # nothing warps the detail mask only (one channel instead of two, the same values)
     softens = plan is None or plan.blur > 0.0
+    if plan is not None and not softens and _fused_grain(original, frame, mask, matrix, plan, sigma):
+        return plan
     window = _detail_window(frame.shape, mask, blur_mask if softens else None, matrix)
     if window is None:
         return None
@@ -290,6 +292,36 @@ def match_detail_planned(
         new = soften(new, whole, plan.blur)
     _put_grain_step(frame, (x1, y1), new, orig, m, plan.grain, plan.add_grain, sigma)
     return plan
+
+
+def _fused_grain(
+    original: np.ndarray, frame: np.ndarray, mask: np.ndarray, matrix: np.ndarray, plan: DetailPlan, sigma: float
+) -> bool:
+    """:func:`match_detail_planned` with a plan that softens nothing, in one
+    compiled pass over the frame (:func:`~faceweave.kernels.pixels.detail_grain`:
+    the mask warped, the band's low-pass and the step, with no float copy of
+    the window); ``True`` when done, ``False`` when the frames are not of the
+    kernel's kind (the NumPy steps run then) or too little of the mask lands
+    in the frame (nothing is changed then, as those steps would change nothing).
+    The values of those steps within one level: the low-pass sums its taps
+    in its own order (see the kernel)."""
+    if sigma >= HALF_RES_SIGMA or frame.dtype != np.uint8 or frame.ndim != 3 or not frame.flags.c_contiguous:
+        return False
+    if original.shape != frame.shape or original.dtype != np.uint8:
+        return False
+    footprint = _mask_footprint(frame.shape, mask, matrix)
+    if footprint is None:
+        return False
+    window, box, inv_roi = footprint
+    sign = 1 if plan.add_grain else -1
+    taps = cv2.getGaussianKernel(_gaussian_size(sigma), sigma, cv2.CV_32F)
+    return detail_grain(original, frame, mask, window, box, inv_roi, taps=taps, step=plan.grain, sign=sign) is not None
+
+
+def _gaussian_size(sigma: float) -> int:
+    """The kernel size ``cv2.GaussianBlur`` takes for a float picture at
+    ``sigma`` when given none: ``cvRound(sigma * 8 + 1) | 1``."""
+    return int(np.rint(sigma * 8.0 + 1.0)) | 1
 
 
 def _put_grain_step(
@@ -531,14 +563,10 @@ def _detail_window(
     of the warped ``mask`` (only the footprint of its bounding box is warped),
     the mask there and, with ``blur_mask``, that mask there; ``None`` when
     too little of it lands in the frame."""
-    cx1, cy1, cw, ch = cv2.boundingRect((mask > 0.01).astype(np.uint8))
-    if cw * ch == 0:
+    footprint = _mask_footprint(shape, mask, matrix)
+    if footprint is None:
         return None
-    sub = matrix.astype(np.float64).copy()
-    sub[:, 2] -= (cx1, cy1)
-    x1, y1, x2, y2, inv_roi = _crop_roi(shape, (cw, ch), sub)
-    if x2 <= x1 or y2 <= y1:
-        return None
+    (cx1, cy1, cw, ch), (x1, y1, x2, y2), inv_roi = footprint
     # both masks in one warp (two channels)
     window = (slice(cy1, cy1 + ch), slice(cx1, cx1 + cw))
     masks_in: np.ndarray = (
@@ -555,6 +583,24 @@ def _detail_window(
     whole = None if blur_mask is None else np.ascontiguousarray(warped[by1:by2, bx1:bx2, 1])
     box = (x1 + bx1, y1 + by1, x1 + bx2, y1 + by2)
     return box, np.ascontiguousarray(m[by1:by2, bx1:bx2]), whole
+
+
+def _mask_footprint(
+    shape: tuple[int, ...], mask: np.ndarray, matrix: np.ndarray
+) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int], np.ndarray] | None:
+    """Of a crop ``mask`` whose values over 0.01 matter: their box in the
+    crop ``(x, y, w, h)``, the frame box ``(x1, y1, x2, y2)`` it lands on
+    (``matrix``: frame -> crop) and the ``(2, 3)`` matrix taking the one to
+    the other; ``None`` when there is none or it lands outside the frame."""
+    cx1, cy1, cw, ch = cv2.boundingRect((mask > 0.01).astype(np.uint8))
+    if cw * ch == 0:
+        return None
+    sub = matrix.astype(np.float64).copy()
+    sub[:, 2] -= (cx1, cy1)
+    x1, y1, x2, y2, inv_roi = _crop_roi(shape, (cw, ch), sub)
+    if x2 <= x1 or y2 <= y1:
+        return None
+    return (cx1, cy1, cw, ch), (x1, y1, x2, y2), inv_roi
 
 
 def _band(x: np.ndarray, sigma: float) -> np.ndarray:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from faceweave.kernels import lab, pixels, raster
 from faceweave.kernels.lab import LabMap, shade_face
-from faceweave.kernels.pixels import mark_luma, paste_warped, put_detail, to_uint8, warp_by_grid
+from faceweave.kernels.pixels import detail_grain, mark_luma, paste_warped, put_detail, to_uint8, warp_by_grid
 from faceweave.kernels.raster import affine_maps, rasterize
 
 
@@ -35,6 +35,7 @@ __all__ = [
     "LabMap",
     "affine_maps",
     "compiled",
+    "detail_grain",
     "lab",
     "mark_luma",
     "paste_warped",

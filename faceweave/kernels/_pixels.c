@@ -14,6 +14,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -308,6 +309,239 @@ done:
     PyBuffer_Release(&crop_b);
     PyBuffer_Release(&mask_b);
     PyBuffer_Release(&out_b);
+    return result;
+}
+
+/* OpenCV's borderInterpolate for BORDER_REFLECT_101 (gfedcb|abcdefgh|gfedcba) */
+static inline int reflect101(int p, int len) {
+    if (len == 1)
+        return 0;
+    while ((unsigned)p >= (unsigned)len)
+        p = p < 0 ? -p : 2 * len - 2 - p;
+    return p;
+}
+
+/* one row of the box's source, mirrored beyond the box's edges, as float,
+ * then filtered along the row by the taps: into (width * ch) floats */
+static void filtered_row(float *restrict dst, float *restrict tmp, const uint8_t *restrict row, int width, int ch, const float *taps, int k) {
+    int r = k / 2;
+    Py_ssize_t n = (Py_ssize_t)width * ch;
+    for (Py_ssize_t q = 0; q < n; q++) /* the row itself */
+        tmp[(Py_ssize_t)r * ch + q] = (float)row[q];
+    for (int x = -r; x < 0; x++) /* and its mirrored edges */
+        for (int c = 0; c < ch; c++) {
+            tmp[(Py_ssize_t)(x + r) * ch + c] = (float)row[(Py_ssize_t)reflect101(x, width) * ch + c];
+            int far = reflect101(width - 1 - x, width);
+            tmp[(Py_ssize_t)(width + r - 1 - x) * ch + c] = (float)row[(Py_ssize_t)far * ch + c];
+        }
+    for (Py_ssize_t i = 0; i < n; i++)
+        dst[i] = taps[0] * tmp[i];
+    for (int t = 1; t < k; t++) {
+        const float *s = tmp + (Py_ssize_t)t * ch;
+        float f = taps[t];
+        for (Py_ssize_t i = 0; i < n; i++)
+            dst[i] += f * s[i];
+    }
+}
+
+/* o = clip(o + (s - low) * each + 0.5, 0, 255) truncated (NaN: 0), n values */
+static void grain_row(uint8_t *restrict o, const uint8_t *restrict s, const float *restrict low,
+                      const float *restrict each, Py_ssize_t n) {
+    Py_ssize_t q = 0;
+#ifdef __SSE2__
+    const __m128i zero = _mm_setzero_si128();
+    const __m128 half = _mm_set1_ps(0.5f), top = _mm_set1_ps(255.0f), none = _mm_setzero_ps();
+    for (; q + 4 <= n; q += 4) {
+        int32_t ob, sb;
+        memcpy(&ob, o + q, 4);
+        memcpy(&sb, s + q, 4);
+        __m128 ov = _mm_cvtepi32_ps(_mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(ob), zero), zero));
+        __m128 sv = _mm_cvtepi32_ps(_mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(sb), zero), zero));
+        __m128 v = _mm_add_ps(ov, _mm_mul_ps(_mm_sub_ps(sv, _mm_loadu_ps(low + q)), _mm_loadu_ps(each + q)));
+        v = _mm_add_ps(v, half);
+        v = _mm_min_ps(_mm_max_ps(v, none), top); /* maxps gives its second operand (0) for NaN */
+        __m128i levels = _mm_cvttps_epi32(v);
+        levels = _mm_packus_epi16(_mm_packs_epi32(levels, zero), zero);
+        int32_t packed = _mm_cvtsi128_si32(levels);
+        memcpy(o + q, &packed, 4);
+    }
+#endif
+    for (; q < n; q++) {
+        float value = (float)o[q] + ((float)s[q] - low[q]) * each[q];
+        value = value + 0.5f;
+        o[q] = !(value > 0.0f) ? 0 : (value >= 255.0f ? 255 : (uint8_t)value);
+    }
+}
+
+/* the mask's window warped into the frame box (W x H floats), as
+ * cv2.warpAffine (bilinear, 0 outside) with the inverted matrix m */
+static void warp_mask(float *dst, int *delta, const float *mask, Py_ssize_t stride, int bw, int bh, const double *m,
+                      int W, int H) {
+    for (int i = 0; i < W; i++) {
+        delta[2 * i] = (int)lrint(m[0] * i * AB_SCALE);
+        delta[2 * i + 1] = (int)lrint(m[3] * i * AB_SCALE);
+    }
+    for (int j = 0; j < H; j++) {
+        int X0 = (int)lrint((m[1] * j + m[2]) * AB_SCALE) + AB_SCALE / TAB / 2;
+        int Y0 = (int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2;
+        float *line = dst + (Py_ssize_t)j * W;
+        for (int i = 0; i < W; i++) {
+            int X = (X0 + delta[2 * i]) >> 5, Y = (Y0 + delta[2 * i + 1]) >> 5;
+            int sx = X >> 5, sy = Y >> 5, fx = X & (TAB - 1), fy = Y & (TAB - 1);
+            if (sx >= 0 && sy >= 0 && sx < bw - 1 && sy < bh - 1) {
+                const float *f = weights + 4 * (fy * TAB + fx);
+                const float *p = mask + (Py_ssize_t)sy * stride + sx;
+                line[i] = p[0] * f[0] + p[1] * f[1] + p[stride] * f[2] + p[stride + 1] * f[3];
+            } else
+                line[i] = sample_f32(mask, stride, sx, sy, fx, fy, bw, bh);
+        }
+    }
+}
+
+/* detail_grain(original, out, mask, taps, frame_w, frame_h, channels, mask_w, mask_h,
+ *              bx, by, bw, bh, x1, y1, x2, y2, m0, m1, m2, m3, m4, m5, step, sign, least)
+ *   original  uint8 (frame_h, frame_w, channels): the frame before the face was pasted
+ *   out       uint8, the same size: the frame with the face pasted, changed in place
+ *   mask      float32 (mask_h, mask_w): the crop's detail mask, whose window
+ *             (bx, by, bw, bh) is warped onto the frame box (x1, y1)-(x2, y2) by m
+ *             (window -> box, as given to cv2.warpAffine: bilinear, 0 outside)
+ *   taps      float32 (k,), k odd: the low-pass's kernel along rows and columns
+ *   Over the bounding box of the warped mask's values above 0.01 (at least
+ *   `least` pixels, with at least `least` of them above 0.5):
+ *   out = clip(out + sign * (src - low) * (step * mask) + 0.5, 0, 255) truncated,
+ *   src the original frame (sign 1) or out as pasted (sign -1), low its low-pass
+ *   over that box with mirrored edges (cv2.sepFilter2D, BORDER_REFLECT_101).
+ *   Returns the box (X1, Y1, X2, Y2), or None where too little of the mask
+ *   lands (nothing is changed then).
+ */
+static PyObject *detail_grain(PyObject *self, PyObject *args) {
+    Py_buffer orig_b, out_b, mask_b, taps_b;
+    int fw, fh, ch, mw, mh, bx, by, bw, bh, x1, y1, x2, y2, sign, least;
+    double m[6];
+    float step;
+    if (!PyArg_ParseTuple(args, "y*w*y*y*iiiiiiiiiiiiiddddddfii", &orig_b, &out_b, &mask_b, &taps_b, &fw, &fh, &ch,
+                          &mw, &mh, &bx, &by, &bw, &bh, &x1, &y1, &x2, &y2, &m[0], &m[1], &m[2], &m[3], &m[4], &m[5],
+                          &step, &sign, &least))
+        return NULL;
+    PyObject *result = NULL;
+    float *warped = NULL, *tmp = NULL, *ring = NULL, *low = NULL, *each = NULL;
+    int *delta = NULL;
+    uint8_t *copy = NULL;
+    int k = (int)(taps_b.len / (Py_ssize_t)sizeof(float));
+    if (fw <= 0 || fh <= 0 || ch <= 0 || ch > 4 || orig_b.len != (Py_ssize_t)fw * fh * ch || out_b.len != orig_b.len
+        || mw <= 0 || mh <= 0 || mask_b.len != (Py_ssize_t)mw * mh * (Py_ssize_t)sizeof(float)
+        || taps_b.len != (Py_ssize_t)k * (Py_ssize_t)sizeof(float) || k % 2 == 0 || k > 63) {
+        PyErr_SetString(PyExc_ValueError, "original, out, mask and taps must match their sizes (taps: an odd count)");
+        goto done;
+    }
+    if (bw <= 0 || bh <= 0 || bx < 0 || by < 0 || bx + bw > mw || by + bh > mh || x1 < 0 || y1 < 0 || x2 > fw
+        || y2 > fh || x2 <= x1 || y2 <= y1 || (sign != 1 && sign != -1)) {
+        PyErr_SetString(PyExc_ValueError, "the window must lie in the mask, the box in the frame, sign be 1 or -1");
+        goto done;
+    }
+    double d = m[0] * m[4] - m[1] * m[3]; /* the inverse, as warpAffine makes it */
+    d = d != 0 ? 1. / d : 0;
+    double a11 = m[4] * d, a22 = m[0] * d;
+    m[0] = a11;
+    m[1] *= -d;
+    m[3] *= -d;
+    m[4] = a22;
+    double b1 = -m[0] * m[2] - m[1] * m[5], b2 = -m[3] * m[2] - m[4] * m[5];
+    m[2] = b1;
+    m[5] = b2;
+    int W = x2 - x1, H = y2 - y1, r = k / 2;
+    warped = PyMem_RawMalloc((size_t)W * H * sizeof(float));
+    delta = PyMem_RawMalloc(2 * (size_t)W * sizeof(int));
+    tmp = PyMem_RawMalloc((size_t)(W + 2 * r) * ch * sizeof(float));
+    ring = PyMem_RawMalloc((size_t)k * W * ch * sizeof(float));
+    if (warped == NULL || delta == NULL || tmp == NULL || ring == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint8_t *orig = (const uint8_t *)orig_b.buf;
+    uint8_t *out = (uint8_t *)out_b.buf;
+    const float *window = (const float *)mask_b.buf + (Py_ssize_t)by * mw + bx;
+    const float *f = (const float *)taps_b.buf;
+    Py_ssize_t row = (Py_ssize_t)fw * ch;
+    int lx = W, ly = H, hx = -1, hy = -1;
+    Py_ssize_t over = 0;
+    int fits = 1;
+    Py_BEGIN_ALLOW_THREADS
+    warp_mask(warped, delta, window, mw, bw, bh, m, W, H);
+    for (int j = 0; j < H; j++) /* the box of the values over 0.01, and how many pass 0.5 */
+        for (int i = 0; i < W; i++) {
+            float v = warped[(Py_ssize_t)j * W + i];
+            if (v > 0.01f) {
+                lx = i < lx ? i : lx;
+                hx = i > hx ? i : hx;
+                ly = j < ly ? j : ly;
+                hy = j > hy ? j : hy;
+                over += v > 0.5f;
+            }
+        }
+    if (hx < 0 || (Py_ssize_t)(hx - lx + 1) * (hy - ly + 1) < least || over < least)
+        fits = 0;
+    Py_END_ALLOW_THREADS
+    if (!fits) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    int w = hx - lx + 1, h = hy - ly + 1, X1 = x1 + lx, Y1 = y1 + ly;
+    Py_ssize_t line = (Py_ssize_t)w * ch;
+    low = PyMem_RawMalloc((size_t)line * sizeof(float));
+    each = PyMem_RawMalloc((size_t)line * sizeof(float));
+    if (low == NULL || each == NULL || (sign < 0 && (copy = PyMem_RawMalloc((size_t)h * line)) == NULL)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    const uint8_t *src = orig + (Py_ssize_t)Y1 * row + (Py_ssize_t)X1 * ch;
+    Py_ssize_t src_row = row;
+    if (sign < 0) { /* out's own band: read from a copy, as out is written row by row */
+        for (int j = 0; j < h; j++)
+            memcpy(copy + (Py_ssize_t)j * line, out + (Py_ssize_t)(Y1 + j) * row + (Py_ssize_t)X1 * ch, (size_t)line);
+        src = copy;
+        src_row = line;
+    }
+    for (int v = -r; v < r; v++) /* the rows filtered ahead of the first */
+        filtered_row(ring + (Py_ssize_t)((v + r) % k) * line, tmp, src + reflect101(v, h) * src_row, w, ch, f, k);
+    for (int j = 0; j < h; j++) {
+        int v = j + r;
+        filtered_row(ring + (Py_ssize_t)((v + r) % k) * line, tmp, src + reflect101(v, h) * src_row, w, ch, f, k);
+        const uint8_t *s = src + (Py_ssize_t)j * src_row;
+        uint8_t *o = out + (Py_ssize_t)(Y1 + j) * row + (Py_ssize_t)X1 * ch;
+        const float *mrow = warped + (Py_ssize_t)(ly + j) * W + lx;
+        const float *first = ring + (Py_ssize_t)(j % k) * line; /* rows j - r .. j + r of the ring */
+        for (Py_ssize_t q = 0; q < line; q++)
+            low[q] = f[0] * first[q];
+        for (int t = 1; t < k; t++) {
+            const float *a = ring + (Py_ssize_t)((j + t) % k) * line;
+            float ft = f[t];
+            for (Py_ssize_t q = 0; q < line; q++)
+                low[q] += ft * a[q];
+        }
+        for (int i = 0; i < w; i++) { /* the step under the mask, per value; o - b * w is o + b * -w exactly */
+            float wgt = step * mrow[i];
+            wgt = sign > 0 ? wgt : -wgt;
+            for (int c = 0; c < ch; c++)
+                each[(Py_ssize_t)i * ch + c] = wgt;
+        }
+        grain_row(o, s, low, each, line);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("(iiii)", X1, Y1, X1 + w, Y1 + h);
+done:
+    PyMem_RawFree(warped);
+    PyMem_RawFree(delta);
+    PyMem_RawFree(tmp);
+    PyMem_RawFree(ring);
+    PyMem_RawFree(low);
+    PyMem_RawFree(each);
+    PyMem_RawFree(copy);
+    PyBuffer_Release(&orig_b);
+    PyBuffer_Release(&out_b);
+    PyBuffer_Release(&mask_b);
+    PyBuffer_Release(&taps_b);
     return result;
 }
 
@@ -670,6 +904,7 @@ static PyMethodDef methods[] = {
     {"paste_warped", paste_warped, METH_VARARGS, "Warp a crop and its mask into a frame and blend them there."},
     {"warp_by_grid", warp_by_grid, METH_VARARGS, "A smooth field on a grid to every pixel, and a picture moved by it."},
     {"shade_face", shade_face, METH_VARARGS, "A face's CIELAB window mapped, offset and back to 8-bit sRGB, or the crop behind."},
+    {"detail_grain", detail_grain, METH_VARARGS, "Move a frame's detail band under a warped mask, low-pass and all, in place."},
     {"mark_luma", mark_luma, METH_VARARGS, "A watermark's pattern under its upscaled mask added to a Y plane."},
     {NULL, NULL, 0, NULL},
 };

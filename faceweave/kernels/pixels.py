@@ -90,6 +90,78 @@ def paste_warped(
     _pixels.paste_warped(pixels, weights, out, w, h, c, bx, by, bw, bh, out.shape[1], out.shape[0], x1, y1, x2, y2, *m)
 
 
+def detail_grain(
+    original: np.ndarray,
+    out: np.ndarray,
+    mask: np.ndarray,
+    window: tuple[int, int, int, int],
+    box: tuple[int, int, int, int],
+    matrix: np.ndarray,
+    *,
+    taps: np.ndarray,
+    step: float,
+    sign: int,
+    least: int = 64,
+) -> tuple[int, int, int, int] | None:
+    """A video face's grain matched in place, in one pass: the ``window =
+    (x, y, w, h)`` of the crop's float ``mask`` warped by the ``(2, 3)``
+    ``matrix`` (window -> ``box = (x1, y1, x2, y2)`` of the frame) as
+    OpenCV's ``warpAffine`` does (bilinear, 0 outside; to the bit); over the
+    bounding box of its values above 0.01 (``None`` and nothing changed
+    when that box, or the count of values above 0.5 in it, is under
+    ``least`` pixels), the detail band ``src - low`` of the uint8
+    ``original`` frame (``sign`` 1) or of ``out`` as it is (-1), ``low``
+    its low-pass by ``taps`` along rows and columns with mirrored edges,
+    times ``float32(step) * mask`` is added to (taken from) ``out``
+    (C-contiguous uint8 ``(H, W, C)``, like ``original``) and rounded.
+    Returns the box written ``(X1, Y1, X2, Y2)``.  The float32 values of
+    :func:`put_detail` with the band's low-pass summed tap after tap
+    (:func:`faceweave.kernels.reference.separable_lowpass`; OpenCV's
+    ``GaussianBlur`` by the same taps sums in its own order: within 1e-4 of
+    a level)."""
+    bx, by, bw, bh = (int(v) for v in window)
+    x1, y1, x2, y2 = (int(v) for v in box)
+    if out.dtype != np.uint8 or not out.flags.c_contiguous or out.ndim != 3 or original.shape != out.shape:
+        raise ValueError("out must be a C-contiguous (H, W, C) uint8 frame of original's shape")
+    if sign not in (1, -1):
+        raise ValueError(f"sign must be 1 or -1; got {sign}")
+    frame = np.ascontiguousarray(original, np.uint8)
+    weights = np.ascontiguousarray(mask, np.float32)
+    kernel = np.ascontiguousarray(taps, np.float32).ravel()
+    step32 = np.float32(step)
+    if _pixels is None:
+        return reference.detail_grain(
+            frame, out, weights, (bx, by, bw, bh), (x1, y1, x2, y2), matrix, kernel, step32, sign, int(least)
+        )
+    h, w, c = out.shape
+    m = [float(v) for v in np.asarray(matrix, np.float64).reshape(6)]
+    mh, mw = weights.shape[:2]
+    found = _pixels.detail_grain(
+        frame,
+        out,
+        weights,
+        kernel,
+        w,
+        h,
+        c,
+        mw,
+        mh,
+        bx,
+        by,
+        bw,
+        bh,
+        x1,
+        y1,
+        x2,
+        y2,
+        *m,
+        float(step32),
+        sign,
+        int(least),
+    )
+    return None if found is None else tuple(found)
+
+
 def to_uint8(values: np.ndarray, out: np.ndarray | None = None, corner: tuple[int, int] = (0, 0)) -> np.ndarray:
     """``np.clip(values + 0.5, 0, 255).astype(np.uint8)`` of float32
     ``(h, w, C)`` ``values`` (NaN: 0) in one pass: a new array, or written

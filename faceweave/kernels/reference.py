@@ -130,6 +130,68 @@ def paste_warped(
     out[y1:y2, x1:x2] = blended.reshape(out[y1:y2, x1:x2].shape)
 
 
+def reflect101(p: int, n: int) -> int:
+    """OpenCV's ``borderInterpolate`` for ``BORDER_REFLECT_101``: the index
+    inside ``0 .. n - 1`` that position ``p`` mirrors to."""
+    if n == 1:
+        return 0
+    while not 0 <= p < n:
+        p = -p if p < 0 else 2 * n - 2 - p
+    return p
+
+
+def separable_lowpass(src: np.ndarray, taps: np.ndarray) -> np.ndarray:
+    """``src`` (float32 ``(h, w, C)``) filtered by ``taps`` (odd count)
+    along its rows, then its columns, mirrored beyond its edges
+    (``BORDER_REFLECT_101``), summed tap after tap in float32: the low-pass
+    of :func:`faceweave.kernels.pixels.detail_grain`."""
+    h, w = src.shape[:2]
+    k = len(taps)
+    r = k // 2
+    f = [np.float32(t) for t in np.asarray(taps, np.float32).ravel()]
+    rows = np.asarray([reflect101(p, h) for p in range(-r, h + r)])
+    cols = np.asarray([reflect101(p, w) for p in range(-r, w + r)])
+    padded = src[rows][:, cols]
+    along = f[0] * padded[:, 0:w]
+    for t in range(1, k):
+        along += f[t] * padded[:, t : t + w]
+    low = f[0] * along[0:h]
+    for t in range(1, k):
+        low += f[t] * along[t : t + h]
+    return low
+
+
+def detail_grain(
+    original: np.ndarray,
+    out: np.ndarray,
+    mask: np.ndarray,
+    window: tuple[int, int, int, int],
+    box: tuple[int, int, int, int],
+    matrix: np.ndarray,
+    taps: np.ndarray,
+    step: np.float32,
+    sign: int,
+    least: int,
+) -> tuple[int, int, int, int] | None:
+    """:func:`faceweave.kernels.pixels.detail_grain` with OpenCV and NumPy:
+    the mask's ``window`` warped onto ``box`` by ``warpAffine``, the box of
+    its values over 0.01, the band of the original (``sign`` 1) or of
+    ``out`` (-1) there moved by ``step`` times the mask."""
+    bx, by, bw, bh = window
+    x1, y1, x2, y2 = box
+    part = np.ascontiguousarray(mask[by : by + bh, bx : bx + bw], np.float32)
+    m = cv2.warpAffine(part, matrix, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=(0.0,))
+    lx, ly, w, h = cv2.boundingRect((m > 0.01).astype(np.uint8))
+    if w * h == 0 or w * h < least or cv2.countNonZero((m > 0.5).astype(np.uint8)) < least:
+        return None
+    cx, cy = x1 + lx, y1 + ly
+    src = (original if sign > 0 else out)[cy : cy + h, cx : cx + w].astype(np.float32)
+    new = out[cy : cy + h, cx : cx + w].astype(np.float32)
+    low = separable_lowpass(src, taps)
+    put_detail(out, (cx, cy), new, (src, low), np.ascontiguousarray(m[ly : ly + h, lx : lx + w]), step, sign)
+    return cx, cy, cx + w, cy + h
+
+
 def warp_by_grid(pixels: np.ndarray, grid: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`faceweave.kernels.pixels.warp_by_grid` with OpenCV: the grid
     resampled to every pixel by ``warpAffine``, the picture by ``remap``."""
