@@ -321,9 +321,21 @@ static inline int reflect101(int p, int len) {
     return p;
 }
 
-/* one row of the box's source, mirrored beyond the box's edges, as float,
- * then filtered along the row by the taps: into (width * ch) floats */
-static void filtered_row(float *restrict dst, float *restrict tmp, const uint8_t *restrict row, int width, int ch, const float *taps, int k) {
+/* AVX2 where the processor has it (chosen at load time), the baseline
+ * elsewhere: the loops below are element by element with no fused
+ * multiply-add, so both give the same values */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define WIDE_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define WIDE_CLONES
+#endif
+
+/* one row of the box's source, mirrored beyond the box's edges, as float
+ * (tmp), then filtered along the row by the taps, summed tap after tap:
+ * into (width * ch) floats */
+WIDE_CLONES
+static void filtered_row(float *restrict dst, float *restrict tmp, const uint8_t *restrict row, int width, int ch,
+                         const float *restrict taps, int k) {
     int r = k / 2;
     Py_ssize_t n = (Py_ssize_t)width * ch;
     for (Py_ssize_t q = 0; q < n; q++) /* the row itself */
@@ -334,49 +346,94 @@ static void filtered_row(float *restrict dst, float *restrict tmp, const uint8_t
             int far = reflect101(width - 1 - x, width);
             tmp[(Py_ssize_t)(width + r - 1 - x) * ch + c] = (float)row[(Py_ssize_t)far * ch + c];
         }
+    if (k == 7) { /* the video's taps (sigma 0.6): one pass, one store */
+        const float t0 = taps[0], t1 = taps[1], t2 = taps[2], t3 = taps[3], t4 = taps[4], t5 = taps[5], t6 = taps[6];
+        const float *p0 = tmp, *p1 = tmp + ch, *p2 = tmp + 2 * ch, *p3 = tmp + 3 * ch, *p4 = tmp + 4 * ch,
+                    *p5 = tmp + 5 * ch, *p6 = tmp + 6 * ch;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float acc = t0 * p0[i];
+            acc += t1 * p1[i];
+            acc += t2 * p2[i];
+            acc += t3 * p3[i];
+            acc += t4 * p4[i];
+            acc += t5 * p5[i];
+            acc += t6 * p6[i];
+            dst[i] = acc;
+        }
+        return;
+    }
     for (Py_ssize_t i = 0; i < n; i++)
         dst[i] = taps[0] * tmp[i];
     for (int t = 1; t < k; t++) {
-        const float *s = tmp + (Py_ssize_t)t * ch;
+        const float *p = tmp + (Py_ssize_t)t * ch;
         float f = taps[t];
         for (Py_ssize_t i = 0; i < n; i++)
-            dst[i] += f * s[i];
+            dst[i] += f * p[i];
     }
 }
 
-/* o = clip(o + (s - low) * each + 0.5, 0, 255) truncated (NaN: 0), n values */
-static void grain_row(uint8_t *restrict o, const uint8_t *restrict s, const float *restrict low,
-                      const float *restrict each, Py_ssize_t n) {
-    Py_ssize_t q = 0;
-#ifdef __SSE2__
-    const __m128i zero = _mm_setzero_si128();
-    const __m128 half = _mm_set1_ps(0.5f), top = _mm_set1_ps(255.0f), none = _mm_setzero_ps();
-    for (; q + 4 <= n; q += 4) {
-        int32_t ob, sb;
-        memcpy(&ob, o + q, 4);
-        memcpy(&sb, s + q, 4);
-        __m128 ov = _mm_cvtepi32_ps(_mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(ob), zero), zero));
-        __m128 sv = _mm_cvtepi32_ps(_mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(sb), zero), zero));
-        __m128 v = _mm_add_ps(ov, _mm_mul_ps(_mm_sub_ps(sv, _mm_loadu_ps(low + q)), _mm_loadu_ps(each + q)));
-        v = _mm_add_ps(v, half);
-        v = _mm_min_ps(_mm_max_ps(v, none), top); /* maxps gives its second operand (0) for NaN */
-        __m128i levels = _mm_cvttps_epi32(v);
-        levels = _mm_packus_epi16(_mm_packs_epi32(levels, zero), zero);
-        int32_t packed = _mm_cvtsi128_si32(levels);
-        memcpy(o + q, &packed, 4);
-    }
-#endif
-    for (; q < n; q++) {
-        float value = (float)o[q] + ((float)s[q] - low[q]) * each[q];
-        value = value + 0.5f;
-        o[q] = !(value > 0.0f) ? 0 : (value >= 255.0f ? 255 : (uint8_t)value);
-    }
+/* a level rounded from value + 0.5 as put_detail does: truncated, 0 below
+ * (and for NaN), 255 above */
+static inline uint8_t level_of(float value) {
+    value = value + 0.5f;
+    value = value > 0.0f ? value : 0.0f;
+    value = value < 255.0f ? value : 255.0f;
+    return (uint8_t)(int)value;
 }
+
+/* one row of the grain step: low = the ring's rows (k of them, from
+ * rows[0]) weighted by the taps, summed tap after tap; then
+ * o = clip(o + (s - low) * each + 0.5, 0, 255), n values */
+WIDE_CLONES
+static void grain_row(uint8_t *restrict o, const uint8_t *restrict s, float *restrict low, const float *restrict each,
+                      const float *const *rows, const float *restrict taps, int k, Py_ssize_t n) {
+    if (k == 7) {
+        const float t0 = taps[0], t1 = taps[1], t2 = taps[2], t3 = taps[3], t4 = taps[4], t5 = taps[5], t6 = taps[6];
+        const float *restrict r0 = rows[0], *restrict r1 = rows[1], *restrict r2 = rows[2], *restrict r3 = rows[3],
+                              *restrict r4 = rows[4], *restrict r5 = rows[5], *restrict r6 = rows[6];
+        for (Py_ssize_t q = 0; q < n; q++) {
+            float acc = t0 * r0[q];
+            acc += t1 * r1[q];
+            acc += t2 * r2[q];
+            acc += t3 * r3[q];
+            acc += t4 * r4[q];
+            acc += t5 * r5[q];
+            acc += t6 * r6[q];
+            o[q] = level_of((float)o[q] + ((float)s[q] - acc) * each[q]);
+        }
+        return;
+    }
+    for (Py_ssize_t q = 0; q < n; q++)
+        low[q] = taps[0] * rows[0][q];
+    for (int t = 1; t < k; t++) {
+        const float *a = rows[t];
+        float f = taps[t];
+        for (Py_ssize_t q = 0; q < n; q++)
+            low[q] += f * a[q];
+    }
+    for (Py_ssize_t q = 0; q < n; q++)
+        o[q] = level_of((float)o[q] + ((float)s[q] - low[q]) * each[q]);
+}
+
+/* where the warped mask lies: the box of its values over 0.01 (lx..hx,
+ * ly..hy; hx < 0 where there is none) and how many are over 0.5 */
+typedef struct {
+    int lx, ly, hx, hy;
+    Py_ssize_t over;
+} MaskSpan;
 
 /* the mask's window warped into the frame box (W x H floats), as
- * cv2.warpAffine (bilinear, 0 outside) with the inverted matrix m */
-static void warp_mask(float *dst, int *delta, const float *mask, Py_ssize_t stride, int bw, int bh, const double *m,
-                      int W, int H) {
+ * cv2.warpAffine (bilinear, 0 outside) with the inverted matrix m, and
+ * where it lies; 2x2 cells of the window whose four values are 0 give 0
+ * without sampling (cells: bw * bh bytes of scratch) */
+static MaskSpan warp_mask(float *dst, int *delta, uint8_t *cells, const float *mask, Py_ssize_t stride, int bw,
+                          int bh, const double *m, int W, int H) {
+    MaskSpan span = {W, H, -1, -1, 0};
+    for (int y = 0; y + 1 < bh; y++) {
+        const float *a = mask + (Py_ssize_t)y * stride, *b = a + stride;
+        for (int x = 0; x + 1 < bw; x++)
+            cells[(Py_ssize_t)y * bw + x] = (a[x] != 0.0f) | (a[x + 1] != 0.0f) | (b[x] != 0.0f) | (b[x + 1] != 0.0f);
+    }
     for (int i = 0; i < W; i++) {
         delta[2 * i] = (int)lrint(m[0] * i * AB_SCALE);
         delta[2 * i + 1] = (int)lrint(m[3] * i * AB_SCALE);
@@ -385,17 +442,36 @@ static void warp_mask(float *dst, int *delta, const float *mask, Py_ssize_t stri
         int X0 = (int)lrint((m[1] * j + m[2]) * AB_SCALE) + AB_SCALE / TAB / 2;
         int Y0 = (int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2;
         float *line = dst + (Py_ssize_t)j * W;
+        int first = -1, last = -1;
         for (int i = 0; i < W; i++) {
             int X = (X0 + delta[2 * i]) >> 5, Y = (Y0 + delta[2 * i + 1]) >> 5;
             int sx = X >> 5, sy = Y >> 5, fx = X & (TAB - 1), fy = Y & (TAB - 1);
+            float v;
             if (sx >= 0 && sy >= 0 && sx < bw - 1 && sy < bh - 1) {
+                if (!cells[(Py_ssize_t)sy * bw + sx]) {
+                    line[i] = 0.0f;
+                    continue;
+                }
                 const float *f = weights + 4 * (fy * TAB + fx);
                 const float *p = mask + (Py_ssize_t)sy * stride + sx;
-                line[i] = p[0] * f[0] + p[1] * f[1] + p[stride] * f[2] + p[stride + 1] * f[3];
+                v = p[0] * f[0] + p[1] * f[1] + p[stride] * f[2] + p[stride + 1] * f[3];
             } else
-                line[i] = sample_f32(mask, stride, sx, sy, fx, fy, bw, bh);
+                v = sample_f32(mask, stride, sx, sy, fx, fy, bw, bh);
+            line[i] = v;
+            if (v > 0.01f) {
+                first = first < 0 ? i : first;
+                last = i;
+                span.over += v > 0.5f;
+            }
+        }
+        if (first >= 0) {
+            span.lx = first < span.lx ? first : span.lx;
+            span.hx = last > span.hx ? last : span.hx;
+            span.ly = j < span.ly ? j : span.ly;
+            span.hy = j;
         }
     }
+    return span;
 }
 
 /* detail_grain(original, out, mask, taps, frame_w, frame_h, channels, mask_w, mask_h,
@@ -426,7 +502,7 @@ static PyObject *detail_grain(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     float *warped = NULL, *tmp = NULL, *ring = NULL, *low = NULL, *each = NULL;
     int *delta = NULL;
-    uint8_t *copy = NULL;
+    uint8_t *copy = NULL, *cells = NULL;
     int k = (int)(taps_b.len / (Py_ssize_t)sizeof(float));
     if (fw <= 0 || fh <= 0 || ch <= 0 || ch > 4 || orig_b.len != (Py_ssize_t)fw * fh * ch || out_b.len != orig_b.len
         || mw <= 0 || mh <= 0 || mask_b.len != (Py_ssize_t)mw * mh * (Py_ssize_t)sizeof(float)
@@ -454,7 +530,8 @@ static PyObject *detail_grain(PyObject *self, PyObject *args) {
     delta = PyMem_RawMalloc(2 * (size_t)W * sizeof(int));
     tmp = PyMem_RawMalloc((size_t)(W + 2 * r) * ch * sizeof(float));
     ring = PyMem_RawMalloc((size_t)k * W * ch * sizeof(float));
-    if (warped == NULL || delta == NULL || tmp == NULL || ring == NULL) {
+    cells = PyMem_RawMalloc((size_t)bw * bh);
+    if (warped == NULL || delta == NULL || tmp == NULL || ring == NULL || cells == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -463,30 +540,18 @@ static PyObject *detail_grain(PyObject *self, PyObject *args) {
     const float *window = (const float *)mask_b.buf + (Py_ssize_t)by * mw + bx;
     const float *f = (const float *)taps_b.buf;
     Py_ssize_t row = (Py_ssize_t)fw * ch;
-    int lx = W, ly = H, hx = -1, hy = -1;
-    Py_ssize_t over = 0;
     int fits = 1;
+    MaskSpan span;
     Py_BEGIN_ALLOW_THREADS
-    warp_mask(warped, delta, window, mw, bw, bh, m, W, H);
-    for (int j = 0; j < H; j++) /* the box of the values over 0.01, and how many pass 0.5 */
-        for (int i = 0; i < W; i++) {
-            float v = warped[(Py_ssize_t)j * W + i];
-            if (v > 0.01f) {
-                lx = i < lx ? i : lx;
-                hx = i > hx ? i : hx;
-                ly = j < ly ? j : ly;
-                hy = j > hy ? j : hy;
-                over += v > 0.5f;
-            }
-        }
-    if (hx < 0 || (Py_ssize_t)(hx - lx + 1) * (hy - ly + 1) < least || over < least)
+    span = warp_mask(warped, delta, cells, window, mw, bw, bh, m, W, H);
+    if (span.hx < 0 || (Py_ssize_t)(span.hx - span.lx + 1) * (span.hy - span.ly + 1) < least || span.over < least)
         fits = 0;
     Py_END_ALLOW_THREADS
     if (!fits) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    int w = hx - lx + 1, h = hy - ly + 1, X1 = x1 + lx, Y1 = y1 + ly;
+    int lx = span.lx, ly = span.ly, w = span.hx - lx + 1, h = span.hy - ly + 1, X1 = x1 + lx, Y1 = y1 + ly;
     Py_ssize_t line = (Py_ssize_t)w * ch;
     low = PyMem_RawMalloc((size_t)line * sizeof(float));
     each = PyMem_RawMalloc((size_t)line * sizeof(float));
@@ -511,22 +576,16 @@ static PyObject *detail_grain(PyObject *self, PyObject *args) {
         const uint8_t *s = src + (Py_ssize_t)j * src_row;
         uint8_t *o = out + (Py_ssize_t)(Y1 + j) * row + (Py_ssize_t)X1 * ch;
         const float *mrow = warped + (Py_ssize_t)(ly + j) * W + lx;
-        const float *first = ring + (Py_ssize_t)(j % k) * line; /* rows j - r .. j + r of the ring */
-        for (Py_ssize_t q = 0; q < line; q++)
-            low[q] = f[0] * first[q];
-        for (int t = 1; t < k; t++) {
-            const float *a = ring + (Py_ssize_t)((j + t) % k) * line;
-            float ft = f[t];
-            for (Py_ssize_t q = 0; q < line; q++)
-                low[q] += ft * a[q];
-        }
+        const float *rows[64];
+        for (int t = 0; t < k; t++) /* rows j - r .. j + r of the ring */
+            rows[t] = ring + (Py_ssize_t)((j + t) % k) * line;
         for (int i = 0; i < w; i++) { /* the step under the mask, per value; o - b * w is o + b * -w exactly */
             float wgt = step * mrow[i];
             wgt = sign > 0 ? wgt : -wgt;
             for (int c = 0; c < ch; c++)
                 each[(Py_ssize_t)i * ch + c] = wgt;
         }
-        grain_row(o, s, low, each, line);
+        grain_row(o, s, low, each, rows, f, k, line);
     }
     Py_END_ALLOW_THREADS
     result = Py_BuildValue("(iiii)", X1, Y1, X1 + w, Y1 + h);
@@ -538,6 +597,7 @@ done:
     PyMem_RawFree(low);
     PyMem_RawFree(each);
     PyMem_RawFree(copy);
+    PyMem_RawFree(cells);
     PyBuffer_Release(&orig_b);
     PyBuffer_Release(&out_b);
     PyBuffer_Release(&mask_b);
