@@ -732,3 +732,57 @@ def test_a_reused_detail_plan_runs_the_compiled_grain_step_within_a_level_of_the
     )
     diff = np.abs(fused.astype(int) - steps)
     assert diff.max() <= 1 and (diff > 0).mean() < 1e-3
+
+
+def _edge_connected_by_joining(covered: np.ndarray, edge: np.ndarray) -> np.ndarray:
+    """masks.edge_connected as it was first written: the parts and the edge
+    labelled together, the labels that hold an edge pixel kept."""
+    joined = np.maximum(covered, edge).astype(np.uint8)
+    _, labels = cv2.connectedComponents(joined, connectivity=8)
+    touching = np.unique(labels[edge > 0])
+    return (np.isin(labels, touching[touching > 0]) & (edge == 0)).astype(np.uint8)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_edge_connected_by_one_labelling_is_the_joined_labelling(seed):
+    """One labelling of the parts and a dilation of the edge find the parts
+    that the edge and the parts labelled together find (also where the
+    covered mask reaches into the edge, or the edge is in pieces)."""
+    rng = np.random.default_rng(seed)
+    h, w = (int(v) for v in rng.integers(8, 90, 2))
+    noise = cv2.GaussianBlur(rng.random((h, w)).astype(np.float32), (0, 0), float(rng.uniform(0.5, 3.0)))
+    covered = (noise > np.quantile(noise, rng.uniform(0.3, 0.8))).astype(np.uint8)
+    edge = np.zeros((h, w), np.uint8)
+    edge[: int(rng.integers(0, h // 3 + 1))] = 1
+    edge[:, w - int(rng.integers(0, w // 3 + 1)) :] = 1
+    edge[rng.random((h, w)) < 0.01] = 1  # specks: an edge in pieces
+    np.testing.assert_array_equal(masks.edge_connected(covered, edge), _edge_connected_by_joining(covered, edge))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_without_islands_clears_the_islands_the_joined_labelling_finds(seed):
+    from tests.test_kernels import face_mesh
+
+    from faceweave.compositing import occlusion
+    from faceweave.compositing.regions import outside_face
+
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(60, 200))
+    mesh = face_mesh(size, yaw=float(rng.uniform(-0.6, 0.6)), seed=seed)
+    noise = cv2.GaussianBlur(rng.random((size, size)).astype(np.float32), (0, 0), float(rng.uniform(0.5, 4.0)))
+    skin = np.clip((noise - noise.mean()) * rng.uniform(5, 40) + 0.5 + rng.uniform(-0.3, 0.3), 0, 1).astype(np.float32)
+    face_size = size * 0.56
+    # the islands as the joined labelling found them
+    edge = outside_face((size, size), mesh)
+    covered = ((skin < 0.5) & (edge == 0)).astype(np.uint8)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(covered, connectivity=8)
+    small = stats[:, cv2.CC_STAT_AREA] < occlusion.ISLAND_MAX * face_size * face_size
+    small[0] = False
+    islands = small[labels] & (_edge_connected_by_joining(covered, edge) == 0)
+    got = occlusion.without_islands(skin, mesh, face_size)
+    if not islands.any():
+        assert got is skin
+        return
+    k = max(3, int(round(0.02 * face_size)) * 2 + 1)
+    grown = cv2.dilate(islands.astype(np.uint8), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    np.testing.assert_array_equal(got, np.maximum(skin, grown.astype(np.float32)))

@@ -82,10 +82,23 @@ def edge_connected(covered: np.ndarray, edge: np.ndarray) -> np.ndarray:
     """``{0, 1}`` uint8: the parts of ``covered`` (``{0, 1}``) that touch
     ``edge`` (``{0, 1}``), 8-connected (``edge`` itself counts as covered,
     so parts joined only through it are kept too; it is not in the result)."""
-    joined = np.maximum(covered, edge).astype(np.uint8)
-    _, labels = cv2.connectedComponents(joined, connectivity=8)
-    touching = np.unique(labels[edge > 0])
-    return (np.isin(labels, touching[touching > 0]) & (edge == 0)).astype(np.uint8)
+    inner = ((covered > 0) & (edge == 0)).astype(np.uint8)
+    count, labels = cv2.connectedComponents(inner, connectivity=8)
+    return edge_reaching(labels, count, edge)[labels].astype(np.uint8)
+
+
+def edge_reaching(labels: np.ndarray, count: int, edge: np.ndarray) -> np.ndarray:
+    """``(count,)`` bool: which of the ``count`` 8-connected parts labelled in
+    ``labels`` (``cv2.connectedComponents`` of a mask outside ``edge``;
+    label 0: the rest) touch ``edge``.  A part joins the edge, through the
+    edge, exactly when one of its pixels is an 8-neighbour of an edge pixel
+    (any other covered neighbour is in the part itself), so one labelling
+    and one dilation do what labelling the part and the edge together
+    would."""
+    near = cv2.dilate((edge > 0).astype(np.uint8), np.ones((3, 3), np.uint8))
+    reaching = np.bincount(labels[(near > 0) & (labels > 0)], minlength=count) > 0
+    reaching[0] = False
+    return reaching
 
 
 def thin_dark(lightness: np.ndarray, *, width: float, contrast: float = 14.0) -> np.ndarray:

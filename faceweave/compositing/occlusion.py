@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 
 from faceweave.compositing.colour import to_lab
-from faceweave.compositing.masks import edge_connected, feather, polygon_mask, thin_dark
+from faceweave.compositing.masks import edge_connected, edge_reaching, feather, polygon_mask, thin_dark
 from faceweave.compositing.regions import (
     above_eyes,
     across_face,
@@ -323,12 +323,12 @@ def without_islands(skin: np.ndarray, mesh: np.ndarray, face_size: float) -> np.
     n, labels, stats, _ = cv2.connectedComponentsWithStats(covered, connectivity=8)
     if n <= 1:
         return skin
-    reaching = edge_connected(covered, edge)
     small = stats[:, cv2.CC_STAT_AREA] < ISLAND_MAX * face_size * face_size
     small[0] = False
-    islands = small[labels] & (reaching == 0)
-    if not islands.any():
+    inside = small & ~edge_reaching(labels, n, edge)  # per part, then per pixel
+    if not inside.any():
         return skin
+    islands = inside[labels]
     k = max(3, int(round(0.02 * face_size)) * 2 + 1)
     grown = cv2.dilate(islands.astype(np.uint8), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
     return np.maximum(skin, grown.astype(np.float32))
