@@ -257,8 +257,9 @@ class MeshSwapper:
         # a closed (or nearly closed) eye keeps the target's own lids: the
         # source's open eye squeezed into a slit shows as a white smear
         weight = weight * _eyelid_weights(new_mesh, tris)
-        # no triangle (-1) takes the table's last entry: 0
-        coverage = np.append(weight, 0.0).astype(np.float32)[ids]
+        # no triangle (-1) takes the table's last entry: 0 (np.take: the gather
+        # of fancy indexing, a third faster)
+        coverage = np.take(np.append(weight, 0.0).astype(np.float32), ids)
         clean = mapped[1] if source.clean is not None else None
         return face, coverage, clean
 
