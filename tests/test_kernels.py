@@ -513,3 +513,20 @@ def test_detail_grain_without_the_compiled_kernels_gives_the_same_frame(monkeypa
         kernels.detail_grain(original, plain, mask, window, box, matrix, taps=taps, step=0.8, sign=-1, least=8) == found
     )
     np.testing.assert_array_equal(fast, plain)
+
+
+@needs_compiled
+def test_detail_grain_runs_side_by_side_in_threads():
+    """Each thread's frame is its own: the kernel's scratch (warped mask,
+    rows, the ring of filtered rows) is allocated per call."""
+    cases = [grain_case(20 + k) for k in range(4)]
+
+    def job(k: int) -> np.ndarray:
+        original, pasted, mask, window, box, matrix, taps = cases[k]
+        out = pasted.copy()
+        kernels.detail_grain(original, out, mask, window, box, matrix, taps=taps, step=0.9, sign=1, least=8)
+        return out
+
+    want = [job(k) for k in range(4)]
+    for got, expected in zip(side_by_side([partial(job, k) for k in range(4)], repeats=20), want, strict=True):
+        np.testing.assert_array_equal(got, expected)
