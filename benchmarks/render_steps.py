@@ -20,6 +20,15 @@ minute on the 2-core machine; a step's 1-2 ms does not show through that).
   clip's 720p Y planes, the perceptual mask upscaled, multiplied and added
   by OpenCV (before) against ``kernels.pixels.mark_luma`` (one pass, the
   same values); per frame.
+- ``detail step``: ``match_detail_planned`` on a frame that reuses its
+  plan (no softening), the detail mask warped by OpenCV, float copies of
+  the window, ``GaussianBlur`` and ``put_detail`` (before) against
+  ``kernels.detail_grain`` (one pass; within a level); each call on a new
+  copy of the pasted frame, in both.
+- ``islands``: ``occlusion.without_islands`` with the covered parts and
+  the face's outside labelled together and ``np.unique``/``np.isin`` over
+  the grid (before) against one labelling and ``masks.edge_reaching`` (the
+  same masks).
 
     .venv/bin/python benchmarks/render_steps.py [--frames 40] [--rounds 30]
 """
@@ -42,10 +51,13 @@ DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / 
 SOURCE = "single/biden2.jpg"
 
 
-def capture(data: Path, frames: int) -> tuple[list, list]:
-    """The arguments of ``blend_face`` and ``composite`` for the first ``frames`` faces of the clip."""
+def capture(data: Path, frames: int) -> tuple[list, list, list, list]:
+    """The arguments of ``blend_face``, ``composite``, ``match_detail_planned``
+    (frames that reuse a plan, with the frames as pasted) and
+    ``without_islands`` for the first ``frames`` faces of the clip."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import faceweave.compositing.composite as composite_module
+    import faceweave.compositing.occlusion as occlusion_module
     import faceweave.render as render_module
     from faceweave.options import SelectionOptions, SwapOptions
     from faceweave.pipeline import FaceSwapper
@@ -54,7 +66,20 @@ def capture(data: Path, frames: int) -> tuple[list, list]:
 
     blends: list = []
     composites: list = []
+    details: list = []
+    islands: list = []
     blend_face, composite = composite_module.blend_face, render_module.composite
+    detail_step, without_islands = render_module.match_detail_planned, occlusion_module.without_islands
+
+    def spy_detail(original, frame, *args, **kw):
+        if len(details) < frames and kw.get("plan") is not None:
+            details.append((original.copy(), frame.copy(), args, kw))
+        return detail_step(original, frame, *args, **kw)
+
+    def spy_islands(*args):
+        if len(islands) < frames:
+            islands.append(args)
+        return without_islands(*args)
 
     def spy_blend(*args, **kw):
         if len(blends) < frames:
@@ -67,6 +92,7 @@ def capture(data: Path, frames: int) -> tuple[list, list]:
         return composite(*args, **kw)
 
     composite_module.blend_face, render_module.composite = spy_blend, spy_composite
+    render_module.match_detail_planned, occlusion_module.without_islands = spy_detail, spy_islands
     try:
         with tempfile.TemporaryDirectory() as tmp:
             clip = Path(tmp) / "720p.mp4"
@@ -79,7 +105,8 @@ def capture(data: Path, frames: int) -> tuple[list, list]:
                 )
     finally:
         composite_module.blend_face, render_module.composite = blend_face, composite
-    return blends, composites
+        render_module.match_detail_planned, occlusion_module.without_islands = detail_step, without_islands
+    return blends, composites, details, islands
 
 
 def colour_chain_before(out, behind, mask, plan, box) -> np.ndarray:
@@ -199,6 +226,71 @@ def watermark_steps(data: Path, frames: int, rounds: int) -> dict[str, float]:
     )
 
 
+def detail_before(original, frame, mask, matrix, *, blur_mask, plan, sigma=0.6) -> None:
+    """``match_detail_planned`` on a reusing frame before ``kernels.detail_grain``."""
+    from faceweave.compositing import blend
+
+    window = blend._detail_window(frame.shape, mask, None if plan.blur <= 0 else blur_mask, matrix)
+    if window is None:
+        return
+    (x1, y1, x2, y2), m, whole = window
+    sel = (m > 0.5).astype(np.uint8)
+    if cv2.countNonZero(sel) < 64:
+        return
+    orig = original[y1:y2, x1:x2].astype(np.float32)
+    new = frame[y1:y2, x1:x2].astype(np.float32)
+    if whole is not None:
+        new = blend.soften(new, whole, plan.blur)
+    blend._put_grain_step(frame, (x1, y1), new, orig, m, plan.grain, plan.add_grain, sigma)
+
+
+def detail_steps(details: list, rounds: int) -> dict[str, float]:
+    from faceweave.compositing.blend import match_detail_planned
+
+    def run(before: bool) -> None:
+        for original, frame, args, kw in details:
+            (detail_before if before else match_detail_planned)(original, frame.copy(), *args, **kw)
+
+    return interleaved([("before", lambda: run(True)), ("after", lambda: run(False))], rounds, len(details))
+
+
+def islands_before(skin: np.ndarray, mesh: np.ndarray, face_size: float) -> np.ndarray:
+    """``occlusion.without_islands`` before: the parts and the outside labelled together."""
+    from faceweave.compositing.occlusion import ISLAND_MAX
+    from faceweave.compositing.regions import outside_face
+
+    size = (skin.shape[1], skin.shape[0])
+    edge = outside_face(size, mesh)
+    covered = ((skin < 0.5) & (edge == 0)).astype(np.uint8)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(covered, connectivity=8)
+    if n <= 1:
+        return skin
+    _, joined = cv2.connectedComponents(np.maximum(covered, edge).astype(np.uint8), connectivity=8)
+    touching = np.unique(joined[edge > 0])
+    reaching = np.isin(joined, touching[touching > 0]) & (edge == 0)
+    small = stats[:, cv2.CC_STAT_AREA] < ISLAND_MAX * face_size * face_size
+    small[0] = False
+    islands = small[labels] & ~reaching
+    if not islands.any():
+        return skin
+    k = max(3, int(round(0.02 * face_size)) * 2 + 1)
+    grown = cv2.dilate(islands.astype(np.uint8), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    return np.maximum(skin, grown.astype(np.float32))
+
+
+def islands_steps(islands: list, rounds: int) -> dict[str, float]:
+    from faceweave.compositing.occlusion import without_islands
+
+    return interleaved(
+        [
+            ("before", lambda: [islands_before(*a) for a in islands]),
+            ("after", lambda: [without_islands(*a) for a in islands]),
+        ],
+        rounds,
+        len(islands),
+    )
+
+
 def interleaved(pairs: Sequence[tuple[str, Callable[[], None]]], rounds: int, per: int) -> dict[str, float]:
     """Median CPU milliseconds (this thread) per item of each callable, alternating their order every round."""
     times: dict[str, list[float]] = {name: [] for name, _ in pairs}
@@ -223,7 +315,7 @@ def main() -> int:
     from faceweave.compositing.occlusion import target_occlusion
 
     cv2.setNumThreads(1)  # as a video's render threads run
-    blends, composites = capture(args.data, args.frames)
+    blends, composites, details, islands = capture(args.data, args.frames)
     faces = [(a[0], a[1], a[2], a[3], blend_window(a[2])) for a, _ in blends]
     faces = [f for f in faces if f[4] is not None]
     chain = interleaved(
@@ -250,17 +342,21 @@ def main() -> int:
     )
     masks = masks_steps(composites, args.rounds)
     mark = watermark_steps(args.data, args.frames, args.rounds)
+    detail = detail_steps(details, args.rounds)
+    island = islands_steps(islands, args.rounds)
     print(f"CPU ms per face (per frame: the watermark), medians of {args.rounds} interleaved rounds over")
     print(f"{len(faces)} faces / {args.frames} frames of the 720p clip")
-    print(f"{'step':<40}{'before':>8}{'after':>8}{'ratio':>8}")
+    print(f"{'step':<42}{'before':>8}{'after':>8}{'ratio':>8}")
     steps = (
         ("colour chain (shade_face)", chain),
         ("occlusion test, reused plan (skin model)", occl),
         ("blend masks, reused plan (box, dilation)", masks),
         ("watermark on the Y plane (mark_luma)", mark),
+        ("detail step, reused plan (detail_grain)", detail),
+        ("islands (one labelling)", island),
     )
     for name, found in steps:
-        print(f"{name:<40}{found['before']:8.2f}{found['after']:8.2f}{found['after'] / found['before']:8.2f}")
+        print(f"{name:<42}{found['before']:8.2f}{found['after']:8.2f}{found['after'] / found['before']:8.2f}")
     return 0
 
 
