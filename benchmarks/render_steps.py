@@ -25,6 +25,9 @@ minute on the 2-core machine; a step's 1-2 ms does not show through that).
   the window, ``GaussianBlur`` and ``put_detail`` (before) against
   ``kernels.detail_grain`` (one pass; within a level); each call on a new
   copy of the pasted frame, in both.
+- ``multi-band blend``: ``blend.laplacian_blend`` with each level mixed
+  by NumPy (a difference, a mask spread over three channels, a product and
+  a sum) against ``kernels.mix_band`` (one pass; the same values).
 - ``islands``: ``occlusion.without_islands`` with the covered parts and
   the face's outside labelled together and ``np.unique``/``np.isin`` over
   the grid (before) against one labelling and ``masks.edge_reaching`` (the
@@ -51,10 +54,10 @@ DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / 
 SOURCE = "single/biden2.jpg"
 
 
-def capture(data: Path, frames: int) -> tuple[list, list, list, list]:
+def capture(data: Path, frames: int) -> tuple[list, list, list, list, list]:
     """The arguments of ``blend_face``, ``composite``, ``match_detail_planned``
-    (frames that reuse a plan, with the frames as pasted) and
-    ``without_islands`` for the first ``frames`` faces of the clip."""
+    (frames that reuse a plan, with the frames as pasted), ``without_islands``
+    and ``laplacian_blend`` for the first ``frames`` faces of the clip."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import faceweave.compositing.composite as composite_module
     import faceweave.compositing.occlusion as occlusion_module
@@ -68,6 +71,8 @@ def capture(data: Path, frames: int) -> tuple[list, list, list, list]:
     composites: list = []
     details: list = []
     islands: list = []
+    multiband: list = []
+    laplacian = composite_module.laplacian_blend
     blend_face, composite = composite_module.blend_face, render_module.composite
     detail_step, without_islands = render_module.match_detail_planned, occlusion_module.without_islands
 
@@ -75,6 +80,11 @@ def capture(data: Path, frames: int) -> tuple[list, list, list, list]:
         if len(details) < frames and kw.get("plan") is not None:
             details.append((original.copy(), frame.copy(), args, kw))
         return detail_step(original, frame, *args, **kw)
+
+    def spy_blend_levels(*args, **kw):
+        if len(multiband) < frames:
+            multiband.append((args, kw))
+        return laplacian(*args, **kw)
 
     def spy_islands(*args):
         if len(islands) < frames:
@@ -93,6 +103,7 @@ def capture(data: Path, frames: int) -> tuple[list, list, list, list]:
 
     composite_module.blend_face, render_module.composite = spy_blend, spy_composite
     render_module.match_detail_planned, occlusion_module.without_islands = spy_detail, spy_islands
+    composite_module.laplacian_blend = spy_blend_levels
     try:
         with tempfile.TemporaryDirectory() as tmp:
             clip = Path(tmp) / "720p.mp4"
@@ -106,7 +117,8 @@ def capture(data: Path, frames: int) -> tuple[list, list, list, list]:
     finally:
         composite_module.blend_face, render_module.composite = blend_face, composite
         render_module.match_detail_planned, occlusion_module.without_islands = detail_step, without_islands
-    return blends, composites, details, islands
+        composite_module.laplacian_blend = laplacian
+    return blends, composites, details, islands, multiband
 
 
 def colour_chain_before(out, behind, mask, plan, box) -> np.ndarray:
@@ -254,6 +266,41 @@ def detail_steps(details: list, rounds: int) -> dict[str, float]:
     return interleaved([("before", lambda: run(True)), ("after", lambda: run(False))], rounds, len(details))
 
 
+def multiband_before(front: np.ndarray, back: np.ndarray, mask: np.ndarray, *, levels: int = 5) -> np.ndarray:
+    """``blend.laplacian_blend`` before ``kernels.mix_band``: each level mixed by NumPy."""
+    from faceweave.compositing.blend import per_channel
+
+    h, w = mask.shape
+    levels = max(1, min(levels, int(np.log2(max(1, min(h, w) // 8))) + 1))
+    back = back.astype(np.float32)
+    gm, gd = [mask.astype(np.float32)], [front.astype(np.float32) - back]
+    for _ in range(levels - 1):
+        gm.append(cv2.pyrDown(gm[-1]))
+        gd.append(cv2.pyrDown(gd[-1]))
+    channels = gd[0].shape[2]
+    out = gd[-1] * per_channel(gm[-1], channels)
+    for i in range(levels - 2, -1, -1):
+        size = (gd[i].shape[1], gd[i].shape[0])
+        band = gd[i] - cv2.pyrUp(gd[i + 1], dstsize=size)
+        band *= per_channel(gm[i], channels)
+        out = cv2.pyrUp(out, dstsize=size) + band
+    out += back
+    return out
+
+
+def multiband_steps(multiband: list, rounds: int) -> dict[str, float]:
+    from faceweave.compositing.blend import laplacian_blend
+
+    return interleaved(
+        [
+            ("before", lambda: [multiband_before(*a, **kw) for a, kw in multiband]),
+            ("after", lambda: [laplacian_blend(*a, **kw) for a, kw in multiband]),
+        ],
+        rounds,
+        len(multiband),
+    )
+
+
 def islands_before(skin: np.ndarray, mesh: np.ndarray, face_size: float) -> np.ndarray:
     """``occlusion.without_islands`` before: the parts and the outside labelled together."""
     from faceweave.compositing.occlusion import ISLAND_MAX
@@ -315,7 +362,7 @@ def main() -> int:
     from faceweave.compositing.occlusion import target_occlusion
 
     cv2.setNumThreads(1)  # as a video's render threads run
-    blends, composites, details, islands = capture(args.data, args.frames)
+    blends, composites, details, islands, multiband = capture(args.data, args.frames)
     faces = [(a[0], a[1], a[2], a[3], blend_window(a[2])) for a, _ in blends]
     faces = [f for f in faces if f[4] is not None]
     chain = interleaved(
@@ -344,6 +391,7 @@ def main() -> int:
     mark = watermark_steps(args.data, args.frames, args.rounds)
     detail = detail_steps(details, args.rounds)
     island = islands_steps(islands, args.rounds)
+    levels = multiband_steps(multiband, args.rounds)
     print(f"CPU ms per face (per frame: the watermark), medians of {args.rounds} interleaved rounds over")
     print(f"{len(faces)} faces / {args.frames} frames of the 720p clip")
     print(f"{'step':<42}{'before':>8}{'after':>8}{'ratio':>8}")
@@ -354,6 +402,7 @@ def main() -> int:
         ("watermark on the Y plane (mark_luma)", mark),
         ("detail step, reused plan (detail_grain)", detail),
         ("islands (one labelling)", island),
+        ("multi-band blend (mix_band)", levels),
     )
     for name, found in steps:
         print(f"{name:<42}{found['before']:8.2f}{found['after']:8.2f}{found['after'] / found['before']:8.2f}")

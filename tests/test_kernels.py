@@ -530,3 +530,61 @@ def test_detail_grain_runs_side_by_side_in_threads():
     want = [job(k) for k in range(4)]
     for got, expected in zip(side_by_side([partial(job, k) for k in range(4)], repeats=20), want, strict=True):
         np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("seed", range(24))
+@pytest.mark.parametrize("with_back", [False, True])
+def test_mix_band_is_its_reference_to_the_bit(seed, with_back):
+    rng = np.random.default_rng(seed)
+    h, w = (int(v) for v in rng.integers(1, 60, 2))
+    ch = (3, 1, 4)[seed % 3]
+    up, fine, coarse, back = (rng.normal(0, 80, (h, w, ch)).astype(np.float32) for _ in range(4))
+    mask = rng.uniform(-0.1, 1.1, (h, w)).astype(np.float32)
+    got = kernels.mix_band(up.copy(), fine, coarse, mask, back if with_back else None)
+    want = reference.mix_band(up.copy(), fine, coarse, mask, back if with_back else None)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_mix_band_refuses_pictures_of_other_shapes():
+    a = np.zeros((4, 5, 3), np.float32)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        kernels.mix_band(a[:, ::2], a[:, ::2], a[:, ::2], np.zeros((4, 3), np.float32))
+    with pytest.raises(ValueError, match="mask"):
+        kernels.mix_band(a, a, a, np.zeros((4, 4), np.float32))
+    with pytest.raises(ValueError, match="back"):
+        kernels.mix_band(a, a, a, np.zeros((4, 5), np.float32), a[:3])
+
+
+def _multiband_by_numpy(front, back, mask, levels):
+    """compositing.blend.laplacian_blend as NumPy mixed its levels before kernels.mix_band."""
+    from faceweave.compositing.blend import per_channel
+
+    h, w = mask.shape
+    levels = max(1, min(levels, int(np.log2(max(1, min(h, w) // 8))) + 1))
+    gm, gd = [mask], [front - back]
+    for _ in range(levels - 1):
+        gm.append(cv2.pyrDown(gm[-1]))
+        gd.append(cv2.pyrDown(gd[-1]))
+    out = gd[-1] * per_channel(gm[-1], 3)
+    for i in range(levels - 2, -1, -1):
+        size = (gd[i].shape[1], gd[i].shape[0])
+        band = gd[i] - cv2.pyrUp(gd[i + 1], dstsize=size)
+        band *= per_channel(gm[i], 3)
+        out = cv2.pyrUp(out, dstsize=size) + band
+    out += back
+    return out
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_the_multiband_blend_mixes_its_levels_as_numpy_did(seed):
+    from faceweave.compositing.blend import laplacian_blend
+
+    rng = np.random.default_rng(seed)
+    h, w = (int(v) for v in rng.integers(5, 300, 2))
+    front, back = (rng.uniform(0, 255, (h, w, 3)).astype(np.float32) for _ in range(2))
+    mask = np.clip(cv2.GaussianBlur(rng.random((h, w)).astype(np.float32), (0, 0), 3) * 3 - 1, 0, 1)
+    mask = mask.astype(np.float32)
+    levels = int(rng.integers(1, 6))
+    np.testing.assert_array_equal(
+        laplacian_blend(front, back, mask, levels=levels), _multiband_by_numpy(front, back, mask, levels)
+    )

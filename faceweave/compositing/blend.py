@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 
 from faceweave.compositing.resample import HALF_RES_SIGMA, gaussian_lowpass
-from faceweave.kernels import detail_grain, paste_warped, put_detail, reference
+from faceweave.kernels import detail_grain, mix_band, paste_warped, put_detail, reference
 
 
 def per_channel(mask: np.ndarray, channels: int) -> np.ndarray:
@@ -43,12 +43,15 @@ def laplacian_blend(front: np.ndarray, back: np.ndarray, mask: np.ndarray, *, le
         gd.append(cv2.pyrDown(gd[-1]))
     channels = gd[0].shape[2]
     out = gd[-1] * per_channel(gm[-1], channels)
+    if levels == 1:
+        out += back
+        return out
     for i in range(levels - 2, -1, -1):
         size = (gd[i].shape[1], gd[i].shape[0])
-        band = gd[i] - cv2.pyrUp(gd[i + 1], dstsize=size)
-        band *= per_channel(gm[i], channels)
-        out = cv2.pyrUp(out, dstsize=size) + band
-    out += back
+        # out + (level - the next one up) * mask, and back on the last level, in one pass
+        up = np.asarray(cv2.pyrUp(out, dstsize=size)).reshape(gd[i].shape)
+        coarse = np.asarray(cv2.pyrUp(gd[i + 1], dstsize=size)).reshape(gd[i].shape)
+        out = mix_band(up, gd[i], coarse, gm[i], back if i == 0 else None)
     return out
 
 

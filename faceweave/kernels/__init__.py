@@ -22,7 +22,15 @@ from __future__ import annotations
 
 from faceweave.kernels import lab, pixels, raster
 from faceweave.kernels.lab import LabMap, shade_face
-from faceweave.kernels.pixels import detail_grain, mark_luma, paste_warped, put_detail, to_uint8, warp_by_grid
+from faceweave.kernels.pixels import (
+    detail_grain,
+    mark_luma,
+    mix_band,
+    paste_warped,
+    put_detail,
+    to_uint8,
+    warp_by_grid,
+)
 from faceweave.kernels.raster import affine_maps, rasterize
 
 
@@ -38,6 +46,7 @@ __all__ = [
     "detail_grain",
     "lab",
     "mark_luma",
+    "mix_band",
     "paste_warped",
     "put_detail",
     "rasterize",

@@ -19,6 +19,15 @@
 #include <emmintrin.h>
 #endif
 
+/* AVX2 where the processor has it (chosen at load time), the baseline
+ * elsewhere: the loops below are element by element with no fused
+ * multiply-add, so both give the same values */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define WIDE_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define WIDE_CLONES
+#endif
+
 /* put_detail(new, src, low, mask, out, width, height, channels, frame_width,
  *            x0, y0, step, sign)
  *   new        float32 (height, width, channels): the new face's window
@@ -312,6 +321,67 @@ done:
     return result;
 }
 
+/* mix_band(out, fine, coarse, mask, back, pixels, channels, add_back)
+ *   out     float32 (pixels, channels): the coarser levels' sum brought up to
+ *           this level (cv2.pyrUp), changed in place
+ *   fine    float32 (pixels, channels): this level of the difference's pyramid
+ *   coarse  float32 (pixels, channels): the next level of it brought up
+ *   mask    float32 (pixels,): the mask's pyramid at this level
+ *   back    float32 (pixels, channels): added last when add_back (level 0)
+ *   out = out + (fine - coarse) * mask [+ back], element by element in
+ *   float32, as NumPy's band = fine - coarse; band *= mask; out = out + band
+ *   [; out += back] rounds
+ */
+WIDE_CLONES
+static void mix_values(float *restrict o, const float *restrict f, const float *restrict c, const float *restrict m,
+                       const float *restrict b, Py_ssize_t pixels, int ch, int add_back) {
+    if (ch == 3) {
+        for (Py_ssize_t p = 0; p < pixels; p++)
+            for (int k = 0; k < 3; k++) {
+                Py_ssize_t q = 3 * p + k;
+                float v = o[q] + (f[q] - c[q]) * m[p];
+                o[q] = add_back ? v + b[q] : v;
+            }
+        return;
+    }
+    for (Py_ssize_t p = 0; p < pixels; p++)
+        for (int k = 0; k < ch; k++) {
+            Py_ssize_t q = (Py_ssize_t)ch * p + k;
+            float v = o[q] + (f[q] - c[q]) * m[p];
+            o[q] = add_back ? v + b[q] : v;
+        }
+}
+
+static PyObject *mix_band(PyObject *self, PyObject *args) {
+    Py_buffer out_b, fine_b, coarse_b, mask_b, back_b;
+    Py_ssize_t pixels;
+    int ch, add_back;
+    if (!PyArg_ParseTuple(args, "w*y*y*y*y*nii", &out_b, &fine_b, &coarse_b, &mask_b, &back_b, &pixels, &ch,
+                          &add_back))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t values = pixels * ch, size = values * (Py_ssize_t)sizeof(float);
+    if (pixels <= 0 || ch <= 0 || out_b.len != size || fine_b.len != size || coarse_b.len != size
+        || mask_b.len != pixels * (Py_ssize_t)sizeof(float) || (add_back && back_b.len != size)) {
+        PyErr_SetString(PyExc_ValueError, "out, fine, coarse (and back) must hold pixels x channels float32, mask pixels");
+        goto done;
+    }
+    float *o = (float *)out_b.buf;
+    const float *f = (const float *)fine_b.buf, *c = (const float *)coarse_b.buf, *m = (const float *)mask_b.buf;
+    const float *b = add_back ? (const float *)back_b.buf : f;
+    Py_BEGIN_ALLOW_THREADS
+    mix_values(o, f, c, m, b, pixels, ch, add_back);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&out_b);
+    PyBuffer_Release(&fine_b);
+    PyBuffer_Release(&coarse_b);
+    PyBuffer_Release(&mask_b);
+    PyBuffer_Release(&back_b);
+    return result;
+}
+
 /* OpenCV's borderInterpolate for BORDER_REFLECT_101 (gfedcb|abcdefgh|gfedcba) */
 static inline int reflect101(int p, int len) {
     if (len == 1)
@@ -320,15 +390,6 @@ static inline int reflect101(int p, int len) {
         p = p < 0 ? -p : 2 * len - 2 - p;
     return p;
 }
-
-/* AVX2 where the processor has it (chosen at load time), the baseline
- * elsewhere: the loops below are element by element with no fused
- * multiply-add, so both give the same values */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define WIDE_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define WIDE_CLONES
-#endif
 
 /* one row of the box's source, mirrored beyond the box's edges, as float
  * (tmp), then filtered along the row by the taps, summed tap after tap:
@@ -965,6 +1026,7 @@ static PyMethodDef methods[] = {
     {"warp_by_grid", warp_by_grid, METH_VARARGS, "A smooth field on a grid to every pixel, and a picture moved by it."},
     {"shade_face", shade_face, METH_VARARGS, "A face's CIELAB window mapped, offset and back to 8-bit sRGB, or the crop behind."},
     {"detail_grain", detail_grain, METH_VARARGS, "Move a frame's detail band under a warped mask, low-pass and all, in place."},
+    {"mix_band", mix_band, METH_VARARGS, "One level of a multi-band blend mixed under its mask, in place."},
     {"mark_luma", mark_luma, METH_VARARGS, "A watermark's pattern under its upscaled mask added to a Y plane."},
     {NULL, NULL, 0, NULL},
 };

@@ -162,6 +162,30 @@ def detail_grain(
     return None if found is None else tuple(found)
 
 
+def mix_band(
+    out: np.ndarray, fine: np.ndarray, coarse: np.ndarray, mask: np.ndarray, back: np.ndarray | None = None
+) -> np.ndarray:
+    """One level of a multi-band blend, in place: ``out + (fine - coarse) *
+    mask`` (then ``+ back`` when given), float32 ``(h, w, C)`` pictures and a
+    float32 ``(h, w)`` mask, element by element in NumPy's order (the same
+    values to the bit as ``band = fine - coarse; band *= mask; out = out +
+    band; out += back``).  Returns ``out`` (C-contiguous float32)."""
+    if out.dtype != np.float32 or not out.flags.c_contiguous or out.ndim != 3:
+        raise ValueError("out must be a C-contiguous (h, w, C) float32 picture")
+    if fine.shape != out.shape or coarse.shape != out.shape or mask.shape != out.shape[:2]:
+        raise ValueError(f"fine and coarse must be {out.shape}, mask {out.shape[:2]}")
+    if back is not None and back.shape != out.shape:
+        raise ValueError(f"back must be {out.shape}")
+    f, c = np.ascontiguousarray(fine, np.float32), np.ascontiguousarray(coarse, np.float32)
+    m = np.ascontiguousarray(mask, np.float32)
+    b = None if back is None else np.ascontiguousarray(back, np.float32)
+    if _pixels is None:
+        return reference.mix_band(out, f, c, m, b)
+    h, w, ch = out.shape
+    _pixels.mix_band(out, f, c, m, f if b is None else b, h * w, ch, int(b is not None))
+    return out
+
+
 def to_uint8(values: np.ndarray, out: np.ndarray | None = None, corner: tuple[int, int] = (0, 0)) -> np.ndarray:
     """``np.clip(values + 0.5, 0, 255).astype(np.uint8)`` of float32
     ``(h, w, C)`` ``values`` (NaN: 0) in one pass: a new array, or written

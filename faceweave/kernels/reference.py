@@ -130,6 +130,18 @@ def paste_warped(
     out[y1:y2, x1:x2] = blended.reshape(out[y1:y2, x1:x2].shape)
 
 
+def mix_band(
+    out: np.ndarray, fine: np.ndarray, coarse: np.ndarray, mask: np.ndarray, back: np.ndarray | None
+) -> np.ndarray:
+    """:func:`faceweave.kernels.pixels.mix_band` in NumPy (``out`` changed in place)."""
+    band = fine - coarse
+    band *= mask[..., None]
+    np.add(out, band, out=out)
+    if back is not None:
+        out += back
+    return out
+
+
 def reflect101(p: int, n: int) -> int:
     """OpenCV's ``borderInterpolate`` for ``BORDER_REFLECT_101``: the index
     inside ``0 .. n - 1`` that position ``p`` mirrors to."""
