@@ -588,3 +588,19 @@ def test_the_multiband_blend_mixes_its_levels_as_numpy_did(seed):
     np.testing.assert_array_equal(
         laplacian_blend(front, back, mask, levels=levels), _multiband_by_numpy(front, back, mask, levels)
     )
+
+
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("share", [1.0, 0.37])
+def test_add_under_is_its_reference_to_the_bit(seed, share):
+    rng = np.random.default_rng(seed)
+    h, w = (int(v) for v in rng.integers(1, 60, 2))
+    ch = (3, 1, 4)[seed % 3]
+    out, values = (rng.normal(0, 80, (h, w, ch)).astype(np.float32) for _ in range(2))
+    mask = rng.uniform(-0.1, 1.1, (h, w)).astype(np.float32)
+    got = kernels.add_under(out.copy(), values, mask, share)
+    want = reference.add_under(out.copy(), values, mask, np.float32(share))
+    np.testing.assert_array_equal(got, want)
+    # what NumPy gives for the same expression
+    part = values * mask[..., None]
+    np.testing.assert_array_equal(got, out + (part if share == 1.0 else np.float32(share) * part))

@@ -51,7 +51,7 @@ from faceweave.compositing.values import (
     TonePlan,
 )
 from faceweave.geometry import topology as topo
-from faceweave.kernels import to_uint8
+from faceweave.kernels import add_under, to_uint8
 from faceweave.kernels.lab import LabMap, shade_face
 from faceweave.options import MaskOptions
 from faceweave.swappers.base import AlignedCrop, SwapOutput
@@ -662,20 +662,36 @@ def settle_cheeks(
     target_mesh: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(h, w, 3)`` float32 RGB change that gives the blended face's cheeks
-    the target's cheek colour, under ``mask``: the two medians
-    (:func:`cheek_shift`) read at full resolution (on a small face a
-    quarter-resolution cheek is a few dozen pixels, half of them mixed with
-    the folds beside it), the change spread (:func:`cheek_spread`) and
-    converted at a quarter of it.  ``blended``: float32 RGB window;
-    ``background``: the target's float32 RGB window the colour is read off;
-    ``mesh``: ``(N, 2+)``, the new face's, and ``target_mesh``, the
-    target's in ``background`` (default: ``mesh``), in window pixels."""
+    the target's cheek colour, under ``mask``: :func:`cheek_change` times
+    the mask (zeros where there is no change).  ``blended``: float32 RGB
+    window; ``background``: the target's float32 RGB window the colour is
+    read off; ``mesh``: ``(N, 2+)``, the new face's, and ``target_mesh``,
+    the target's in ``background`` (default: ``mesh``), in window pixels."""
+    change = cheek_change(blended, background, mesh, face_size, target_mesh=target_mesh)
+    if change is None:
+        return np.zeros_like(blended)
+    return change * per_channel(mask, 3)
+
+
+def cheek_change(
+    blended: np.ndarray,
+    background: np.ndarray,
+    mesh: np.ndarray,
+    face_size: float,
+    *,
+    target_mesh: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """The change of :func:`settle_cheeks` before its mask, or ``None``
+    when the cheeks need none: the two medians (:func:`cheek_shift`) read
+    at full resolution (on a small face a quarter-resolution cheek is a few
+    dozen pixels, half of them mixed with the folds beside it), the change
+    spread (:func:`cheek_spread`) and converted at a quarter of it."""
     h, w = blended.shape[:2]
     points = np.asarray(mesh, np.float32)[:, :2]
     theirs = points if target_mesh is None else np.asarray(target_mesh, np.float32)[:, :2]
     shift = _full_cheek_shift(blended, background, points, theirs)
     if shift is None or not shift.any():
-        return np.zeros_like(blended)
+        return None
     small = (max(1, w // 4), max(1, h // 4))
     scale = np.array([small[0] / w, small[1] / h], np.float32)
     lab = to_lab(np.clip(_shrunk(blended, small), 0, 255))
@@ -683,7 +699,7 @@ def settle_cheeks(
     bare = 1.0 - eye_mask(small, points * scale)
     fix = cheek_spread(small, points * scale, face_size / 4.0)[..., None] * shift
     change = _lab_to_rgb(lab + fix * bare[..., None]) - _lab_to_rgb(lab)
-    return np.asarray(cv2.resize(change, (w, h), interpolation=cv2.INTER_LINEAR), np.float32) * per_channel(mask, 3)
+    return np.asarray(cv2.resize(change, (w, h), interpolation=cv2.INTER_LINEAR), np.float32)
 
 
 def _full_cheek_shift(
@@ -798,10 +814,9 @@ def blend_face(
     if face_size is not None and cheeks > 0.0:
         reference = background if target is None else target.pixels[roi].astype(np.float32)
         theirs = None if target is None else target.mesh[:, :2] - (x0, y0)
-        settled = settle_cheeks(
-            blended, reference, out.mesh[:, :2] - (x0, y0), mask[roi], face_size, target_mesh=theirs
-        )
-        blended += settled if cheeks >= 1.0 else np.float32(cheeks) * settled
+        change = cheek_change(blended, reference, out.mesh[:, :2] - (x0, y0), face_size, target_mesh=theirs)
+        if change is not None:  # under the blend's mask, ``cheeks`` of it, in one pass
+            add_under(blended, change, mask[roi], 1.0 if cheeks >= 1.0 else cheeks)
     if hands is not None:
         held = hands[roi][..., None]
         blended = blended * (1.0 - held) + background * held

@@ -23,6 +23,7 @@ from __future__ import annotations
 from faceweave.kernels import lab, pixels, raster
 from faceweave.kernels.lab import LabMap, shade_face
 from faceweave.kernels.pixels import (
+    add_under,
     detail_grain,
     mark_luma,
     mix_band,
@@ -41,6 +42,7 @@ def compiled() -> bool:
 
 __all__ = [
     "LabMap",
+    "add_under",
     "affine_maps",
     "compiled",
     "detail_grain",

@@ -352,6 +352,56 @@ static void mix_values(float *restrict o, const float *restrict f, const float *
         }
 }
 
+/* add_under(out, values, mask, pixels, channels, share)
+ *   out    float32 (pixels, channels), changed in place
+ *   values float32 (pixels, channels); mask float32 (pixels,)
+ *   out += values * mask (share 1), or out += share * (values * mask):
+ *   element by element in float32, NumPy's order
+ */
+WIDE_CLONES
+static void add_values(float *restrict o, const float *restrict v, const float *restrict m, Py_ssize_t pixels, int ch,
+                       float share) {
+    if (ch == 3 && share == 1.0f) {
+        for (Py_ssize_t p = 0; p < pixels; p++)
+            for (int k = 0; k < 3; k++)
+                o[3 * p + k] += v[3 * p + k] * m[p];
+        return;
+    }
+    for (Py_ssize_t p = 0; p < pixels; p++)
+        for (int k = 0; k < ch; k++) {
+            Py_ssize_t q = (Py_ssize_t)ch * p + k;
+            float t = v[q] * m[p];
+            o[q] += share == 1.0f ? t : share * t;
+        }
+}
+
+static PyObject *add_under(PyObject *self, PyObject *args) {
+    Py_buffer out_b, values_b, mask_b;
+    Py_ssize_t pixels;
+    int ch;
+    float share;
+    if (!PyArg_ParseTuple(args, "w*y*y*nif", &out_b, &values_b, &mask_b, &pixels, &ch, &share))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t size = pixels * ch * (Py_ssize_t)sizeof(float);
+    if (pixels <= 0 || ch <= 0 || out_b.len != size || values_b.len != size
+        || mask_b.len != pixels * (Py_ssize_t)sizeof(float)) {
+        PyErr_SetString(PyExc_ValueError, "out and values must hold pixels x channels float32, mask pixels");
+        goto done;
+    }
+    float *o = (float *)out_b.buf;
+    const float *v = (const float *)values_b.buf, *m = (const float *)mask_b.buf;
+    Py_BEGIN_ALLOW_THREADS
+    add_values(o, v, m, pixels, ch, share);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&out_b);
+    PyBuffer_Release(&values_b);
+    PyBuffer_Release(&mask_b);
+    return result;
+}
+
 static PyObject *mix_band(PyObject *self, PyObject *args) {
     Py_buffer out_b, fine_b, coarse_b, mask_b, back_b;
     Py_ssize_t pixels;
@@ -1026,6 +1076,7 @@ static PyMethodDef methods[] = {
     {"warp_by_grid", warp_by_grid, METH_VARARGS, "A smooth field on a grid to every pixel, and a picture moved by it."},
     {"shade_face", shade_face, METH_VARARGS, "A face's CIELAB window mapped, offset and back to 8-bit sRGB, or the crop behind."},
     {"detail_grain", detail_grain, METH_VARARGS, "Move a frame's detail band under a warped mask, low-pass and all, in place."},
+    {"add_under", add_under, METH_VARARGS, "Values times a mask (times a share) added to a picture, in place."},
     {"mix_band", mix_band, METH_VARARGS, "One level of a multi-band blend mixed under its mask, in place."},
     {"mark_luma", mark_luma, METH_VARARGS, "A watermark's pattern under its upscaled mask added to a Y plane."},
     {NULL, NULL, 0, NULL},

@@ -162,6 +162,24 @@ def detail_grain(
     return None if found is None else tuple(found)
 
 
+def add_under(out: np.ndarray, values: np.ndarray, mask: np.ndarray, share: float = 1.0) -> np.ndarray:
+    """``out += values * mask`` (``share`` below 1: ``out += share * (values
+    * mask)``), float32 ``(h, w, C)`` pictures and a float32 ``(h, w)`` mask,
+    in place and in one pass, NumPy's float32 values to the bit.  Returns
+    ``out`` (C-contiguous float32)."""
+    if out.dtype != np.float32 or not out.flags.c_contiguous or out.ndim != 3:
+        raise ValueError("out must be a C-contiguous (h, w, C) float32 picture")
+    if values.shape != out.shape or mask.shape != out.shape[:2]:
+        raise ValueError(f"values must be {out.shape}, mask {out.shape[:2]}")
+    v, m = np.ascontiguousarray(values, np.float32), np.ascontiguousarray(mask, np.float32)
+    part = float(np.float32(share))
+    if _pixels is None:
+        return reference.add_under(out, v, m, np.float32(part))
+    h, w, ch = out.shape
+    _pixels.add_under(out, v, m, h * w, ch, part)
+    return out
+
+
 def mix_band(
     out: np.ndarray, fine: np.ndarray, coarse: np.ndarray, mask: np.ndarray, back: np.ndarray | None = None
 ) -> np.ndarray:

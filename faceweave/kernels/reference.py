@@ -130,6 +130,13 @@ def paste_warped(
     out[y1:y2, x1:x2] = blended.reshape(out[y1:y2, x1:x2].shape)
 
 
+def add_under(out: np.ndarray, values: np.ndarray, mask: np.ndarray, share: np.float32) -> np.ndarray:
+    """:func:`faceweave.kernels.pixels.add_under` in NumPy (``out`` changed in place)."""
+    part = values * mask[..., None]
+    out += part if share == 1.0 else share * part
+    return out
+
+
 def mix_band(
     out: np.ndarray, fine: np.ndarray, coarse: np.ndarray, mask: np.ndarray, back: np.ndarray | None
 ) -> np.ndarray:
