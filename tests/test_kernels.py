@@ -604,3 +604,29 @@ def test_add_under_is_its_reference_to_the_bit(seed, share):
     # what NumPy gives for the same expression
     part = values * mask[..., None]
     np.testing.assert_array_equal(got, out + (part if share == 1.0 else np.float32(share) * part))
+
+
+@needs_compiled
+@pytest.mark.parametrize("side", [(1, 9), (2, 5), (3, 3), (9, 1), (4, 2)])
+def test_detail_grain_mirrors_the_edges_of_a_box_narrower_than_its_taps(side):
+    """A box of 1 to 4 pixels across (the 7 taps reach past it on both
+    sides, more than once): mirrored as OpenCV's BORDER_REFLECT_101, to the
+    bit of the reference."""
+    w, h = side
+    rng = np.random.default_rng(w * 10 + h)
+    original = rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)
+    pasted = rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)
+    mask = np.zeros((12, 12), np.float32)
+    mask[2 : 2 + h, 3 : 3 + w] = 1.0
+    identity = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    taps = cv2.getGaussianKernel(7, 0.9, cv2.CV_32F)
+    got, want = pasted.copy(), pasted.copy()
+    box = kernels.detail_grain(
+        original, got, mask, (0, 0, 12, 12), (0, 0, 12, 12), identity, taps=taps, step=1.5, sign=1, least=1
+    )
+    ref = reference.detail_grain(
+        original, want, mask, (0, 0, 12, 12), (0, 0, 12, 12), identity, taps.ravel(), np.float32(1.5), 1, 1
+    )
+    assert box == ref == (3, 2, 3 + w, 2 + h)
+    np.testing.assert_array_equal(got, want)
+    assert (got != pasted).any()
