@@ -526,15 +526,10 @@ def _face_window(
     """The frame box ``(x1, y1, x2, y2)`` under both crop masks (warped in
     one go), and the two masks there; ``None`` when too little of them
     lands in the frame."""
-    both = np.maximum(detail, face)
-    cx1, cy1, cw, ch = cv2.boundingRect((both > 0.01).astype(np.uint8))
-    if cw * ch == 0:
+    footprint = _mask_footprint(shape, np.maximum(detail, face), matrix)
+    if footprint is None:
         return None
-    sub = matrix.astype(np.float64).copy()
-    sub[:, 2] -= (cx1, cy1)
-    x1, y1, x2, y2, inv_roi = _crop_roi(shape, (cw, ch), sub)
-    if x2 <= x1 or y2 <= y1:
-        return None
+    (cx1, cy1, cw, ch), (x1, y1, x2, y2), inv_roi = footprint
     window = (slice(cy1, cy1 + ch), slice(cx1, cx1 + cw))
     masks_in = cv2.merge([detail[window].astype(np.float32), face[window].astype(np.float32)])
     warped = cv2.warpAffine(masks_in, inv_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR, borderValue=(0.0,))

@@ -133,6 +133,21 @@ static inline float sample_f32(const float *mask, Py_ssize_t stride, int sx, int
     return v00 * w00 + v01 * w01 + v10 * w10 + v11 * w11;
 }
 
+/* a (2, 3) affine matrix inverted in place, as cv2.warpAffine inverts
+ * the matrix it is given (a singular one becomes all zeros) */
+static void invert_affine(double *m) {
+    double d = m[0] * m[4] - m[1] * m[3];
+    d = d != 0 ? 1. / d : 0;
+    double a11 = m[4] * d, a22 = m[0] * d;
+    m[0] = a11;
+    m[1] *= -d;
+    m[3] *= -d;
+    m[4] = a22;
+    double b1 = -m[0] * m[2] - m[1] * m[5], b2 = -m[3] * m[2] - m[4] * m[5];
+    m[2] = b1;
+    m[5] = b2;
+}
+
 /* the bilinear weights of each 1/32-pixel position (fy * TAB + fx): the
  * crop's in 15-bit fixed point, the mask's in float, as warpAffine's */
 static int iweights[4 * TAB * TAB];
@@ -237,17 +252,7 @@ static PyObject *paste_warped(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "the window must lie in the crop and the box in the frame");
         goto done;
     }
-    /* the inverse, as warpAffine makes it */
-    double d = m[0] * m[4] - m[1] * m[3];
-    d = d != 0 ? 1. / d : 0;
-    double a11 = m[4] * d, a22 = m[0] * d;
-    m[0] = a11;
-    m[1] *= -d;
-    m[3] *= -d;
-    m[4] = a22;
-    double b1 = -m[0] * m[2] - m[1] * m[5], b2 = -m[3] * m[2] - m[4] * m[5];
-    m[2] = b1;
-    m[5] = b2;
+    invert_affine(m); /* the inverse, as warpAffine makes it */
     const uint8_t *crop = (const uint8_t *)crop_b.buf + ((Py_ssize_t)by * cw + bx) * ch;
     const float *mask = (const float *)mask_b.buf + (Py_ssize_t)by * cw + bx;
     uint8_t *out = (uint8_t *)out_b.buf;
@@ -626,16 +631,7 @@ static PyObject *detail_grain(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "the window must lie in the mask, the box in the frame, sign be 1 or -1");
         goto done;
     }
-    double d = m[0] * m[4] - m[1] * m[3]; /* the inverse, as warpAffine makes it */
-    d = d != 0 ? 1. / d : 0;
-    double a11 = m[4] * d, a22 = m[0] * d;
-    m[0] = a11;
-    m[1] *= -d;
-    m[3] *= -d;
-    m[4] = a22;
-    double b1 = -m[0] * m[2] - m[1] * m[5], b2 = -m[3] * m[2] - m[4] * m[5];
-    m[2] = b1;
-    m[5] = b2;
+    invert_affine(m); /* the inverse, as warpAffine makes it */
     int W = x2 - x1, H = y2 - y1, r = k / 2;
     warped = PyMem_RawMalloc((size_t)W * H * sizeof(float));
     delta = PyMem_RawMalloc(2 * (size_t)W * sizeof(int));
