@@ -166,9 +166,11 @@ def test_the_kernels_run_side_by_side_in_threads():
         np.testing.assert_array_equal(g, w)
 
 
-def paste_case(seed: int, channels: int = 3) -> tuple[np.ndarray, ...]:
+def paste_case(seed: int, channels: int = 3, *, upright: bool = False) -> tuple[np.ndarray, ...]:
     """A crop, its soft mask (0 and 1 plateaus, a ramp between), a frame, and
-    a window -> box warp that scales, turns and reaches past the frame's edges."""
+    a window -> box warp that scales, turns and reaches past the frame's edges
+    (``upright``: scales each axis, by a negative scale too, and shifts only,
+    as the working crop's matrix does)."""
     rng = np.random.default_rng(seed)
     ch, cw = (int(v) for v in rng.integers(20, 90, 2))
     crop = rng.integers(0, 256, (ch, cw, channels), dtype=np.uint8)
@@ -183,7 +185,11 @@ def paste_case(seed: int, channels: int = 3) -> tuple[np.ndarray, ...]:
     x2, y2 = int(rng.integers(x1 + 1, fw + 1)), int(rng.integers(y1 + 1, fh + 1))
     scale, angle = rng.uniform(0.4, 2.5), rng.uniform(-0.6, 0.6)
     rot = scale * np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    if upright:
+        rot = np.diag(rng.uniform(0.4, 2.5, 2) * rng.choice((1.0, 1.0, -1.0), 2))
     matrix = np.hstack([rot, rng.uniform(-10, 10, (2, 1))])
+    if upright:  # a flipped window lands on the box
+        matrix[:, 2] += np.where(np.diag(rot) < 0, np.array([bw, bh]) * np.abs(np.diag(rot)), 0.0)
     return crop, mask, frame, np.array([bx, by, bw, bh]), np.array([x1, y1, x2, y2]), matrix
 
 
@@ -199,12 +205,38 @@ def test_paste_warped_is_opencvs_warp_and_blend_to_the_bit(seed):
 
 
 @needs_compiled
+@pytest.mark.parametrize("seed", range(40))
+def test_paste_warped_upright_is_opencvs_warp_and_blend_to_the_bit(seed):
+    """A matrix that only scales and shifts takes the kernel's row-then-column
+    walk: the same levels as warpAffine's 2x2 weights and blendLinear."""
+    channels = (3, 1, 4)[seed % 3]
+    crop, mask, frame, window, box, matrix = paste_case(200 + seed, channels, upright=True)
+    assert matrix[0, 1] == 0.0 and matrix[1, 0] == 0.0
+    got, want = frame.copy(), frame.copy()
+    kernels.paste_warped(got, crop, mask, tuple(window), tuple(box), matrix)
+    reference.paste_warped(want, crop, mask, tuple(window), tuple(box), matrix)
+    np.testing.assert_array_equal(got, want)
+
+
+@needs_compiled
+def test_the_upright_cases_paste_faces_onto_their_frames():
+    """The cases above are not vacuous: most of them change their frame."""
+    changed = 0
+    for seed in range(40):
+        crop, mask, frame, window, box, matrix = paste_case(200 + seed, upright=True)
+        got = frame.copy()
+        kernels.paste_warped(got, crop, mask, tuple(window), tuple(box), matrix)
+        changed += bool((got != frame).any())
+    assert changed >= 30
+
+
+@needs_compiled
 @pytest.mark.parametrize("seed", range(12))
 def test_paste_warped_cells_of_ones_and_zeros_beside_values_a_step_from_them(seed):
     """The kernel reads 2x2 cells whose mask is all 0 or all 1 without
     sampling the mask: cells with a value one float step from 0 or 1, or a
     negative zero, beside them blend as OpenCV does."""
-    crop, mask, frame, window, box, matrix = paste_case(100 + seed)
+    crop, mask, frame, window, box, matrix = paste_case(100 + seed, upright=seed % 2 == 1)
     rng = np.random.default_rng(seed)
     mask = np.where(mask > 0.5, np.float32(1.0), np.float32(0.0))
     spots = rng.random(mask.shape) < 0.05

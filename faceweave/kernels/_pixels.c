@@ -224,6 +224,134 @@ static void mask_cells(uint8_t *cells, const float *mask, Py_ssize_t stride, int
     }
 }
 
+/* the crop's window, its mask and the mask's cells, as paste_warped reads them */
+typedef struct {
+    const uint8_t *crop;
+    const float *mask;
+    const uint8_t *cells;
+    Py_ssize_t cstride, mstride;
+    int ch, bw, bh;
+} Warp;
+
+/* a pixel whose 2x2 neighbours reach past the window's edges: the crop's
+ * replicated, the mask's 0 there, blended into o as blendLinear */
+static void paste_edge(const Warp *p, uint8_t *o, int sx, int sy, int fx, int fy) {
+    float wm = sample_f32(p->mask, p->mstride, sx, sy, fx, fy, p->bw, p->bh);
+    if (wm == 0.0f)
+        return;
+    float wf = 1.0f - wm, den = wm + wf + 1e-5f;
+    for (int c = 0; c < p->ch; c++) {
+        float level = (float)sample_u8(p->crop, p->cstride, p->ch, c, sx, sy, fx, fy, p->bw, p->bh);
+        o[c] = (uint8_t)clampi((int)lrintf((level * wm + (float)o[c] * wf) / den), 0, 255);
+    }
+}
+
+/* the mask's sample in an interior cell of the kind given (not CELL_OUT):
+ * exactly 1 in a cell of ones, else bilinear in warpAffine's float weights */
+static inline float cell_weight(const Warp *p, int kind, int sx, int sy, int fx, int fy) {
+    if (kind == CELL_IN)
+        return 1.0f;
+    const float *f = weights + 4 * (fy * TAB + fx);
+    const float *q = p->mask + (Py_ssize_t)sy * p->mstride + sx;
+    return q[0] * f[0] + q[1] * f[1] + q[p->mstride] * f[2] + q[p->mstride + 1] * f[3];
+}
+
+/* the general walk (a matrix that turns): each pixel's position in 1/32
+ * pixel from warpAffine's fixed-point steps along the row */
+static void paste_turned(const Warp *p, uint8_t *out, int fw, int x1, int y1, int width, int height, const double *m,
+                         int *delta) {
+    int ch = p->ch, bw = p->bw, bh = p->bh;
+    for (int i = 0; i < width; i++) { /* the row's steps, as warpAffine's adelta and bdelta */
+        delta[2 * i] = (int)lrint(m[0] * i * AB_SCALE);
+        delta[2 * i + 1] = (int)lrint(m[3] * i * AB_SCALE);
+    }
+    for (int j = 0; j < height; j++) {
+        int X0 = (int)lrint((m[1] * j + m[2]) * AB_SCALE) + AB_SCALE / TAB / 2;
+        int Y0 = (int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2;
+        uint8_t *line = out + ((Py_ssize_t)(y1 + j) * fw + x1) * ch;
+        for (int i = 0; i < width; i++) {
+            int X = (X0 + delta[2 * i]) >> 5, Y = (Y0 + delta[2 * i + 1]) >> 5;
+            int sx = X >> 5, sy = Y >> 5, fx = X & (TAB - 1), fy = Y & (TAB - 1);
+            uint8_t *o = line + (Py_ssize_t)i * ch;
+            if (sx < 0 || sy < 0 || sx >= bw - 1 || sy >= bh - 1) {
+                paste_edge(p, o, sx, sy, fx, fy);
+                continue;
+            }
+            int kind = p->cells[(Py_ssize_t)sy * bw + sx];
+            if (kind == CELL_OUT)
+                continue; /* blendLinear keeps the frame's level there */
+            float wm = cell_weight(p, kind, sx, sy, fx, fy);
+            if (wm == 0.0f)
+                continue;
+            const uint8_t *q = p->crop + (Py_ssize_t)sy * p->cstride + (Py_ssize_t)sx * ch;
+            const int *w = iweights + 4 * (fy * TAB + fx);
+            if (ch == 3)
+                blend_pixel3(o, q, p->cstride, w, wm);
+            else
+                blend_pixel(o, q, p->cstride, ch, w, wm);
+        }
+    }
+}
+
+/* (level * wm + o * (1 - wm)) / (wm + (1 - wm) + 1e-5) rounded, as
+ * blendLinear; the level itself where wm is 1 (it rounds to it) */
+static inline uint8_t blended(int level, uint8_t o, float wm, float wf, float den) {
+    if (wm == 1.0f)
+        return (uint8_t)level;
+    return (uint8_t)clampi((int)lrintf(((float)level * wm + (float)o * wf) / den), 0, 255);
+}
+
+/* the walk for a matrix that scales and shifts only (m[1] == m[3] == 0, the
+ * working crop's): warpAffine's x position then depends on the column
+ * alone and its y position on the row alone, so each row first mixes the
+ * crop's two rows at its fy (vrow, (32 - fy) * a + fy * b) and each pixel
+ * then mixes two of those at its fx:
+ * ((32 - fx) * v0 + fx * v1 + 512) >> 10, the 15-bit rounding of the 2x2
+ * weights (32 * (32 - fy) * (32 - fx) ...) in integers, the same level */
+static void paste_upright(const Warp *p, uint8_t *out, int fw, int x1, int y1, int width, int height,
+                          const double *m, int *cols, uint16_t *vrow) {
+    int ch = p->ch, bw = p->bw, bh = p->bh, X0 = (int)lrint(m[2] * AB_SCALE) + AB_SCALE / TAB / 2;
+    for (int i = 0; i < width; i++) { /* each column's position in 1/32 pixel: m[1] * j + m[2] is m[2] */
+        int X = (X0 + (int)lrint(m[0] * i * AB_SCALE)) >> 5;
+        cols[2 * i] = X >> 5;
+        cols[2 * i + 1] = X & (TAB - 1);
+    }
+    for (int j = 0; j < height; j++) {
+        int Y = ((int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2) >> 5; /* m[3] * i is 0 */
+        int sy = Y >> 5, fy = Y & (TAB - 1);
+        uint8_t *line = out + ((Py_ssize_t)(y1 + j) * fw + x1) * ch;
+        if (sy < 0 || sy >= bh - 1) {
+            for (int i = 0; i < width; i++)
+                paste_edge(p, line + (Py_ssize_t)i * ch, cols[2 * i], sy, cols[2 * i + 1], fy);
+            continue;
+        }
+        const uint8_t *a = p->crop + (Py_ssize_t)sy * p->cstride, *b = a + p->cstride;
+        const uint8_t *cells = p->cells + (Py_ssize_t)sy * bw;
+        int ay = TAB - fy;
+        for (Py_ssize_t q = 0; q < (Py_ssize_t)bw * ch; q++)
+            vrow[q] = (uint16_t)(ay * a[q] + fy * b[q]);
+        for (int i = 0; i < width; i++) {
+            int sx = cols[2 * i], fx = cols[2 * i + 1];
+            uint8_t *o = line + (Py_ssize_t)i * ch;
+            if (sx < 0 || sx >= bw - 1) {
+                paste_edge(p, o, sx, sy, fx, fy);
+                continue;
+            }
+            int kind = cells[sx];
+            if (kind == CELL_OUT)
+                continue;
+            float wm = cell_weight(p, kind, sx, sy, fx, fy);
+            if (wm == 0.0f)
+                continue;
+            float wf = 1.0f - wm, den = wm + wf + 1e-5f;
+            const uint16_t *v = vrow + (Py_ssize_t)sx * ch;
+            int ax = TAB - fx;
+            for (int c = 0; c < ch; c++)
+                o[c] = blended((ax * v[c] + fx * v[ch + c] + 512) >> 10, o[c], wm, wf, den);
+        }
+    }
+}
+
 /* paste_warped(crop, mask, out, crop_w, crop_h, channels, bx, by, bw, bh,
  *              frame_w, frame_h, x1, y1, x2, y2, m0, m1, m2, m3, m4, m5)
  *   crop     uint8 (crop_h, crop_w, channels); its window (bx, by, bw, bh) is pasted
@@ -260,64 +388,25 @@ static PyObject *paste_warped(PyObject *self, PyObject *args) {
     int width = x2 - x1;
     int *delta = PyMem_RawMalloc(4 * (size_t)width * sizeof(int));
     uint8_t *cells = PyMem_RawMalloc((size_t)bw * bh);
-    if (delta == NULL || cells == NULL) {
+    uint16_t *vrow = PyMem_RawMalloc((size_t)bw * ch * sizeof(uint16_t));
+    if (delta == NULL || cells == NULL || vrow == NULL) {
         PyMem_RawFree(delta);
         PyMem_RawFree(cells);
+        PyMem_RawFree(vrow);
         PyErr_NoMemory();
         goto done;
     }
-    for (int i = 0; i < width; i++) { /* the row's steps, as warpAffine's adelta and bdelta */
-        delta[2 * i] = (int)lrint(m[0] * i * AB_SCALE);
-        delta[2 * i + 1] = (int)lrint(m[3] * i * AB_SCALE);
-    }
     Py_BEGIN_ALLOW_THREADS
     mask_cells(cells, mask, cw, bw, bh);
-    for (int j = 0; j < y2 - y1; j++) {
-        int X0 = (int)lrint((m[1] * j + m[2]) * AB_SCALE) + AB_SCALE / TAB / 2;
-        int Y0 = (int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2;
-        uint8_t *line = out + ((Py_ssize_t)(y1 + j) * fw + x1) * ch;
-        int *xy = delta + 2 * (Py_ssize_t)width; /* this row's positions in 1/32 pixel */
-        for (int i = 0; i < width; i++) {
-            xy[2 * i] = (X0 + delta[2 * i]) >> 5;
-            xy[2 * i + 1] = (Y0 + delta[2 * i + 1]) >> 5;
-        }
-        for (int i = 0; i < width; i++) {
-            int X = xy[2 * i], Y = xy[2 * i + 1];
-            int sx = X >> 5, sy = Y >> 5, fx = X & (TAB - 1), fy = Y & (TAB - 1);
-            uint8_t *o = line + (Py_ssize_t)i * ch;
-            if (sx >= 0 && sy >= 0 && sx < bw - 1 && sy < bh - 1) {
-                int kind = cells[(Py_ssize_t)sy * bw + sx];
-                if (kind == CELL_OUT)
-                    continue; /* blendLinear keeps the frame's level there */
-                const uint8_t *q = crop + (Py_ssize_t)sy * cstride + (Py_ssize_t)sx * ch;
-                const int *w = iweights + 4 * (fy * TAB + fx);
-                float wm = 1.0f; /* CELL_IN: the mask's sample is exactly 1, the crop's level */
-                if (kind == CELL_EDGE) {
-                    const float *f = weights + 4 * (fy * TAB + fx);
-                    const float *p = mask + (Py_ssize_t)sy * cw + sx;
-                    wm = p[0] * f[0] + p[1] * f[1] + p[cw] * f[2] + p[cw + 1] * f[3];
-                    if (wm == 0.0f)
-                        continue;
-                }
-                if (ch == 3)
-                    blend_pixel3(o, q, cstride, w, wm);
-                else
-                    blend_pixel(o, q, cstride, ch, w, wm);
-                continue;
-            }
-            float wm = sample_f32(mask, cw, sx, sy, fx, fy, bw, bh);
-            if (wm == 0.0f)
-                continue;
-            float wf = 1.0f - wm, den = wm + wf + 1e-5f;
-            for (int c = 0; c < ch; c++) {
-                float num = (float)sample_u8(crop, cstride, ch, c, sx, sy, fx, fy, bw, bh) * wm + (float)o[c] * wf;
-                o[c] = (uint8_t)clampi((int)lrintf(num / den), 0, 255);
-            }
-        }
-    }
+    Warp warp = {crop, mask, cells, cstride, cw, ch, bw, bh};
+    if (m[1] == 0.0 && m[3] == 0.0)
+        paste_upright(&warp, out, fw, x1, y1, width, y2 - y1, m, delta, vrow);
+    else
+        paste_turned(&warp, out, fw, x1, y1, width, y2 - y1, m, delta);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(delta);
     PyMem_RawFree(cells);
+    PyMem_RawFree(vrow);
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&crop_b);
