@@ -224,6 +224,16 @@ static void mask_cells(uint8_t *cells, const float *mask, Py_ssize_t stride, int
     }
 }
 
+/* one row of two source rows mixed at fy, in 1/32 steps: v = (32 - fy) * a + fy * b
+ * (at most 32 * 255, exact in 16 bits) */
+WIDE_CLONES
+static void mix_rows(uint16_t *restrict v, const uint8_t *restrict a, const uint8_t *restrict b, Py_ssize_t n,
+                     int fy) {
+    uint16_t ay = (uint16_t)(TAB - fy), by = (uint16_t)fy;
+    for (Py_ssize_t q = 0; q < n; q++)
+        v[q] = (uint16_t)(ay * a[q] + by * b[q]);
+}
+
 /* the crop's window, its mask and the mask's cells, as paste_warped reads them */
 typedef struct {
     const uint8_t *crop;
@@ -327,9 +337,7 @@ static void paste_upright(const Warp *p, uint8_t *out, int fw, int x1, int y1, i
         }
         const uint8_t *a = p->crop + (Py_ssize_t)sy * p->cstride, *b = a + p->cstride;
         const uint8_t *cells = p->cells + (Py_ssize_t)sy * bw;
-        int ay = TAB - fy;
-        for (Py_ssize_t q = 0; q < (Py_ssize_t)bw * ch; q++)
-            vrow[q] = (uint16_t)(ay * a[q] + fy * b[q]);
+        mix_rows(vrow, a, b, (Py_ssize_t)bw * ch, fy);
         for (int i = 0; i < width; i++) {
             int sx = cols[2 * i], fx = cols[2 * i + 1];
             uint8_t *o = line + (Py_ssize_t)i * ch;
