@@ -28,6 +28,32 @@
 #define WIDE_CLONES
 #endif
 
+/* a level rounded from value + 0.5 as put_detail does: truncated, 0 below
+ * (and for NaN), 255 above */
+static inline uint8_t level_of(float value) {
+    value = value + 0.5f;
+    value = value > 0.0f ? value : 0.0f;
+    value = value < 255.0f ? value : 255.0f;
+    return (uint8_t)(int)value;
+}
+
+/* one row of put_detail: o = level(v + 0.5), v = new (sign 0), new + (src -
+ * low) * each (sign 1) or new - (src - low) * each (sign -1); the level
+ * truncated, 0 below (and for NaN), 255 at and above 255 */
+WIDE_CLONES
+static void detail_row(uint8_t *restrict o, const float *restrict n, const float *restrict s,
+                       const float *restrict l, const float *restrict each, Py_ssize_t count, int sign) {
+    if (sign > 0)
+        for (Py_ssize_t k = 0; k < count; k++)
+            o[k] = level_of(n[k] + (s[k] - l[k]) * each[k]);
+    else if (sign < 0)
+        for (Py_ssize_t k = 0; k < count; k++)
+            o[k] = level_of(n[k] - (s[k] - l[k]) * each[k]);
+    else
+        for (Py_ssize_t k = 0; k < count; k++)
+            o[k] = level_of(n[k]);
+}
+
 /* put_detail(new, src, low, mask, out, width, height, channels, frame_width,
  *            x0, y0, step, sign)
  *   new        float32 (height, width, channels): the new face's window
@@ -68,25 +94,26 @@ static PyObject *put_detail(PyObject *self, PyObject *args) {
     const float *n = (const float *)new_b.buf, *s = (const float *)src_b.buf, *l = (const float *)low_b.buf;
     const float *m = (const float *)mask_b.buf;
     uint8_t *o = (uint8_t *)out_b.buf;
+    float *each = NULL;
+    if (sign != 0 && (each = PyMem_RawMalloc((size_t)width * channels * sizeof(float))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t values = (Py_ssize_t)width * channels;
     for (int j = 0; j < height; j++) {
         uint8_t *line = o + (Py_ssize_t)(y0 + j) * row + (Py_ssize_t)x0 * channels;
-        for (int i = 0; i < width; i++) {
-            Py_ssize_t p = (Py_ssize_t)j * width + i;
-            float w = sign != 0 ? step * m[p] : 0.0f;
-            for (int c = 0; c < channels; c++) {
-                Py_ssize_t k = p * channels + c;
-                float v = n[k];
-                if (sign > 0)
-                    v = v + (s[k] - l[k]) * w;
-                else if (sign < 0)
-                    v = v - (s[k] - l[k]) * w;
-                v = v + 0.5f;
-                line[(Py_ssize_t)i * channels + c] = !(v > 0.0f) ? 0 : (v >= 255.0f ? 255 : (uint8_t)v);
+        Py_ssize_t first = (Py_ssize_t)j * values;
+        if (sign != 0)
+            for (int i = 0; i < width; i++) { /* the step under the mask, per value */
+                float w = step * m[(Py_ssize_t)j * width + i];
+                for (int c = 0; c < channels; c++)
+                    each[(Py_ssize_t)i * channels + c] = w;
             }
-        }
+        detail_row(line, n + first, s + first, l + first, each, values, sign);
     }
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(each);
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&new_b);
@@ -585,14 +612,6 @@ static void filtered_row(float *restrict dst, float *restrict tmp, const uint8_t
     }
 }
 
-/* a level rounded from value + 0.5 as put_detail does: truncated, 0 below
- * (and for NaN), 255 above */
-static inline uint8_t level_of(float value) {
-    value = value + 0.5f;
-    value = value > 0.0f ? value : 0.0f;
-    value = value < 255.0f ? value : 255.0f;
-    return (uint8_t)(int)value;
-}
 
 /* one row of the grain step: low = the ring's rows (k of them, from
  * rows[0]) weighted by the taps, summed tap after tap; then
