@@ -647,12 +647,87 @@ static void grain_row(uint8_t *restrict o, const uint8_t *restrict s, float *res
         o[q] = level_of((float)o[q] + ((float)s[q] - low[q]) * each[q]);
 }
 
+/* the step under the mask per value of a row, each pixel's weight step *
+ * mask (-step: o - b * w is o + b * -w exactly, as -(step * m) is -step * m)
+ * for its ch values */
+WIDE_CLONES
+static void spread_step(float *restrict each, const float *restrict mrow, int w, int ch, float step) {
+    if (ch == 3) {
+        for (int i = 0; i < w; i++) {
+            float wgt = step * mrow[i];
+            each[3 * i] = wgt;
+            each[3 * i + 1] = wgt;
+            each[3 * i + 2] = wgt;
+        }
+        return;
+    }
+    for (int i = 0; i < w; i++)
+        for (int c = 0; c < ch; c++)
+            each[(Py_ssize_t)i * ch + c] = step * mrow[i];
+}
+
 /* where the warped mask lies: the box of its values over 0.01 (lx..hx,
  * ly..hy; hx < 0 where there is none) and how many are over 0.5 */
 typedef struct {
     int lx, ly, hx, hy;
     Py_ssize_t over;
 } MaskSpan;
+
+/* the row's warped values' extent joined into the span: the first and last
+ * columns over 0.01 (first < 0: none) and how many are over 0.5 */
+static void join_row(MaskSpan *span, int j, int first, int last) {
+    if (first >= 0) {
+        span->lx = first < span->lx ? first : span->lx;
+        span->hx = last > span->hx ? last : span->hx;
+        span->ly = j < span->ly ? j : span->ly;
+        span->hy = j;
+    }
+}
+
+/* warp_mask for a matrix that scales and shifts only (m[1] == m[3] == 0):
+ * each column's x position and each row's y position as warpAffine's walk
+ * gives them (see paste_upright), the same samples; cells as warp_mask's */
+static MaskSpan warp_mask_upright(float *dst, int *cols, const uint8_t *cells, const float *mask, Py_ssize_t stride,
+                                  int bw, int bh, const double *m, int W, int H, MaskSpan span) {
+    int X0 = (int)lrint(m[2] * AB_SCALE) + AB_SCALE / TAB / 2;
+    for (int i = 0; i < W; i++) {
+        int X = (X0 + (int)lrint(m[0] * i * AB_SCALE)) >> 5;
+        cols[2 * i] = X >> 5;
+        cols[2 * i + 1] = X & (TAB - 1);
+    }
+    for (int j = 0; j < H; j++) {
+        int Y = ((int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2) >> 5;
+        int sy = Y >> 5, fy = Y & (TAB - 1), inner = sy >= 0 && sy < bh - 1;
+        float *line = dst + (Py_ssize_t)j * W;
+        const float *a = inner ? mask + (Py_ssize_t)sy * stride : mask;
+        const uint8_t *cellrow = inner ? cells + (Py_ssize_t)sy * bw : cells;
+        const float *table = weights + 4 * (fy * TAB);
+        int first = -1, last = -1;
+        Py_ssize_t over = 0;
+        for (int i = 0; i < W; i++) {
+            int sx = cols[2 * i], fx = cols[2 * i + 1];
+            float v;
+            if (inner && sx >= 0 && sx < bw - 1) {
+                if (!cellrow[sx]) {
+                    line[i] = 0.0f;
+                    continue;
+                }
+                const float *f = table + 4 * fx, *p = a + sx;
+                v = p[0] * f[0] + p[1] * f[1] + p[stride] * f[2] + p[stride + 1] * f[3];
+            } else
+                v = sample_f32(mask, stride, sx, sy, fx, fy, bw, bh);
+            line[i] = v;
+            if (v > 0.01f) {
+                first = first < 0 ? i : first;
+                last = i;
+                over += v > 0.5f;
+            }
+        }
+        span.over += over;
+        join_row(&span, j, first, last);
+    }
+    return span;
+}
 
 /* the mask's window warped into the frame box (W x H floats), as
  * cv2.warpAffine (bilinear, 0 outside) with the inverted matrix m, and
@@ -666,6 +741,8 @@ static MaskSpan warp_mask(float *dst, int *delta, uint8_t *cells, const float *m
         for (int x = 0; x + 1 < bw; x++)
             cells[(Py_ssize_t)y * bw + x] = (a[x] != 0.0f) | (a[x + 1] != 0.0f) | (b[x] != 0.0f) | (b[x + 1] != 0.0f);
     }
+    if (m[1] == 0.0 && m[3] == 0.0)
+        return warp_mask_upright(dst, delta, cells, mask, stride, bw, bh, m, W, H, span);
     for (int i = 0; i < W; i++) {
         delta[2 * i] = (int)lrint(m[0] * i * AB_SCALE);
         delta[2 * i + 1] = (int)lrint(m[3] * i * AB_SCALE);
@@ -696,12 +773,7 @@ static MaskSpan warp_mask(float *dst, int *delta, uint8_t *cells, const float *m
                 span.over += v > 0.5f;
             }
         }
-        if (first >= 0) {
-            span.lx = first < span.lx ? first : span.lx;
-            span.hx = last > span.hx ? last : span.hx;
-            span.ly = j < span.ly ? j : span.ly;
-            span.hy = j;
-        }
+        join_row(&span, j, first, last);
     }
     return span;
 }
@@ -802,12 +874,7 @@ static PyObject *detail_grain(PyObject *self, PyObject *args) {
         const float *rows[64];
         for (int t = 0; t < k; t++) /* rows j - r .. j + r of the ring */
             rows[t] = ring + (Py_ssize_t)((j + t) % k) * line;
-        for (int i = 0; i < w; i++) { /* the step under the mask, per value; o - b * w is o + b * -w exactly */
-            float wgt = step * mrow[i];
-            wgt = sign > 0 ? wgt : -wgt;
-            for (int c = 0; c < ch; c++)
-                each[(Py_ssize_t)i * ch + c] = wgt;
-        }
+        spread_step(each, mrow, w, ch, sign > 0 ? step : -step);
         grain_row(o, s, low, each, rows, f, k, line);
     }
     Py_END_ALLOW_THREADS
