@@ -32,6 +32,12 @@ minute on the 2-core machine; a step's 1-2 ms does not show through that).
   the face's outside labelled together and ``np.unique``/``np.isin`` over
   the grid (before) against one labelling and ``masks.edge_reaching`` (the
   same masks).
+- ``paste-back walk`` and ``detail step walk``: ``kernels.paste_warped``
+  and ``kernels.detail_grain`` on the clip's faces with the working crop's
+  matrix given a 1e-300 turn (before: the kernels' general walk, each
+  pixel's position from warpAffine's fixed-point steps; the same
+  positions, so the same frames, checked) against the matrix as it is (the
+  walk for a matrix that scales and shifts only: rows, then columns).
 
     .venv/bin/python benchmarks/render_steps.py [--frames 40] [--rounds 30]
 """
@@ -54,11 +60,13 @@ DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / 
 SOURCE = "single/biden2.jpg"
 
 
-def capture(data: Path, frames: int) -> tuple[list, list, list, list, list]:
+def capture(data: Path, frames: int) -> tuple[list, list, list, list, list, list, list]:
     """The arguments of ``blend_face``, ``composite``, ``match_detail_planned``
-    (frames that reuse a plan, with the frames as pasted), ``without_islands``
-    and ``laplacian_blend`` for the first ``frames`` faces of the clip."""
+    (frames that reuse a plan, with the frames as pasted), ``without_islands``,
+    ``laplacian_blend``, ``kernels.paste_warped`` and ``kernels.detail_grain``
+    for the first ``frames`` faces of the clip."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import faceweave.compositing.blend as blend_module
     import faceweave.compositing.composite as composite_module
     import faceweave.compositing.occlusion as occlusion_module
     import faceweave.render as render_module
@@ -72,7 +80,21 @@ def capture(data: Path, frames: int) -> tuple[list, list, list, list, list]:
     details: list = []
     islands: list = []
     multiband: list = []
+    pastes: list = []
+    grains: list = []
     laplacian = composite_module.laplacian_blend
+    paste_warped, detail_grain = blend_module.paste_warped, blend_module.detail_grain
+
+    def spy_paste(out, *args):
+        if len(pastes) < frames:
+            pastes.append((out.copy(), *args))
+        return paste_warped(out, *args)
+
+    def spy_grain(original, frame, *args, **kw):
+        if len(grains) < frames:
+            grains.append((original.copy(), frame.copy(), args, kw))
+        return detail_grain(original, frame, *args, **kw)
+
     blend_face, composite = composite_module.blend_face, render_module.composite
     detail_step, without_islands = render_module.match_detail_planned, occlusion_module.without_islands
 
@@ -104,6 +126,7 @@ def capture(data: Path, frames: int) -> tuple[list, list, list, list, list]:
     composite_module.blend_face, render_module.composite = spy_blend, spy_composite
     render_module.match_detail_planned, occlusion_module.without_islands = spy_detail, spy_islands
     composite_module.laplacian_blend = spy_blend_levels
+    blend_module.paste_warped, blend_module.detail_grain = spy_paste, spy_grain
     try:
         with tempfile.TemporaryDirectory() as tmp:
             clip = Path(tmp) / "720p.mp4"
@@ -118,7 +141,44 @@ def capture(data: Path, frames: int) -> tuple[list, list, list, list, list]:
         composite_module.blend_face, render_module.composite = blend_face, composite
         render_module.match_detail_planned, occlusion_module.without_islands = detail_step, without_islands
         composite_module.laplacian_blend = laplacian
-    return blends, composites, details, islands, multiband
+        blend_module.paste_warped, blend_module.detail_grain = paste_warped, detail_grain
+    return blends, composites, details, islands, multiband, pastes, grains
+
+
+def turned(matrix: np.ndarray) -> np.ndarray:
+    """``matrix`` with a 1e-300 turn: the kernels take their general walk,
+    whose positions are the same (1e-300 of a pixel rounds away)."""
+    m = np.array(matrix, np.float64)
+    m[0, 1] = 1e-300
+    return m
+
+
+def walk_steps(pastes: list, grains: list, rounds: int) -> tuple[dict[str, float], dict[str, float]]:
+    """``paste_warped`` and ``detail_grain`` by the general walk (before) and the upright one (after)."""
+    from faceweave.kernels import detail_grain, paste_warped
+
+    def paste(before: bool) -> list[np.ndarray]:
+        done = []
+        for out, crop, mask, window, box, matrix in pastes:
+            frame = out.copy()
+            paste_warped(frame, crop, mask, window, box, turned(matrix) if before else matrix)
+            done.append(frame)
+        return done
+
+    def grain(before: bool) -> list[np.ndarray]:
+        done = []
+        for original, frame, (mask, window, box, matrix), kw in grains:
+            out = frame.copy()
+            detail_grain(original, out, mask, window, box, turned(matrix) if before else matrix, **kw)
+            done.append(out)
+        return done
+
+    for run in (paste, grain):
+        if any(not np.array_equal(a, b) for a, b in zip(run(True), run(False), strict=True)):
+            raise AssertionError(f"the two walks of {run.__name__} gave different frames")
+    paste_times = interleaved([("before", lambda: paste(True)), ("after", lambda: paste(False))], rounds, len(pastes))
+    grain_times = interleaved([("before", lambda: grain(True)), ("after", lambda: grain(False))], rounds, len(grains))
+    return paste_times, grain_times
 
 
 def colour_chain_before(out, behind, mask, plan, box) -> np.ndarray:
@@ -362,7 +422,7 @@ def main() -> int:
     from faceweave.compositing.occlusion import target_occlusion
 
     cv2.setNumThreads(1)  # as a video's render threads run
-    blends, composites, details, islands, multiband = capture(args.data, args.frames)
+    blends, composites, details, islands, multiband, pastes, grains = capture(args.data, args.frames)
     faces = [(a[0], a[1], a[2], a[3], blend_window(a[2])) for a, _ in blends]
     faces = [f for f in faces if f[4] is not None]
     chain = interleaved(
@@ -392,6 +452,7 @@ def main() -> int:
     detail = detail_steps(details, args.rounds)
     island = islands_steps(islands, args.rounds)
     levels = multiband_steps(multiband, args.rounds)
+    paste_walk, grain_walk = walk_steps(pastes, grains, args.rounds)
     print(f"CPU ms per face (per frame: the watermark), medians of {args.rounds} interleaved rounds over")
     print(f"{len(faces)} faces / {args.frames} frames of the 720p clip")
     print(f"{'step':<42}{'before':>8}{'after':>8}{'ratio':>8}")
@@ -403,6 +464,8 @@ def main() -> int:
         ("detail step, reused plan (detail_grain)", detail),
         ("islands (one labelling)", island),
         ("multi-band blend (mix_band)", levels),
+        ("paste-back walk (paste_warped)", paste_walk),
+        ("detail step walk (detail_grain)", grain_walk),
     )
     for name, found in steps:
         print(f"{name:<42}{found['before']:8.2f}{found['after']:8.2f}{found['after'] / found['before']:8.2f}")
