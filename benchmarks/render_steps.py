@@ -60,11 +60,16 @@ DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / 
 SOURCE = "single/biden2.jpg"
 
 
+def _copies(args: tuple) -> tuple:
+    """``args`` with each array copied (a frame is changed in place after the call)."""
+    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+
+
 def capture(data: Path, frames: int) -> tuple[list, list, list, list, list, list, list]:
     """The arguments of ``blend_face``, ``composite``, ``match_detail_planned``
     (frames that reuse a plan, with the frames as pasted), ``without_islands``,
     ``laplacian_blend``, ``kernels.paste_warped`` and ``kernels.detail_grain``
-    for the first ``frames`` faces of the clip."""
+    for the first ``frames`` faces of the clip: ``(args, kwargs)`` each."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import faceweave.compositing.blend as blend_module
     import faceweave.compositing.composite as composite_module
@@ -75,58 +80,29 @@ def capture(data: Path, frames: int) -> tuple[list, list, list, list, list, list
     from faceweave.video.pipeline import VideoOptions, VideoSwapper
     from video_swap import derive_720p
 
-    blends: list = []
-    composites: list = []
-    details: list = []
-    islands: list = []
-    multiband: list = []
-    pastes: list = []
-    grains: list = []
-    laplacian = composite_module.laplacian_blend
-    paste_warped, detail_grain = blend_module.paste_warped, blend_module.detail_grain
+    # (module, name, keep this call?, how its kwargs are kept)
+    spied = [
+        (composite_module, "blend_face", lambda kw: True, dict),
+        (render_module, "composite", lambda kw: True, lambda kw: {**kw, "plan": None}),
+        (render_module, "match_detail_planned", lambda kw: kw.get("plan") is not None, dict),
+        (occlusion_module, "without_islands", lambda kw: True, dict),
+        (composite_module, "laplacian_blend", lambda kw: True, dict),
+        (blend_module, "paste_warped", lambda kw: True, dict),
+        (blend_module, "detail_grain", lambda kw: True, dict),
+    ]
+    found: list[list] = [[] for _ in spied]
+    originals = [getattr(module, name) for module, name, _, _ in spied]
 
-    def spy_paste(out, *args):
-        if len(pastes) < frames:
-            pastes.append((out.copy(), *args))
-        return paste_warped(out, *args)
+    def spy(k: int) -> Callable:
+        def call(*args, **kw):
+            if len(found[k]) < frames and spied[k][2](kw):
+                found[k].append((_copies(args), spied[k][3](kw)))
+            return originals[k](*args, **kw)
 
-    def spy_grain(original, frame, *args, **kw):
-        if len(grains) < frames:
-            grains.append((original.copy(), frame.copy(), args, kw))
-        return detail_grain(original, frame, *args, **kw)
+        return call
 
-    blend_face, composite = composite_module.blend_face, render_module.composite
-    detail_step, without_islands = render_module.match_detail_planned, occlusion_module.without_islands
-
-    def spy_detail(original, frame, *args, **kw):
-        if len(details) < frames and kw.get("plan") is not None:
-            details.append((original.copy(), frame.copy(), args, kw))
-        return detail_step(original, frame, *args, **kw)
-
-    def spy_blend_levels(*args, **kw):
-        if len(multiband) < frames:
-            multiband.append((args, kw))
-        return laplacian(*args, **kw)
-
-    def spy_islands(*args):
-        if len(islands) < frames:
-            islands.append(args)
-        return without_islands(*args)
-
-    def spy_blend(*args, **kw):
-        if len(blends) < frames:
-            blends.append((args, kw))
-        return blend_face(*args, **kw)
-
-    def spy_composite(*args, **kw):
-        if len(composites) < frames:
-            composites.append((args, {**kw, "plan": None}))
-        return composite(*args, **kw)
-
-    composite_module.blend_face, render_module.composite = spy_blend, spy_composite
-    render_module.match_detail_planned, occlusion_module.without_islands = spy_detail, spy_islands
-    composite_module.laplacian_blend = spy_blend_levels
-    blend_module.paste_warped, blend_module.detail_grain = spy_paste, spy_grain
+    for k, (module, name, _, _) in enumerate(spied):
+        setattr(module, name, spy(k))
     try:
         with tempfile.TemporaryDirectory() as tmp:
             clip = Path(tmp) / "720p.mp4"
@@ -138,10 +114,9 @@ def capture(data: Path, frames: int) -> tuple[list, list, list, list, list, list
                     [data / SOURCE], clip, Path(tmp) / "out.mp4", options=VideoOptions(end=end)
                 )
     finally:
-        composite_module.blend_face, render_module.composite = blend_face, composite
-        render_module.match_detail_planned, occlusion_module.without_islands = detail_step, without_islands
-        composite_module.laplacian_blend = laplacian
-        blend_module.paste_warped, blend_module.detail_grain = paste_warped, detail_grain
+        for (module, name, _, _), original in zip(spied, originals, strict=True):
+            setattr(module, name, original)
+    blends, composites, details, islands, multiband, pastes, grains = found
     return blends, composites, details, islands, multiband, pastes, grains
 
 
@@ -159,7 +134,7 @@ def walk_steps(pastes: list, grains: list, rounds: int) -> tuple[dict[str, float
 
     def paste(before: bool) -> list[np.ndarray]:
         done = []
-        for out, crop, mask, window, box, matrix in pastes:
+        for (out, crop, mask, window, box, matrix), _ in pastes:
             frame = out.copy()
             paste_warped(frame, crop, mask, window, box, turned(matrix) if before else matrix)
             done.append(frame)
@@ -167,7 +142,7 @@ def walk_steps(pastes: list, grains: list, rounds: int) -> tuple[dict[str, float
 
     def grain(before: bool) -> list[np.ndarray]:
         done = []
-        for original, frame, (mask, window, box, matrix), kw in grains:
+        for (original, frame, mask, window, box, matrix), kw in grains:
             out = frame.copy()
             detail_grain(original, out, mask, window, box, turned(matrix) if before else matrix, **kw)
             done.append(out)
@@ -320,7 +295,7 @@ def detail_steps(details: list, rounds: int) -> dict[str, float]:
     from faceweave.compositing.blend import match_detail_planned
 
     def run(before: bool) -> None:
-        for original, frame, args, kw in details:
+        for (original, frame, *args), kw in details:
             (detail_before if before else match_detail_planned)(original, frame.copy(), *args, **kw)
 
     return interleaved([("before", lambda: run(True)), ("after", lambda: run(False))], rounds, len(details))
@@ -390,8 +365,8 @@ def islands_steps(islands: list, rounds: int) -> dict[str, float]:
 
     return interleaved(
         [
-            ("before", lambda: [islands_before(*a) for a in islands]),
-            ("after", lambda: [without_islands(*a) for a in islands]),
+            ("before", lambda: [islands_before(*a) for a, _ in islands]),
+            ("after", lambda: [without_islands(*a) for a, _ in islands]),
         ],
         rounds,
         len(islands),
