@@ -895,6 +895,21 @@ done:
     return result;
 }
 
+/* the field along a run of pixels that read the same four grid samples g
+ * (g00, g01, g10, g11: dx, dy, moved each), bilinear in warpAffine's float
+ * weights (vy0 * vx0 ...) summed in its order: offsets (dx, dy) and moved */
+WIDE_CLONES
+static void field_run(float *restrict off, float *restrict chg, const float *restrict xw, const float *restrict g,
+                      float vy0, float ay, int n) {
+    for (int i = 0; i < n; i++) {
+        float vx0 = xw[2 * i], ax = xw[2 * i + 1];
+        float w00 = vy0 * vx0, w01 = vy0 * ax, w10 = ay * vx0, w11 = ay * ax;
+        off[2 * i] = g[0] * w00 + g[3] * w01 + g[6] * w10 + g[9] * w11;
+        off[2 * i + 1] = g[1] * w00 + g[4] * w01 + g[7] * w10 + g[10] * w11;
+        chg[i] = g[2] * w00 + g[5] * w01 + g[8] * w10 + g[11] * w11;
+    }
+}
+
 /* warp_by_grid(grid, pixels, offsets, changed, out, grid_w, grid_h, width, height, channels, step)
  *   grid     float32 (grid_h, grid_w, 3): a smooth field every step pixels (dx, dy, how much moved),
  *            sample (i, j) at pixel (j * step, i * step)
@@ -924,12 +939,15 @@ static PyObject *warp_by_grid(PyObject *self, PyObject *args) {
     uint8_t *restrict out = (uint8_t *)out_b.buf;
     double scale = 1.0 / step;
     /* per column: the grid's two columns (as offsets into a grid row) and
-     * warpAffine's weights along x (its steps along a row; its bdelta is 0) */
+     * warpAffine's weights along x (its steps along a row; its bdelta is 0);
+     * runs: the columns that read the same two grid columns, in turn */
     int *cols = PyMem_RawMalloc(2 * (size_t)w * sizeof(int));
+    int *runs = PyMem_RawMalloc(((size_t)w + 1) * sizeof(int));
     float *xw = PyMem_RawMalloc(2 * (size_t)w * sizeof(float));
     uint8_t *still = PyMem_RawMalloc((size_t)gw * gh);
-    if (cols == NULL || xw == NULL || still == NULL) {
+    if (cols == NULL || runs == NULL || xw == NULL || still == NULL) {
         PyMem_RawFree(cols);
+        PyMem_RawFree(runs);
         PyMem_RawFree(xw);
         PyMem_RawFree(still);
         PyErr_NoMemory();
@@ -940,6 +958,7 @@ static PyObject *warp_by_grid(PyObject *self, PyObject *args) {
      * sum of zeros is 0, its map is the pixel itself, its weights 1, 0, 0, 0) */
     for (Py_ssize_t n = 0; n < (Py_ssize_t)gw * gh; n++)
         still[n] = grid[3 * n] == 0.0f && grid[3 * n + 1] == 0.0f && grid[3 * n + 2] == 0.0f;
+    int count = 0;
     for (int i = 0; i < w; i++) {
         int X = ((int)lrint(scale * i * AB_SCALE) + AB_SCALE / TAB / 2) >> 5, gx = X >> 5;
         float ax = (float)(X & (TAB - 1)) * (1.0f / TAB);
@@ -947,7 +966,10 @@ static PyObject *warp_by_grid(PyObject *self, PyObject *args) {
         cols[2 * i + 1] = clampi(gx + 1, 0, gw - 1) * 3;
         xw[2 * i] = 1.0f - ax;
         xw[2 * i + 1] = ax;
+        if (i == 0 || cols[2 * i] != cols[2 * i - 2] || cols[2 * i + 1] != cols[2 * i - 1])
+            runs[count++] = i;
     }
+    runs[count] = w;
     Py_ssize_t gstride = (Py_ssize_t)gw * 3, stride = (Py_ssize_t)w * ch;
     Py_BEGIN_ALLOW_THREADS
     for (int j = 0; j < h; j++) {
@@ -955,49 +977,43 @@ static PyObject *warp_by_grid(PyObject *self, PyObject *args) {
         const float *row0 = grid + clampi(gy, 0, gh - 1) * gstride, *row1 = grid + clampi(gy + 1, 0, gh - 1) * gstride;
         float ay = (float)(Y & (TAB - 1)) * (1.0f / TAB), vy0 = 1.0f - ay;
         const uint8_t *still0 = still + clampi(gy, 0, gh - 1) * gw, *still1 = still + clampi(gy + 1, 0, gh - 1) * gw;
-        for (int i = 0; i < w; i++) {
-            int c0 = cols[2 * i] / 3, c1 = cols[2 * i + 1] / 3;
-            if (still0[c0] & still0[c1] & still1[c0] & still1[c1]) {
-                Py_ssize_t p = (Py_ssize_t)j * w + i;
-                off[2 * p] = 0.0f;
-                off[2 * p + 1] = 0.0f;
-                chg[p] = 0.0f;
-                for (int c = 0; c < ch; c++)
-                    out[p * ch + c] = src[p * ch + c];
+        for (int r = 0; r < count; r++) {
+            int i0 = runs[r], i1 = runs[r + 1], c0 = cols[2 * i0], c1 = cols[2 * i0 + 1];
+            Py_ssize_t p0 = (Py_ssize_t)j * w + i0, n = i1 - i0;
+            if (still0[c0 / 3] & still0[c1 / 3] & still1[c0 / 3] & still1[c1 / 3]) { /* the run keeps its levels */
+                memset(off + 2 * p0, 0, 2 * (size_t)n * sizeof(float));
+                memset(chg + p0, 0, (size_t)n * sizeof(float));
+                memcpy(out + p0 * ch, src + p0 * ch, (size_t)n * ch);
                 continue;
             }
-            float vx0 = xw[2 * i], ax = xw[2 * i + 1];
-            float w00 = vy0 * vx0, w01 = vy0 * ax, w10 = ay * vx0, w11 = ay * ax;
-            const float *g00 = row0 + cols[2 * i], *g01 = row0 + cols[2 * i + 1];
-            const float *g10 = row1 + cols[2 * i], *g11 = row1 + cols[2 * i + 1];
-            float v[3];
-            for (int c = 0; c < 3; c++)
-                v[c] = g00[c] * w00 + g01[c] * w01 + g10[c] * w10 + g11[c] * w11;
-            Py_ssize_t p = (Py_ssize_t)j * w + i;
-            off[2 * p] = v[0];
-            off[2 * p + 1] = v[1];
-            chg[p] = v[2];
-            /* remap's maps in 1/32 pixel (cvRound), then its 15-bit bilinear weights */
-            float mx = v[0] + (float)i, my = v[1] + (float)j;
-            int sx32 = (int)lrintf(mx * (float)TAB), sy32 = (int)lrintf(my * (float)TAB);
-            int sx = clampi(sx32 >> 5, -32768, 32767), sy = clampi(sy32 >> 5, -32768, 32767);
-            int ux = sx32 & (TAB - 1), uy = sy32 & (TAB - 1);
-            uint8_t *o = out + p * ch;
-            if (sx >= 0 && sy >= 0 && sx < w - 1 && sy < h - 1) { /* all four neighbours inside */
-                int w00 = (TAB - uy) * (TAB - ux) * 32, w01 = (TAB - uy) * ux * 32, w10 = uy * (TAB - ux) * 32,
-                    w11 = uy * ux * 32;
-                const uint8_t *q = src + (Py_ssize_t)sy * stride + (Py_ssize_t)sx * ch;
-                for (int c = 0; c < ch; c++)
-                    o[c] = (uint8_t)((q[c] * w00 + q[ch + c] * w01 + q[stride + c] * w10 + q[stride + ch + c] * w11
-                                      + (1 << 14))
-                                     >> 15);
-            } else {
-                for (int c = 0; c < ch; c++)
-                    o[c] = (uint8_t)sample_u8(src, stride, ch, c, sx, sy, ux, uy, w, h);
+            const float g[12] = {row0[c0], row0[c0 + 1], row0[c0 + 2], row0[c1], row0[c1 + 1], row0[c1 + 2],
+                                 row1[c0], row1[c0 + 1], row1[c0 + 2], row1[c1], row1[c1 + 1], row1[c1 + 2]};
+            field_run(off + 2 * p0, chg + p0, xw + 2 * (Py_ssize_t)i0, g, vy0, ay, (int)n);
+            for (int i = i0; i < i1; i++) {
+                Py_ssize_t p = (Py_ssize_t)j * w + i;
+                /* remap's maps in 1/32 pixel (cvRound), then its 15-bit bilinear weights */
+                float mx = off[2 * p] + (float)i, my = off[2 * p + 1] + (float)j;
+                int sx32 = (int)lrintf(mx * (float)TAB), sy32 = (int)lrintf(my * (float)TAB);
+                int sx = clampi(sx32 >> 5, -32768, 32767), sy = clampi(sy32 >> 5, -32768, 32767);
+                int ux = sx32 & (TAB - 1), uy = sy32 & (TAB - 1);
+                uint8_t *o = out + p * ch;
+                if (sx >= 0 && sy >= 0 && sx < w - 1 && sy < h - 1) { /* all four neighbours inside */
+                    int k00 = (TAB - uy) * (TAB - ux) * 32, k01 = (TAB - uy) * ux * 32, k10 = uy * (TAB - ux) * 32,
+                        k11 = uy * ux * 32;
+                    const uint8_t *q = src + (Py_ssize_t)sy * stride + (Py_ssize_t)sx * ch;
+                    for (int c = 0; c < ch; c++)
+                        o[c] = (uint8_t)((q[c] * k00 + q[ch + c] * k01 + q[stride + c] * k10
+                                          + q[stride + ch + c] * k11 + (1 << 14))
+                                         >> 15);
+                } else {
+                    for (int c = 0; c < ch; c++)
+                        o[c] = (uint8_t)sample_u8(src, stride, ch, c, sx, sy, ux, uy, w, h);
+                }
             }
         }
     }
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(runs);
     PyMem_RawFree(cols);
     PyMem_RawFree(xw);
     PyMem_RawFree(still);
