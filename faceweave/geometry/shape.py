@@ -168,15 +168,19 @@ def _spread_to_surround(new: np.ndarray, fitted: np.ndarray, blocks, surround: f
     offset from ``fitted``, falling off as a Gaussian ``surround`` times the
     block's width wide (in place)."""
     free = _free_points()
+    around = fitted[free, :2]
     for block, (i, j) in blocks:
         offset = (new[block] - fitted[block]).astype(np.float32)
         sigma = surround * max(float(np.linalg.norm(fitted[i, :2] - fitted[j, :2])), 1e-6)
         # only points within four sigmas of the block are moved noticeably
         lo, hi = fitted[block, :2].min(axis=0) - 4.0 * sigma, fitted[block, :2].max(axis=0) + 4.0 * sigma
-        near = free[np.all((fitted[free, :2] >= lo) & (fitted[free, :2] <= hi), axis=1)]
-        d = fitted[near, None, :2].astype(np.float32) - fitted[None, block, :2].astype(np.float32)
-        # the squared distance as two planes (NumPy's sum over a last axis of two is slow; same sums)
-        w = np.exp(-(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) / np.float32(2.0 * sigma**2))
+        inside = np.all((around >= lo) & (around <= hi), axis=1)
+        near = free[inside]
+        # the squared distance from planes of x and y differences (contiguous,
+        # not a last axis of two: the same sums, several times faster)
+        p, q = around[inside].astype(np.float32), fitted[block, :2].astype(np.float32)
+        dx, dy = p[:, 0, None] - q[None, :, 0], p[:, 1, None] - q[None, :, 1]
+        w = np.exp(-(dx * dx + dy * dy) / np.float32(2.0 * sigma**2))
         # the weighted mean offset of the block's points, faded by the distance to the nearest
         new[near] += (w @ offset) / np.maximum(w.sum(axis=1), 1e-12)[:, None] * w.max(axis=1)[:, None]
 
