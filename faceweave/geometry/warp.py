@@ -166,10 +166,12 @@ def triangle_affines(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
     out = np.empty((len(d), 2, 3))
     safe = np.where(ok, det, 1.0)
     # inverse of [e1 e2] = [[e2y, -e2x], [-e1y, e1x]] / det
-    inv = np.stack([np.stack([e2[:, 1], -e2[:, 0]], 1), np.stack([-e1[:, 1], e1[:, 0]], 1)], 1) / safe[:, None, None]
-    lin = np.stack([f1, f2], axis=2) @ inv  # (T, 2, 2)
-    out[:, :, :2] = lin
-    out[:, :, 2] = s[:, 0] - np.einsum("tij,tj->ti", lin, d[:, 0])
+    i00, i01, i10, i11 = e2[:, 1] / safe, -e2[:, 0] / safe, -e1[:, 1] / safe, e1[:, 0] / safe
+    for row in range(2):  # L = [f1 f2] inv and the shift, written out (no stacked 2x2 products)
+        a, b = f1[:, row], f2[:, row]
+        out[:, row, 0] = a * i00 + b * i10
+        out[:, row, 1] = a * i01 + b * i11
+        out[:, row, 2] = s[:, 0, row] - (out[:, row, 0] * d[:, 0, 0] + out[:, row, 1] * d[:, 0, 1])
     if not ok.all():  # degenerate triangles: a least-squares map
         dh = np.concatenate([d[~ok], np.ones((int((~ok).sum()), 3, 1))], axis=2)
         out[~ok] = np.transpose(np.linalg.pinv(dh) @ s[~ok], (0, 2, 1))
