@@ -2,10 +2,11 @@
 interleaved in one process, on the calls the 720p one-face clip makes.
 
 The earlier revision's ``faceweave/kernels/_pixels.c`` and ``_raster.c``
-(read with ``git show``) are compiled into a temporary folder with the
-flags of that revision's ``pyproject.toml`` and loaded beside this tree's
-modules; the video is swapped once (one render thread) with every call of
-this tree's kernels recorded (its arguments copied); then each recorded
+(read with ``git show``) and this tree's are compiled into a temporary
+folder alike, as setuptools compiles them (the interpreter's ``CFLAGS``,
+then the flags of that revision's ``pyproject.toml``), and loaded; the
+video is swapped once (one render thread) with every call of this tree's
+installed kernels recorded (its arguments copied); then each recorded
 call is made again with each build, alternating which goes first every
 round, on fresh copies of its arrays (the kernels write in place), and the
 thread's CPU time of the call alone is taken.  Both builds' outputs are
@@ -41,19 +42,21 @@ ROOT = Path(__file__).resolve().parents[1]
 MODULES = ("_pixels", "_raster")
 
 
-def build(rev: str, folder: Path) -> dict[str, ModuleType]:
-    """The kernels of ``rev``, compiled as its ``pyproject.toml`` says and loaded."""
-    project = tomllib.loads(_show(rev, "pyproject.toml"))
+def build(rev: str | None, folder: Path) -> dict[str, ModuleType]:
+    """The kernels of ``rev`` (``None``: this working tree), compiled as
+    setuptools compiles them, with the flags its ``pyproject.toml`` gives, and loaded."""
+    project = tomllib.loads(_read(rev, "pyproject.toml"))
     flags = {m["name"].rsplit(".", 1)[1]: m.get("extra-compile-args", []) for m in _ext_modules(project)}
     include = sysconfig.get_paths()["include"]
+    base = [sysconfig.get_config_var(v) or "" for v in ("CFLAGS", "CCSHARED")]
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     built = {}
     for name in MODULES:
         source = folder / f"{name}.c"
-        source.write_text(_show(rev, f"faceweave/kernels/{name}.c"))
+        source.write_text(_read(rev, f"faceweave/kernels/{name}.c"))
         target = folder / f"{name}{suffix}"
-        cc = ["cc", "-shared", "-fPIC", *flags.get(name, []), f"-I{include}", str(source), "-o", str(target)]
-        subprocess.run(cc, check=True, capture_output=True)
+        cc = ["cc", "-shared", *" ".join(base).split(), *flags.get(name, []), f"-I{include}", str(source)]
+        subprocess.run([*cc, "-o", str(target)], check=True, capture_output=True)
         loader = importlib.machinery.ExtensionFileLoader(name, str(target))
         spec = importlib.util.spec_from_file_location(name, target, loader=loader)
         if spec is None:
@@ -62,6 +65,10 @@ def build(rev: str, folder: Path) -> dict[str, ModuleType]:
         loader.exec_module(module)
         built[name] = module
     return built
+
+
+def _read(rev: str | None, path: str) -> str:
+    return (ROOT / path).read_text() if rev is None else _show(rev, path)
 
 
 def _show(rev: str, path: str) -> str:
@@ -165,7 +172,6 @@ def main() -> int:
         print(f"test data not found under {args.data}", file=sys.stderr)
         return 2
     from faceweave import kernels
-    from faceweave.kernels import pixels, raster
 
     if not kernels.compiled():
         print("this tree's kernels are not compiled (pip install -e . with a C compiler)", file=sys.stderr)
@@ -173,10 +179,9 @@ def main() -> int:
     import cv2
 
     cv2.setNumThreads(1)  # as a video's render threads run
-    ours = {"_pixels": pixels._pixels, "_raster": raster._raster}
     recorded = record(args.data, args.frames)
-    with tempfile.TemporaryDirectory() as tmp:
-        theirs = build(args.against, Path(tmp))
+    with tempfile.TemporaryDirectory() as old_tmp, tempfile.TemporaryDirectory() as new_tmp:
+        theirs, ours = build(args.against, Path(old_tmp)), build(None, Path(new_tmp))
         print(f"CPU ms per call, medians of {args.rounds} interleaved rounds; {args.against} against this tree")
         print(f"{'kernel':<24}{'calls':>6}{args.against[:10]:>12}{'this tree':>12}{'ratio':>8}  values")
         for module, calls in sorted(recorded.items()):
