@@ -72,6 +72,28 @@ def test_rasterize_is_its_reference_to_the_bit_on_random_triangles(seed):
 
 
 @needs_compiled
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("reach", [0.0, 0.5, 2.0])
+def test_rasterize_is_its_reference_where_edges_meet_pixel_centres(seed, reach):
+    """The kernel fills each row's run between its edges, found from each
+    edge's crossing and settled by its test: corners on whole and half
+    pixels (edges through pixel centres, ties with the limit), level and
+    upright edges (a test the same along the row), slivers and tiny
+    triangles give the per-pixel test's cover to the bit."""
+    rng = np.random.default_rng(500 + seed)
+    points = rng.integers(-6, 70, (40, 2)).astype(np.float64) / rng.choice([1.0, 2.0, 4.0])
+    points[:8, 1] = points[0, 1]  # a level line of corners
+    points[8:16, 0] = points[8, 0]  # an upright one
+    points[16:20] = points[20:24] + rng.uniform(-0.3, 0.3, (4, 2))  # slivers and tiny triangles
+    triangles = rng.integers(0, 40, (80, 3))
+    order = rng.permutation(80)
+    got = raster.rasterize(points, triangles, order, (61, 47), reach=reach)
+    want = reference.rasterize(points, triangles.astype(np.int64), order.astype(np.int64), (61, 47), reach=reach)
+    np.testing.assert_array_equal(got, want)
+    assert (got >= 0).any()
+
+
+@needs_compiled
 @pytest.mark.parametrize("reach", [0.0, 0.5, 2.0])
 def test_rasterize_is_its_reference_on_a_turned_face(reach):
     mesh = face_mesh()

@@ -13,6 +13,45 @@
 #include <math.h>
 #include <stdint.h>
 
+/* An edge's test on row y as a function of x: inside where
+ * !(k - c * (x - base) < limit), k = the row's first product.  In floating
+ * point x - base, c * (x - base) and k - that are each monotonic in x, so
+ * the pixels that pass form one run that reaches one end of the row (or all
+ * or none of it). */
+typedef struct {
+    double k, c, base, limit;
+} EdgeRow;
+
+static inline int passes(const EdgeRow *e, int x) { return !(e->k - e->c * ((double)x - e->base) < e->limit); }
+
+/* The row's run [*lo, *hi] narrowed to the pixels that pass the edge's
+ * test: its end found from the line's crossing and then settled by the
+ * test itself, pixel by pixel, so the run is the test's to the bit. */
+static void narrow(const EdgeRow *e, int *lo, int *hi) {
+    if (*lo > *hi)
+        return;
+    if (e->c == 0.0) { /* the same for every x */
+        if (!passes(e, *lo))
+            *hi = *lo - 1;
+        return;
+    }
+    double cross = e->base + (e->k - e->limit) / e->c; /* where k - c * (x - base) = limit */
+    int x = !isfinite(cross) ? (cross > 0 ? *hi : *lo) : (cross > *hi ? *hi : (cross < *lo ? *lo : (int)floor(cross)));
+    if (e->c > 0.0) { /* falling in x: the run ends at the last pixel that passes */
+        while (x >= *lo && !passes(e, x))
+            x--;
+        while (x + 1 <= *hi && passes(e, x + 1))
+            x++;
+        *hi = x;
+    } else { /* rising: it starts at the first that passes */
+        while (x <= *hi && !passes(e, x))
+            x++;
+        while (x - 1 >= *lo && passes(e, x - 1))
+            x--;
+        *lo = x;
+    }
+}
+
 /* rasterize(points, triangles, order, ids, width, height, reach)
  *   points     float64 (N, 2) pixel coordinates
  *   triangles  int64 (T, 3) indices into points, either winding
@@ -82,13 +121,17 @@ static PyObject *rasterize(PyObject *self, PyObject *args) {
         double l2 = -reach * (hypot(bx - ax, by - ay) + 1e-12);
         int32_t index = (int32_t)o[k];
         for (int y = y0; y <= y1; y++) {
+            /* the three edge tests, (cx - bx) * (y - by) - (cy - by) * (x - bx) < l0 and
+             * alike, as runs of the row: the pixels between them take the triangle */
+            EdgeRow e0 = {(cx - bx) * (y - by), cy - by, bx, l0}, e1 = {(ax - cx) * (y - cy), ay - cy, cx, l1},
+                    e2 = {(bx - ax) * (y - ay), by - ay, ax, l2};
+            int lo = x0, hi = x1;
+            narrow(&e0, &lo, &hi);
+            narrow(&e1, &lo, &hi);
+            narrow(&e2, &lo, &hi);
             int32_t *row = out + (Py_ssize_t)y * width;
-            for (int x = x0; x <= x1; x++) {
-                if ((cx - bx) * (y - by) - (cy - by) * (x - bx) < l0) continue;
-                if ((ax - cx) * (y - cy) - (ay - cy) * (x - cx) < l1) continue;
-                if ((bx - ax) * (y - ay) - (by - ay) * (x - ax) < l2) continue;
+            for (int x = lo; x <= hi; x++)
                 row[x] = index;
-            }
         }
     }
     Py_END_ALLOW_THREADS
