@@ -129,7 +129,6 @@ done:
     return result;
 }
 
-
 /* OpenCV's warpAffine (INTER_LINEAR): coordinates in 1/32 pixel from a
  * 10-bit fixed-point walk along the row, bilinear weights in 1/32 steps */
 #define AB_SCALE 1024
@@ -616,7 +615,6 @@ static void filtered_row(float *restrict dst, float *restrict tmp, const uint8_t
             dst[i] += f * p[i];
     }
 }
-
 
 /* one row of the grain step: low = the ring's rows (k of them, from
  * rows[0]) weighted by the taps, summed tap after tap; then
