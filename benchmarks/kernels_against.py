@@ -106,22 +106,13 @@ def record(data: Path, frames: int) -> dict[str, dict[str, list[tuple]]]:
     """The kernels' calls over the first ``frames`` frames of the 720p clip, by module."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from faceweave.kernels import pixels, raster
-    from faceweave.options import SelectionOptions, SwapOptions
-    from faceweave.pipeline import FaceSwapper
-    from faceweave.video.pipeline import VideoOptions, VideoSwapper
-    from video_swap import derive_720p
+    from video_swap import swap_720p_start
 
     recorders = {"_pixels": Recorder(pixels._pixels, frames), "_raster": Recorder(raster._raster, frames)}
     real = pixels._pixels, raster._raster
     pixels._pixels, raster._raster = recorders["_pixels"], recorders["_raster"]
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            clip = Path(tmp) / "720p.mp4"
-            derive_720p(data / "video" / "lp_d18_talking_face.mp4", clip)
-            options = SwapOptions(selection=SelectionOptions(mode="one"), working_size=192)
-            with FaceSwapper(options) as swapper:
-                settings = VideoOptions(end=(frames + 0.5) / 30.0, workers=1)
-                VideoSwapper(swapper).swap_video([data / SOURCE], clip, Path(tmp) / "out.mp4", options=settings)
+        swap_720p_start(data, frames, workers=1)
     finally:
         pixels._pixels, raster._raster = real
     return {name: dict(r.calls) for name, r in recorders.items()}

@@ -75,10 +75,7 @@ def capture(data: Path, frames: int) -> tuple[list, list, list, list, list, list
     import faceweave.compositing.composite as composite_module
     import faceweave.compositing.occlusion as occlusion_module
     import faceweave.render as render_module
-    from faceweave.options import SelectionOptions, SwapOptions
-    from faceweave.pipeline import FaceSwapper
-    from faceweave.video.pipeline import VideoOptions, VideoSwapper
-    from video_swap import derive_720p
+    from video_swap import swap_720p_start
 
     # (module, name, keep this call?, how its kwargs are kept)
     spied = [
@@ -104,15 +101,7 @@ def capture(data: Path, frames: int) -> tuple[list, list, list, list, list, list
     for k, (module, name, _, _) in enumerate(spied):
         setattr(module, name, spy(k))
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            clip = Path(tmp) / "720p.mp4"
-            derive_720p(data / "video" / "lp_d18_talking_face.mp4", clip)
-            options = SwapOptions(selection=SelectionOptions(mode="one"), working_size=192)
-            with FaceSwapper(options) as swapper:
-                end = (frames + 0.5) / 30.0
-                VideoSwapper(swapper).swap_video(
-                    [data / SOURCE], clip, Path(tmp) / "out.mp4", options=VideoOptions(end=end)
-                )
+        swap_720p_start(data, frames)
     finally:
         for (module, name, _, _), original in zip(spied, originals, strict=True):
             setattr(module, name, original)

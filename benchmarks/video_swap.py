@@ -121,6 +121,23 @@ def derive_720p(video: Path, out: Path) -> None:
                 writer.write(canvas, frame.time)
 
 
+def swap_720p_start(data: Path, frames: int, *, workers: int = 2) -> None:
+    """The first ``frames`` frames of the derived 720p clip swapped with
+    ``SOURCE`` (one face, the CLI's video working size 192), in a
+    temporary folder: what the step and kernel benchmarks record calls from."""
+    from faceweave.options import SelectionOptions, SwapOptions
+    from faceweave.pipeline import FaceSwapper
+    from faceweave.video.pipeline import VideoOptions, VideoSwapper
+
+    with tempfile.TemporaryDirectory() as tmp:
+        clip = Path(tmp) / "720p.mp4"
+        derive_720p(data / "video" / "lp_d18_talking_face.mp4", clip)
+        options = SwapOptions(selection=SelectionOptions(mode="one"), working_size=192)
+        with FaceSwapper(options) as swapper:
+            settings = VideoOptions(end=(frames + 0.5) / 30.0, workers=workers)
+            VideoSwapper(swapper).swap_video([data / SOURCE], clip, Path(tmp) / "out.mp4", options=settings)
+
+
 def loop_video(video: Path, times: int, out: Path) -> None:
     from faceweave.video.io import VideoReader, VideoWriter
 

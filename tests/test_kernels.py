@@ -215,15 +215,20 @@ def paste_case(seed: int, channels: int = 3, *, upright: bool = False) -> tuple[
     return crop, mask, frame, np.array([bx, by, bw, bh]), np.array([x1, y1, x2, y2]), matrix
 
 
-@needs_compiled
-@pytest.mark.parametrize("seed", range(60))
-def test_paste_warped_is_opencvs_warp_and_blend_to_the_bit(seed):
-    channels = (3, 1, 4)[seed % 3]
-    crop, mask, frame, window, box, matrix = paste_case(seed, channels)
+def assert_paste_is_opencvs(crop, mask, frame, window, box, matrix) -> np.ndarray:
+    """The kernel's paste of a case against OpenCV's warp and blend, to the bit; the kernel's frame."""
     got, want = frame.copy(), frame.copy()
     kernels.paste_warped(got, crop, mask, tuple(window), tuple(box), matrix)
     reference.paste_warped(want, crop, mask, tuple(window), tuple(box), matrix)
     np.testing.assert_array_equal(got, want)
+    return got
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(60))
+def test_paste_warped_is_opencvs_warp_and_blend_to_the_bit(seed):
+    channels = (3, 1, 4)[seed % 3]
+    assert_paste_is_opencvs(*paste_case(seed, channels))
 
 
 @needs_compiled
@@ -234,10 +239,7 @@ def test_paste_warped_upright_is_opencvs_warp_and_blend_to_the_bit(seed):
     channels = (3, 1, 4)[seed % 3]
     crop, mask, frame, window, box, matrix = paste_case(200 + seed, channels, upright=True)
     assert matrix[0, 1] == 0.0 and matrix[1, 0] == 0.0
-    got, want = frame.copy(), frame.copy()
-    kernels.paste_warped(got, crop, mask, tuple(window), tuple(box), matrix)
-    reference.paste_warped(want, crop, mask, tuple(window), tuple(box), matrix)
-    np.testing.assert_array_equal(got, want)
+    assert_paste_is_opencvs(crop, mask, frame, window, box, matrix)
 
 
 @needs_compiled
@@ -265,10 +267,7 @@ def test_paste_warped_cells_of_ones_and_zeros_beside_values_a_step_from_them(see
     near = np.array([np.nextafter(np.float32(1), np.float32(0)), np.float32(1e-38), np.float32(-0.0)], np.float32)
     steps = rng.choice(near, mask.shape)
     mask = np.where(spots, steps, mask).astype(np.float32)
-    got, want = frame.copy(), frame.copy()
-    kernels.paste_warped(got, crop, mask, tuple(window), tuple(box), matrix)
-    reference.paste_warped(want, crop, mask, tuple(window), tuple(box), matrix)
-    np.testing.assert_array_equal(got, want)
+    assert_paste_is_opencvs(crop, mask, frame, window, box, matrix)
 
 
 @needs_compiled

@@ -201,6 +201,38 @@ static void fill_weights(void) {
         }
 }
 
+/* the mask's bilinear sample at an inner cell (p: its top-left value), its
+ * four values weighted by warpAffine's float weights f, in warpAffine's order */
+static inline float inner_sample(const float *p, Py_ssize_t stride, const float *f) {
+    return p[0] * f[0] + p[1] * f[1] + p[stride] * f[2] + p[stride + 1] * f[3];
+}
+
+/* for any matrix: the steps along a row, as warpAffine's adelta and bdelta
+ * (2 * width ints) */
+static void row_steps(int *delta, const double *m, int width) {
+    for (int i = 0; i < width; i++) {
+        delta[2 * i] = (int)lrint(m[0] * i * AB_SCALE);
+        delta[2 * i + 1] = (int)lrint(m[3] * i * AB_SCALE);
+    }
+}
+
+/* for a matrix that scales and shifts only (m[1] == m[3] == 0): each
+ * column's position in 1/32 pixel as warpAffine's walk gives it (m[1] * j +
+ * m[2] is m[2]), its pixel and fraction into cols (2 * width ints) */
+static void upright_columns(int *cols, const double *m, int width) {
+    int X0 = (int)lrint(m[2] * AB_SCALE) + AB_SCALE / TAB / 2;
+    for (int i = 0; i < width; i++) {
+        int X = (X0 + (int)lrint(m[0] * i * AB_SCALE)) >> 5;
+        cols[2 * i] = X >> 5;
+        cols[2 * i + 1] = X & (TAB - 1);
+    }
+}
+
+/* and row j's position in 1/32 pixel (m[3] * i is 0) */
+static inline int upright_row(const double *m, int j) {
+    return ((int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2) >> 5;
+}
+
 /* one pixel of the window inside its edges, blended into o by the mask's wm
  * (not 0): the crop's 2x2 neighbours q weighted by w, rounded, then
  * (level * wm + o * (1 - wm)) / (wm + (1 - wm) + 1e-5) rounded, as blendLinear */
@@ -292,9 +324,7 @@ static void paste_edge(const Warp *p, uint8_t *o, int sx, int sy, int fx, int fy
 static inline float cell_weight(const Warp *p, int kind, int sx, int sy, int fx, int fy) {
     if (kind == CELL_IN)
         return 1.0f;
-    const float *f = weights + 4 * (fy * TAB + fx);
-    const float *q = p->mask + (Py_ssize_t)sy * p->mstride + sx;
-    return q[0] * f[0] + q[1] * f[1] + q[p->mstride] * f[2] + q[p->mstride + 1] * f[3];
+    return inner_sample(p->mask + (Py_ssize_t)sy * p->mstride + sx, p->mstride, weights + 4 * (fy * TAB + fx));
 }
 
 /* the general walk (a matrix that turns): each pixel's position in 1/32
@@ -302,10 +332,7 @@ static inline float cell_weight(const Warp *p, int kind, int sx, int sy, int fx,
 static void paste_turned(const Warp *p, uint8_t *out, int fw, int x1, int y1, int width, int height, const double *m,
                          int *delta) {
     int ch = p->ch, bw = p->bw, bh = p->bh;
-    for (int i = 0; i < width; i++) { /* the row's steps, as warpAffine's adelta and bdelta */
-        delta[2 * i] = (int)lrint(m[0] * i * AB_SCALE);
-        delta[2 * i + 1] = (int)lrint(m[3] * i * AB_SCALE);
-    }
+    row_steps(delta, m, width);
     for (int j = 0; j < height; j++) {
         int X0 = (int)lrint((m[1] * j + m[2]) * AB_SCALE) + AB_SCALE / TAB / 2;
         int Y0 = (int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2;
@@ -351,15 +378,10 @@ static inline uint8_t blended(int level, uint8_t o, float wm, float wf, float de
  * weights (32 * (32 - fy) * (32 - fx) ...) in integers, the same level */
 static void paste_upright(const Warp *p, uint8_t *out, int fw, int x1, int y1, int width, int height,
                           const double *m, int *cols, uint16_t *vrow) {
-    int ch = p->ch, bw = p->bw, bh = p->bh, X0 = (int)lrint(m[2] * AB_SCALE) + AB_SCALE / TAB / 2;
-    for (int i = 0; i < width; i++) { /* each column's position in 1/32 pixel: m[1] * j + m[2] is m[2] */
-        int X = (X0 + (int)lrint(m[0] * i * AB_SCALE)) >> 5;
-        cols[2 * i] = X >> 5;
-        cols[2 * i + 1] = X & (TAB - 1);
-    }
+    int ch = p->ch, bw = p->bw, bh = p->bh;
+    upright_columns(cols, m, width);
     for (int j = 0; j < height; j++) {
-        int Y = ((int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2) >> 5; /* m[3] * i is 0 */
-        int sy = Y >> 5, fy = Y & (TAB - 1);
+        int Y = upright_row(m, j), sy = Y >> 5, fy = Y & (TAB - 1);
         uint8_t *line = out + ((Py_ssize_t)(y1 + j) * fw + x1) * ch;
         if (sy < 0 || sy >= bh - 1) {
             for (int i = 0; i < width; i++)
@@ -676,6 +698,16 @@ typedef struct {
     Py_ssize_t over;
 } MaskSpan;
 
+/* a warped value v of column i noted in its row's extent: the first and
+ * last columns over 0.01 and how many are over 0.5 */
+static inline void note_value(float v, int i, int *first, int *last, Py_ssize_t *over) {
+    if (v > 0.01f) {
+        *first = *first < 0 ? i : *first;
+        *last = i;
+        *over += v > 0.5f;
+    }
+}
+
 /* the row's warped values' extent joined into the span: the first and last
  * columns over 0.01 (first < 0: none) and how many are over 0.5 */
 static void join_row(MaskSpan *span, int j, int first, int last) {
@@ -692,15 +724,9 @@ static void join_row(MaskSpan *span, int j, int first, int last) {
  * gives them (see paste_upright), the same samples; cells as warp_mask's */
 static MaskSpan warp_mask_upright(float *dst, int *cols, const uint8_t *cells, const float *mask, Py_ssize_t stride,
                                   int bw, int bh, const double *m, int W, int H, MaskSpan span) {
-    int X0 = (int)lrint(m[2] * AB_SCALE) + AB_SCALE / TAB / 2;
-    for (int i = 0; i < W; i++) {
-        int X = (X0 + (int)lrint(m[0] * i * AB_SCALE)) >> 5;
-        cols[2 * i] = X >> 5;
-        cols[2 * i + 1] = X & (TAB - 1);
-    }
+    upright_columns(cols, m, W);
     for (int j = 0; j < H; j++) {
-        int Y = ((int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2) >> 5;
-        int sy = Y >> 5, fy = Y & (TAB - 1), inner = sy >= 0 && sy < bh - 1;
+        int Y = upright_row(m, j), sy = Y >> 5, fy = Y & (TAB - 1), inner = sy >= 0 && sy < bh - 1;
         float *line = dst + (Py_ssize_t)j * W;
         const float *a = inner ? mask + (Py_ssize_t)sy * stride : mask;
         const uint8_t *cellrow = inner ? cells + (Py_ssize_t)sy * bw : cells;
@@ -715,16 +741,11 @@ static MaskSpan warp_mask_upright(float *dst, int *cols, const uint8_t *cells, c
                     line[i] = 0.0f;
                     continue;
                 }
-                const float *f = table + 4 * fx, *p = a + sx;
-                v = p[0] * f[0] + p[1] * f[1] + p[stride] * f[2] + p[stride + 1] * f[3];
+                v = inner_sample(a + sx, stride, table + 4 * fx);
             } else
                 v = sample_f32(mask, stride, sx, sy, fx, fy, bw, bh);
             line[i] = v;
-            if (v > 0.01f) {
-                first = first < 0 ? i : first;
-                last = i;
-                over += v > 0.5f;
-            }
+            note_value(v, i, &first, &last, &over);
         }
         span.over += over;
         join_row(&span, j, first, last);
@@ -746,15 +767,13 @@ static MaskSpan warp_mask(float *dst, int *delta, uint8_t *cells, const float *m
     }
     if (m[1] == 0.0 && m[3] == 0.0)
         return warp_mask_upright(dst, delta, cells, mask, stride, bw, bh, m, W, H, span);
-    for (int i = 0; i < W; i++) {
-        delta[2 * i] = (int)lrint(m[0] * i * AB_SCALE);
-        delta[2 * i + 1] = (int)lrint(m[3] * i * AB_SCALE);
-    }
+    row_steps(delta, m, W);
     for (int j = 0; j < H; j++) {
         int X0 = (int)lrint((m[1] * j + m[2]) * AB_SCALE) + AB_SCALE / TAB / 2;
         int Y0 = (int)lrint((m[4] * j + m[5]) * AB_SCALE) + AB_SCALE / TAB / 2;
         float *line = dst + (Py_ssize_t)j * W;
         int first = -1, last = -1;
+        Py_ssize_t over = 0;
         for (int i = 0; i < W; i++) {
             int X = (X0 + delta[2 * i]) >> 5, Y = (Y0 + delta[2 * i + 1]) >> 5;
             int sx = X >> 5, sy = Y >> 5, fx = X & (TAB - 1), fy = Y & (TAB - 1);
@@ -764,18 +783,13 @@ static MaskSpan warp_mask(float *dst, int *delta, uint8_t *cells, const float *m
                     line[i] = 0.0f;
                     continue;
                 }
-                const float *f = weights + 4 * (fy * TAB + fx);
-                const float *p = mask + (Py_ssize_t)sy * stride + sx;
-                v = p[0] * f[0] + p[1] * f[1] + p[stride] * f[2] + p[stride + 1] * f[3];
+                v = inner_sample(mask + (Py_ssize_t)sy * stride + sx, stride, weights + 4 * (fy * TAB + fx));
             } else
                 v = sample_f32(mask, stride, sx, sy, fx, fy, bw, bh);
             line[i] = v;
-            if (v > 0.01f) {
-                first = first < 0 ? i : first;
-                last = i;
-                span.over += v > 0.5f;
-            }
+            note_value(v, i, &first, &last, &over);
         }
+        span.over += over;
         join_row(&span, j, first, last);
     }
     return span;
