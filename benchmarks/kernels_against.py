@@ -170,9 +170,17 @@ def main() -> int:
     import cv2
 
     cv2.setNumThreads(1)  # as a video's render threads run
-    recorded = record(args.data, args.frames)
     with tempfile.TemporaryDirectory() as old_tmp, tempfile.TemporaryDirectory() as new_tmp:
-        theirs, ours = build(args.against, Path(old_tmp)), build(None, Path(new_tmp))
+        try:  # first, so that a wrong revision is said before the clip is swapped
+            theirs, ours = build(args.against, Path(old_tmp)), build(None, Path(new_tmp))
+        except subprocess.CalledProcessError as exc:
+            reason = (exc.stderr or "").strip().splitlines()[:1]
+            print(f"cannot read or compile the kernels of {args.against}: {' '.join(reason)}", file=sys.stderr)
+            return 2
+        except FileNotFoundError as exc:
+            print(f"needs git and a C compiler (cc): {exc.filename} not found", file=sys.stderr)
+            return 2
+        recorded = record(args.data, args.frames)
         print(f"CPU ms per call, medians of {args.rounds} interleaved rounds; {args.against} against this tree")
         print(f"{'kernel':<24}{'calls':>6}{args.against[:10]:>12}{'this tree':>12}{'ratio':>8}  values")
         for module, calls in sorted(recorded.items()):
