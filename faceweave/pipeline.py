@@ -88,6 +88,7 @@ class FaceSwapper:
         sources: SourceCache | None = None,
         source_cache: int = SOURCE_CACHE,
         provenance: Provenance | None = None,
+        sessions: ModelSessions | None = None,
     ) -> None:
         """Each component defaults to the one ``options`` build; one given
         here is used instead and stays its caller's (not closed by
@@ -96,7 +97,11 @@ class FaceSwapper:
         ``enhancers``, ``face_masks`` (FaceFusion's occluder and parser),
         ``occluders`` (person segmentation and hands) and ``sources`` (a
         :class:`~faceweave.sources.SourceCache` over the same analyser and
-        swapper, shared by several swappers).
+        swapper, shared by several swappers) and ``sessions`` (the
+        :class:`~faceweave.sessions.ModelSessions` the neural models are
+        loaded from, shared by several swappers: a node's live sessions share
+        one loaded copy of each model and batch their calls to it; its
+        runtime must be ``options.runtime``, else :class:`InvalidOptionError`).
 
         ``source_cache``: how many prepared source faces to keep for
         reuse (0: none; a server handling other people's photos keeps none),
@@ -113,18 +118,26 @@ class FaceSwapper:
         self.options = options
         self.provenance = provenance
         #: the components built here (closed by :meth:`close`), not given by the caller
-        given = {"analyser": analyser, "swapper": swapper, "occluders": occluders, "sources": sources}
+        given = {
+            "analyser": analyser,
+            "swapper": swapper,
+            "occluders": occluders,
+            "sources": sources,
+            "sessions": sessions,
+        }
         self._owned = frozenset(name for name, value in given.items() if value is None)
+        if sessions is not None and sessions.runtime != options.runtime:
+            raise InvalidOptionError("the model sessions given run on other runtime options than the swap's")
         #: the ONNX sessions of the neural models (swapper, enhancers, a chosen face detector and
         #: landmarker), opened when one is used
-        self.sessions = ModelSessions(options.runtime)
+        self.sessions = sessions if sessions is not None else ModelSessions(options.runtime)
         try:
             needed = needed_models(options)
             if needed:  # every file there before any model loads (ChosenModelMissingError)
                 check_present(self.sessions.open().store, needed)
             self.analyser = analyser if analyser is not None else FaceAnalyser(options.analysis, sessions=self.sessions)
         except BaseException:
-            self.sessions.close()
+            self._close_sessions()
             raise
         try:
             self.swapper = (
@@ -197,13 +210,18 @@ class FaceSwapper:
         return (time.perf_counter() - start) * 1000.0
 
     def close(self) -> None:
-        """Close the components built here (not those given to the constructor) and the model sessions."""
+        """Close the components built here (not those given to the constructor), the model sessions among them."""
         for name in ("analyser", "swapper", "occluders"):
             if name in self._owned and getattr(self, name, None) is not None:
                 getattr(self, name).close()
         if "sources" in self._owned and getattr(self, "sources", None) is not None:
             self.sources.clear()
-        self.sessions.close()
+        self._close_sessions()
+
+    def _close_sessions(self) -> None:
+        """Close the model sessions, unless they were given (another owner's)."""
+        if "sessions" in self._owned:
+            self.sessions.close()
 
     def __enter__(self) -> FaceSwapper:
         return self

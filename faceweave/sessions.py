@@ -8,6 +8,7 @@ closes it.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,13 +19,18 @@ if TYPE_CHECKING:
 
 
 class ModelSessions:
-    """Loaded models for one owner, on the provider of ``runtime``.
+    """Loaded models for one owner, on the provider of ``runtime``;
+    ``batch_window_ms`` above 0 for an owner that shares them among
+    threads (a node's live sessions): their calls to a model that takes any
+    batch size run together (:class:`~faceweave.runtime.SessionPool`).
 
     ``pool`` is ``None`` until :meth:`open` is first called."""
 
-    def __init__(self, runtime: RuntimeOptions) -> None:
+    def __init__(self, runtime: RuntimeOptions, *, batch_window_ms: float = 0.0) -> None:
         self.runtime = runtime
+        self.batch_window_ms = batch_window_ms
         self.pool: SessionPool | None = None
+        self._lock = threading.Lock()
 
     @property
     def provider(self) -> ProviderConfig:
@@ -42,13 +48,18 @@ class ModelSessions:
     def open(self) -> SessionPool:
         """The session pool, made on the first call (models from
         ``runtime.models_dir`` or the default folder)."""
-        if self.pool is None:
-            from faceweave.models import ModelStore
-            from faceweave.runtime import SessionPool
+        with self._lock:
+            if self.pool is None:
+                from faceweave.models import ModelStore
+                from faceweave.runtime import SessionPool
 
-            models_dir = Path(self.runtime.models_dir) if self.runtime.models_dir else None
-            self.pool = SessionPool(store=ModelStore(models_dir), fallback=self.runtime.provider_fallback)
-        return self.pool
+                models_dir = Path(self.runtime.models_dir) if self.runtime.models_dir else None
+                self.pool = SessionPool(
+                    store=ModelStore(models_dir),
+                    fallback=self.runtime.provider_fallback,
+                    batch_window_ms=self.batch_window_ms,
+                )
+            return self.pool
 
     def loads(self) -> list[dict]:
         """Per model loaded: provider, whether it fell back, load and warm-up
@@ -69,6 +80,7 @@ class ModelSessions:
 
     def close(self) -> None:
         """Close every loaded model; a later :meth:`open` starts a new pool."""
-        if self.pool is not None:
-            self.pool.close()
-            self.pool = None
+        with self._lock:
+            if self.pool is not None:
+                self.pool.close()
+                self.pool = None

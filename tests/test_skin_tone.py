@@ -6,6 +6,7 @@ light source on a darker target moving from its own skin to the target's."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -112,6 +113,7 @@ def test_the_live_hub_runs_a_session_at_its_offer_s_level():
 
     hub = LiveHub.__new__(LiveHub)  # only its configuration is read
     hub.config = _HubConfig()
+    hub.settings = SimpleNamespace(live=SimpleNamespace(swapper=None))  # type: ignore[assignment]
     assert hub.swap_options(0.2).skin_tone == 0.2
     assert hub.swap_options().skin_tone == SwapOptions().skin_tone
 

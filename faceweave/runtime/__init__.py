@@ -11,12 +11,14 @@ from faceweave.runtime.backend import (
     available_backends,
     create_backend,
 )
+from faceweave.runtime.batching import BatchingModel, batchable
 from faceweave.runtime.pool import LoadRecord, SessionPool, dummy_feeds, warm_up
 from faceweave.runtime.providers import PROVIDERS, ProviderConfig, ort_providers
 
 __all__ = [
     "PROVIDERS",
     "Backend",
+    "BatchingModel",
     "InferenceModel",
     "LoadRecord",
     "OnnxBackend",
@@ -24,6 +26,7 @@ __all__ = [
     "SessionPool",
     "TensorInfo",
     "available_backends",
+    "batchable",
     "create_backend",
     "dummy_feeds",
     "ort_providers",

@@ -20,6 +20,7 @@ import numpy as np
 from faceweave.errors import ModelError, ProviderError
 from faceweave.models.spec import ModelSpec, TensorSpec, is_dynamic
 from faceweave.runtime.backend import Backend, InferenceModel, TensorInfo, create_backend, unavailable_message
+from faceweave.runtime.batching import BatchingModel, batchable
 from faceweave.runtime.providers import ProviderConfig
 
 LOGGER_NAME = "faceweave"
@@ -46,6 +47,11 @@ class SessionPool:
     the chosen provider is not available (or does not start), use the CPU
     and log a warning on the ``"faceweave"`` logger instead of raising
     :class:`ProviderError`.  ``warmup``: run one dummy inference at load.
+    ``batch_window_ms`` above 0: the pool is shared by several threads (the
+    live sessions of a node) and each model that takes any batch size is
+    handed out as a :class:`~faceweave.runtime.batching.BatchingModel`, so
+    their calls that come together run as one inference (a call waits for
+    the others at most that long; ``batch_rows``: the most rows in one).
     """
 
     def __init__(
@@ -56,12 +62,18 @@ class SessionPool:
         fallback: bool = False,
         warmup: bool = True,
         logger: logging.Logger | None = None,
+        batch_window_ms: float = 0.0,
+        batch_rows: int = 16,
     ) -> None:
+        if batch_window_ms < 0 or batch_rows < 1:
+            raise ValueError("batch_window_ms must be 0 or more and batch_rows at least 1")
         self._store = store
         self.backend: Backend = create_backend(backend) if isinstance(backend, str) else backend
         self.fallback = fallback
         self.warmup = warmup
         self.log = logger or logging.getLogger(LOGGER_NAME)
+        self.batch_window_ms = batch_window_ms
+        self.batch_rows = batch_rows
         self._models: dict[Hashable, InferenceModel] = {}
         #: model argument -> (spec, path, key): found once, so a hot ``get`` reads no files
         self._found: dict[Hashable, tuple[ModelSpec | None, Path, Hashable]] = {}
@@ -124,6 +136,8 @@ class SessionPool:
             if cached is not None:
                 return cached
             loaded, record = self._load(path, spec, config)
+            if self.batch_window_ms > 0 and batchable(loaded):
+                loaded = BatchingModel(loaded, window_ms=self.batch_window_ms, max_rows=self.batch_rows)
             self._models[key] = loaded
             self._records[key] = record
             return loaded

@@ -104,11 +104,18 @@ def _open_analyser(analysis: AnalysisOptions, runtime: RuntimeOptions) -> _Analy
 
 
 class JobModels:
-    """One worker's models.  Not for use by two threads at once; call :meth:`close`."""
+    """One worker's models.  Not for use by two threads at once; call :meth:`close`.
 
-    def __init__(self, *, analysers: int = ANALYSERS) -> None:
+    ``sessions``: where the swappers built here load their neural models
+    from, shared with other :class:`JobModels` (a node's live sessions: one
+    loaded copy of each model, their calls batched), used for the options
+    whose runtime is its runtime; its owner closes it.  Without it each
+    swapper loads its own."""
+
+    def __init__(self, *, analysers: int = ANALYSERS, sessions: ModelSessions | None = None) -> None:
         from faceweave.analysis import FaceAnalyser
 
+        self.sessions = sessions
         self.analyser = FaceAnalyser(SwapOptions().analysis)
         #: the analysers of jobs that choose other analysis options (detector, landmarker, scores)
         self.analysers = AnalyserCache(analysers)
@@ -155,8 +162,9 @@ class JobModels:
                 self._swapper.close()  # leaves the shared analysers open
                 self._swapper = self._options = None
             analyser = self.analyser_for(options)
+            shared = self.sessions if self.sessions is not None and self.sessions.runtime == options.runtime else None
             # no prepared sources kept between jobs: they are other people's photos
-            self._swapper = FaceSwapper(options, analyser=analyser, source_cache=0)
+            self._swapper = FaceSwapper(options, analyser=analyser, source_cache=0, sessions=shared)
             self._options = options
         return self._swapper
 

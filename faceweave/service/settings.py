@@ -52,6 +52,7 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
+from faceweave import names
 from faceweave.errors import InvalidOptionError, UnreadableFileError
 from faceweave.options import VIDEO_WORKING_SIZE, RuntimeOptions
 
@@ -291,6 +292,32 @@ class LiveSettings(_Settings):
     turn_ttl_s: float = Field(
         14400.0, ge=60, le=7 * 86400, description="how long the time-limited TURN credentials are valid"
     )
+    swapper: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="the swapper live sessions run: 'mesh' (classical, the default) or a neural model in the"
+        " models folder (e.g. inswapper_128, on the service's runtime provider); the node's sessions share one"
+        " loaded copy of a neural model",
+    )
+    batch_window_ms: float = Field(
+        4.0,
+        ge=0.0,
+        le=50.0,
+        description="with a neural swapper, how long one session's face waits at most for the faces of the"
+        " node's other running sessions, to go through the model in one inference (a session running alone"
+        " never waits; 0: every face in its own call)",
+    )
+
+    @field_validator("swapper")
+    @classmethod
+    def _live_swapper(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if value == names.NO_SWAPPER or value not in names.SWAPPERS:
+            live = tuple(n for n in names.SWAPPERS if n != names.NO_SWAPPER)
+            raise ValueError(names.unknown("live swapper", value, live, listed="available:"))
+        return value
 
     @field_validator("ice_servers", mode="before")
     @classmethod

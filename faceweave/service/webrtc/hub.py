@@ -3,7 +3,9 @@
 of one caller's (429), counted by :class:`~faceweave.service.webrtc.places.LivePlaces`
 with the reservations that hold a place for a session to come, each with its own models
 (a face tracker's mesh graphs and the analyser are one thread's at a time),
-loaded when first needed and kept for the next session; the sessions'
+loaded when first needed and kept for the next session, except a neural
+swapper's (``live.swapper``): loaded once for the node and shared, the
+sessions' faces batched into one inference (``live.batch_window_ms``); the sessions'
 figures exported to ``/metrics``; every session closed when the app stops.
 
 The hub belongs to the :class:`~faceweave.service.node.Service`; its
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from faceweave.provenance.audit import AuditInput, AuditLog
     from faceweave.service.models import JobModels
     from faceweave.service.webrtc.peer import PeerSession
+    from faceweave.sessions import ModelSessions
 
 log = logging.getLogger("faceweave.service.live")
 _T = TypeVar("_T")
@@ -92,6 +95,8 @@ class LiveHub:
         self._ended: OrderedDict[str, EndedSession] = OrderedDict()
         self._models: list[JobModels] = []  # free ones
         self._all_models: list[JobModels] = []
+        #: the neural models all sessions share (one loaded copy each, calls batched), opened on first use
+        self._neural: ModelSessions | None = None
 
     # -- places ---------------------------------------------------------------
     def reserve(self, owner: str) -> Reservation:
@@ -138,7 +143,9 @@ class LiveHub:
         working size, with the session's ``skin_tone`` (``None``: the default)."""
         from faceweave.service.jobspec import JobOptions
 
-        given = {} if skin_tone is None else {"skin_tone": skin_tone}
+        given: dict[str, object] = {} if skin_tone is None else {"skin_tone": skin_tone}
+        if self.settings.live.swapper is not None:
+            given["swapper"] = self.settings.live.swapper
         return JobOptions.model_validate(given).swap_options(
             kind="video",
             has_reference=False,
@@ -153,7 +160,7 @@ class LiveHub:
                 return self._models.pop()
         from faceweave.service.models import JobModels
 
-        models = JobModels()
+        models = JobModels(sessions=self._shared_sessions())
         try:
             models.swapper(self.swap_options()).prepare()
         except BaseException:
@@ -162,6 +169,17 @@ class LiveHub:
         with self._lock:
             self._all_models.append(models)
         return models
+
+    def _shared_sessions(self) -> ModelSessions:
+        """The neural models' sessions every live session of the node loads
+        from (made on first use, on the service's runtime, with the
+        ``live.batch_window_ms`` batching)."""
+        from faceweave.sessions import ModelSessions
+
+        with self._lock:
+            if self._neural is None:
+                self._neural = ModelSessions(self.config.runtime, batch_window_ms=self.settings.live.batch_window_ms)
+            return self._neural
 
     def _give_back(self, models: JobModels) -> None:
         with self._lock:
@@ -325,8 +343,11 @@ class LiveHub:
         """Release the models (after :meth:`close_all`)."""
         with self._lock:
             models, self._all_models, self._models = self._all_models, [], []
+            neural, self._neural = self._neural, None
         for item in models:
             item.close()
+        if neural is not None:
+            neural.close()
 
 
 def _figures(stats: StatsView) -> dict[str, object]:
