@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Self
+from typing import Self
 
 import av
 import av.error
@@ -29,7 +29,7 @@ from faceweave.errors import (
 from faceweave.live.audio import AudioResampler, AudioTap
 from faceweave.live.inputs import LiveInput, Reconnect
 from faceweave.video.io import VideoFrame
-from faceweave.video.io.formats import is_hd
+from faceweave.video.io.pictures import RgbPictures
 from faceweave.video.io.sinks import error_reason
 
 #: the frame rate assumed when an input states none
@@ -136,6 +136,7 @@ class LiveReader:
         self.spec, self.reconnect = spec, reconnect or Reconnect()
         self._scale, self._duration, self._clock = scale, duration_s, clock
         self._tap = audio
+        self._rgb = RgbPictures()
         self._conn = _Connection(spec, self.reconnect.timeout_s)
         self.info = self._info(max_pixels)
         self._stopping = threading.Event()
@@ -300,12 +301,7 @@ class LiveReader:
 
     def _pixels(self, picture: av.VideoFrame) -> np.ndarray:
         """RGB ``(H, W, 3)`` uint8 of the reader's frame size, read-only."""
-        options: dict[str, Any] = {}
-        if picture.colorspace == 2 and is_hd(picture.height):  # unspecified: HD is BT.709, as players assume
-            options["src_colorspace"] = "ITU709"
-        if picture.color_range == 2:
-            options["src_color_range"] = "JPEG"
-        rgb: np.ndarray = picture.to_ndarray(format="rgb24", **options)
+        rgb = self._rgb(picture)
         size = (self.info.width, self.info.height)
         if (rgb.shape[1], rgb.shape[0]) != size:
             rgb = cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)

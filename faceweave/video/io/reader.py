@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 
 from faceweave.errors import InvalidOptionError, VideoTooLargeError
-from faceweave.video.io.formats import is_hd
+from faceweave.video.io.pictures import RgbPictures
 from faceweave.video.io.probe import (
     OpenedInput,
     VideoInfo,
@@ -134,6 +134,7 @@ class VideoReader:
         self._container, self._stream = self._open_fresh()
         self._start, self._end, self._fps, self._scale = float(start), end, fps, float(scale)
         self._size = _scaled_size(self.info.width, self.info.height, scale)
+        self._rgb = RgbPictures()
         self.broken_at: float | None = None
         self.frames_read = 0
         self.frames_decoded = 0
@@ -274,12 +275,7 @@ class VideoReader:
 
     def _pixels(self, frame) -> np.ndarray:
         """The frame as RGB, resized and turned for display, read-only."""
-        options = {}
-        if frame.colorspace == 2 and is_hd(frame.height):  # unspecified: HD is BT.709, as players assume
-            options["src_colorspace"] = "ITU709"
-        if frame.color_range == 2:
-            options["src_color_range"] = "JPEG"
-        rgb = frame.to_ndarray(format="rgb24", **options)
+        rgb = self._rgb(frame)
         width, height = self._size if self._turns % 2 == 0 else self._size[::-1]
         if (rgb.shape[1], rgb.shape[0]) != (width, height):
             rgb = cv2.resize(rgb, (width, height), interpolation=cv2.INTER_AREA)
