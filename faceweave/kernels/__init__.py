@@ -29,6 +29,7 @@ from faceweave.kernels.pixels import (
     mix_band,
     paste_warped,
     put_detail,
+    rgb_to_i420,
     to_uint8,
     warp_by_grid,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "paste_warped",
     "put_detail",
     "rasterize",
+    "rgb_to_i420",
     "shade_face",
     "to_uint8",
     "warp_by_grid",

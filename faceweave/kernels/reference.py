@@ -314,3 +314,20 @@ def mark_luma(luma: np.ndarray, pattern: np.ndarray, mask: np.ndarray) -> None:
     full = rows[r0] * (one - by)[:, None] + rows[r1] * by[:, None]
     delta = np.clip(np.rint(pattern * full), -32768, 32767).astype(np.int32)
     luma[...] = np.clip(luma.astype(np.int32) + delta, 0, 255).astype(np.uint8)
+
+
+def rgb_to_i420(pixels: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """:func:`faceweave.kernels.pixels.rgb_to_i420` as OpenCV does it: Y
+    from ``cv2.transform`` of the frame, Cb and Cr from ``cv2.transform``
+    of the frame halved by ``cv2.resize`` (INTER_AREA: each 2x2 block's
+    mean)."""
+    h, w = pixels.shape[:2]
+    out = np.empty((h * 3 // 2, w), np.uint8)
+    # (OpenCV's 3 -> 3 channel transform is the vectorised one)
+    out[:h] = cv2.extractChannel(cv2.transform(pixels, matrix), 0)
+    ycc = cv2.transform(cv2.resize(pixels, (w // 2, h // 2), interpolation=cv2.INTER_AREA), matrix)
+    q = (h // 2) * (w // 2)
+    chroma = out[h:].reshape(-1)
+    chroma[:q] = cv2.extractChannel(ycc, 1).reshape(-1)
+    chroma[q:] = cv2.extractChannel(ycc, 2).reshape(-1)
+    return out

@@ -19,6 +19,7 @@ import cv2
 import numpy as np
 from PIL import Image as PILImage
 
+from faceweave import kernels
 from faceweave.errors import OutputError
 from faceweave.io.atomic import atomic_output
 from faceweave.video.io.formats import MUXERS, VP9_SPEED, is_hd
@@ -188,18 +189,9 @@ def rgb_to_i420(pixels: np.ndarray, *, bt709: bool | None = None) -> np.ndarray:
     :func:`yuv_matrix` (``bt709``: its matrix, default by the height).
     Chroma is taken from the mean of each 2x2 block (the same as averaging
     the chroma, which is linear in RGB).  Several times cheaper than
-    swscale's conversion with a colour matrix."""
-    h, w = pixels.shape[:2]
-    m = yuv_matrix(h, bt709=bt709)
-    out = np.empty((h * 3 // 2, w), np.uint8)
-    # (OpenCV's 3 -> 3 channel transform is the vectorised one)
-    out[:h] = cv2.extractChannel(cv2.transform(pixels, m), 0)
-    ycc = cv2.transform(cv2.resize(pixels, (w // 2, h // 2), interpolation=cv2.INTER_AREA), m)
-    q = (h // 2) * (w // 2)
-    chroma = out[h:].reshape(-1)
-    chroma[:q] = cv2.extractChannel(ycc, 1).reshape(-1)
-    chroma[q:] = cv2.extractChannel(ycc, 2).reshape(-1)
-    return out
+    swscale's conversion with a colour matrix: OpenCV's ``cv2.transform``
+    arithmetic in one compiled pass (:func:`faceweave.kernels.rgb_to_i420`)."""
+    return kernels.rgb_to_i420(np.ascontiguousarray(pixels), yuv_matrix(pixels.shape[0], bt709=bt709))
 
 
 def _yuv420p_frame(pixels: np.ndarray, marker: FrameMarker | None = None) -> av.VideoFrame:
