@@ -190,11 +190,12 @@ def test_the_command_line_ages_photos_videos_and_live_sessions(models_dir, faces
         "swap", "-t", clip, "-o", tmp_path / "aged.mp4", "--trim", "0-0.5", "--scale", "0.5", *common, *age
     )
     assert done.returncode == 0, done.stderr
-    done = _faceweave("live", clip, "-o", tmp_path / "live.mkv", "--duration", "1", "--scale", "0.5", *common, *age)
+    done = _faceweave("live", clip, "-o", tmp_path / "live.mkv", "--duration", "2", "--scale", "0.5", *common, *age)
     assert done.returncode == 0, done.stderr
-    for path in (tmp_path / "aged.mp4", tmp_path / "live.mkv"):
+    # the file swap writes all 15 frames; the live session, in real time, drops what a busy machine cannot swap
+    for path, least in ((tmp_path / "aged.mp4", 15), (tmp_path / "live.mkv", 4)):
         with VideoReader(path) as reader:
-            assert sum(1 for _ in reader) > 5, path
+            assert sum(1 for _ in reader) >= least, path
     bad = _faceweave("swap", "-t", target, "-o", tmp_path / "x.png", *common, "--age-modifier-direction", "120")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--age-modifier-direction" in bad.stderr, bad.stderr
     assert not (tmp_path / "x.png").exists()
