@@ -142,3 +142,15 @@ def test_a_swapper_given_sessions_leaves_them_open_and_needs_the_same_runtime(tm
     shared.close()
     with pytest.raises(InvalidOptionError, match="other runtime options"):
         FaceSwapper(SwapOptions(swapper="inswapper_128"), sessions=ModelSessions(runtime))
+
+
+def test_a_live_model_missing_from_the_folder_is_said_when_a_session_opens(tmp_path):
+    from faceweave.errors import ChosenModelMissingError
+
+    hub = _hub(tmp_path, tmp_path / "empty", swapper="inswapper_128")
+    try:
+        with pytest.raises(ChosenModelMissingError, match="is not present in .*faceweave models download"):
+            hub._borrow_models()
+        assert not hub._all_models  # nothing half-made is kept
+    finally:
+        hub.close()
