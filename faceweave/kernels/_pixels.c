@@ -1211,6 +1211,143 @@ static void mark_row(uint8_t *y, const float *p, const float *r0, const float *r
     }
 }
 
+/* The rises and the falls of one row of mark_pixels: round(t * m), the
+ * product clipped to int16 before rounding to the nearest, ties to even
+ * (cv2.multiply's to CV_16S for any product within the int32 range), as
+ * two uint8 planes saturated at 255 (a sum with a pixel is clipped at 0..255
+ * either way).  On x86-64 sixteen at a time in SSE2 (cvtps2dq rounds as
+ * lrintf under the default MXCSR); the rest one at a time. */
+static void mark_deltas(uint8_t *restrict up, uint8_t *restrict down, const float *restrict t,
+                        const float *restrict m, int w) {
+    int i = 0;
+#ifdef __SSE2__
+    const __m128 hi = _mm_set1_ps(32767.0f), lo = _mm_set1_ps(-32768.0f);
+    const __m128i zero = _mm_setzero_si128();
+    for (; i + 16 <= w; i += 16) {
+        __m128i d[4];
+        for (int k = 0; k < 4; k++) {
+            __m128 v = _mm_mul_ps(_mm_loadu_ps(t + i + 4 * k), _mm_loadu_ps(m + i + 4 * k));
+            d[k] = _mm_cvtps_epi32(_mm_max_ps(_mm_min_ps(v, hi), lo));
+        }
+        __m128i a = _mm_packs_epi32(d[0], d[1]), b = _mm_packs_epi32(d[2], d[3]);
+        _mm_storeu_si128((__m128i *)(up + i), _mm_packus_epi16(a, b));
+        _mm_storeu_si128((__m128i *)(down + i), _mm_packus_epi16(_mm_subs_epi16(zero, a), _mm_subs_epi16(zero, b)));
+    }
+#endif
+    for (; i < w; i++) {
+        float v = t[i] * m[i];
+        long d = lrintf(v > 32767.0f ? 32767.0f : (v < -32768.0f ? -32768.0f : v));
+        up[i] = (uint8_t)(d > 255 ? 255 : (d > 0 ? d : 0));
+        down[i] = (uint8_t)(d < -255 ? 255 : (d < 0 ? -d : 0));
+    }
+}
+
+/* One row of mark_pixels: each of the first `colours` channels of a pixel
+ * plus its rise and minus its fall, saturated; a fourth channel (alpha) copied */
+static void add_deltas_plain(uint8_t *o, const uint8_t *p, const uint8_t *up, const uint8_t *down, int w, int ch) {
+    int colours = ch < 3 ? ch : 3;
+    for (int i = 0; i < w; i++)
+        for (int c = 0; c < ch; c++) {
+            int v = c < colours ? p[i * ch + c] + up[i] - down[i] : p[i * ch + c];
+            o[i * ch + c] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
+        }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#include <tmmintrin.h>
+/* add_deltas_plain for RGB, sixteen pixels at a time: the rises and the
+ * falls spread to the three channels by pshufb, added and taken away with
+ * unsigned saturation (the same as the clipped sum: a pixel has one or the
+ * other); returns the pixels done */
+__attribute__((target("ssse3"))) static int add_deltas_rgb(uint8_t *o, const uint8_t *p, const uint8_t *up,
+                                                          const uint8_t *down, int w) {
+    const __m128i spread[3] = {
+        _mm_setr_epi8(0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5),
+        _mm_setr_epi8(5, 5, 6, 6, 6, 7, 7, 7, 8, 8, 8, 9, 9, 9, 10, 10),
+        _mm_setr_epi8(10, 11, 11, 11, 12, 12, 12, 13, 13, 13, 14, 14, 14, 15, 15, 15),
+    };
+    int i = 0;
+    for (; i + 16 <= w; i += 16) {
+        __m128i u = _mm_loadu_si128((const __m128i *)(up + i)), d = _mm_loadu_si128((const __m128i *)(down + i));
+        for (int k = 0; k < 3; k++) {
+            __m128i px = _mm_loadu_si128((const __m128i *)(p + 3 * i + 16 * k));
+            px = _mm_subs_epu8(_mm_adds_epu8(px, _mm_shuffle_epi8(u, spread[k])), _mm_shuffle_epi8(d, spread[k]));
+            _mm_storeu_si128((__m128i *)(o + 3 * i + 16 * k), px);
+        }
+    }
+    return i;
+}
+#endif
+
+static void add_deltas(uint8_t *o, const uint8_t *p, const uint8_t *up, const uint8_t *down, int w, int ch,
+                       int fast) {
+    int done = 0;
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+    if (fast && ch == 3)
+        done = add_deltas_rgb(o, p, up, down, w);
+#endif
+    (void)fast;
+    add_deltas_plain(o + (Py_ssize_t)done * ch, p + (Py_ssize_t)done * ch, up + done, down + done, w - done, ch);
+}
+
+/* mark_pixels(pixels, tile, mask, out, width, height, channels, tile_size)
+ *   pixels, out  uint8 (height, width, channels): channels 1 (grey), 3 (RGB)
+ *                or 4 (RGBA, the alpha copied); out written whole
+ *   tile         float32 (tile_size, tile_size): the mark's tile, repeated
+ *                from the top-left corner
+ *   mask         float32 (height, width): the perceptual mask
+ *   wide         0: one pixel at a time (the tests' second path)
+ *   out = clip(pixels + round(tile[y % T][x % T] * mask[y][x]), 0, 255) in
+ *   every colour channel (mark_deltas); the tiled pattern is never made
+ */
+static PyObject *mark_pixels(PyObject *self, PyObject *args) {
+    Py_buffer pix_b, tile_b, mask_b, out_b;
+    int w, h, ch, t, wide;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*iiiii", &pix_b, &tile_b, &mask_b, &out_b, &w, &h, &ch, &t, &wide))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t px = (Py_ssize_t)w * h;
+    float *row = NULL;
+    uint8_t *up = NULL, *down = NULL;
+    if (w <= 0 || h <= 0 || t <= 0 || (ch != 1 && ch != 3 && ch != 4) || pix_b.len != px * ch || out_b.len != px * ch
+        || tile_b.len != (Py_ssize_t)t * t * (Py_ssize_t)sizeof(float)
+        || mask_b.len != px * (Py_ssize_t)sizeof(float)) {
+        PyErr_SetString(PyExc_ValueError, "pixels, out and mask must be width x height, tile tile_size squared");
+        goto done;
+    }
+    row = PyMem_RawMalloc(sizeof(float) * w), up = PyMem_RawMalloc(w), down = PyMem_RawMalloc(w);
+    if (!row || !up || !down) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint8_t *pix = (const uint8_t *)pix_b.buf;
+    const float *tile = (const float *)tile_b.buf, *mask = (const float *)mask_b.buf;
+    uint8_t *out = (uint8_t *)out_b.buf;
+    int fast = 0;
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+    fast = wide && __builtin_cpu_supports("ssse3");
+#endif
+    Py_BEGIN_ALLOW_THREADS
+    for (int j = 0; j < h; j++) {
+        const float *trow = tile + (Py_ssize_t)(j % t) * t;
+        for (int i = 0; i < w; i += t) /* the tile's row repeated along the frame's */
+            memcpy(row + i, trow, sizeof(float) * (size_t)(w - i < t ? w - i : t));
+        mark_deltas(up, down, row, mask + (Py_ssize_t)j * w, w);
+        add_deltas(out + (Py_ssize_t)j * w * ch, pix + (Py_ssize_t)j * w * ch, up, down, w, ch, fast);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_RawFree(row);
+    PyMem_RawFree(up);
+    PyMem_RawFree(down);
+    PyBuffer_Release(&pix_b);
+    PyBuffer_Release(&tile_b);
+    PyBuffer_Release(&mask_b);
+    PyBuffer_Release(&out_b);
+    return result;
+}
+
 /* One source row upscaled to w samples: src[x0] * (1 - a) + src[x1] * a (OpenCV's horizontal pass). */
 static void upscale_row(float *out, const float *src, const int *x0, const int *x1, const float *a, int w) {
     for (int i = 0; i < w; i++)
@@ -1462,6 +1599,7 @@ static PyMethodDef methods[] = {
     {"add_under", add_under, METH_VARARGS, "Values times a mask (times a share) added to a picture, in place."},
     {"mix_band", mix_band, METH_VARARGS, "One level of a multi-band blend mixed under its mask, in place."},
     {"mark_luma", mark_luma, METH_VARARGS, "A watermark's pattern under its upscaled mask added to a Y plane."},
+    {"mark_pixels", mark_pixels, METH_VARARGS, "A watermark's tiled pattern under its mask added to a picture's colours."},
     {"rgb_to_i420", rgb_to_i420, METH_VARARGS, "An RGB frame as planar YUV 4:2:0 in OpenCV's fixed point."},
     {NULL, NULL, 0, NULL},
 };

@@ -316,6 +316,25 @@ def mark_luma(luma: np.ndarray, pattern: np.ndarray, mask: np.ndarray) -> None:
     luma[...] = np.clip(luma.astype(np.int32) + delta, 0, 255).astype(np.uint8)
 
 
+def mark_pixels(pixels: np.ndarray, tile: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """:func:`faceweave.kernels.pixels.mark_pixels` by OpenCV: the tile
+    repeated to the picture's size, ``cv2.multiply`` by the mask to int16,
+    and the sum saturated (the rises and the falls as two uint8 planes: a
+    pixel has one or the other, so two saturating passes give exactly the
+    saturated sum)."""
+    h, w = pixels.shape[:2]
+    t = tile.shape[0]
+    pattern = np.ascontiguousarray(np.tile(tile, (-(-h // t), -(-w // t)))[:h, :w])
+    delta = cv2.multiply(pattern, mask, dtype=cv2.CV_16S)
+    if pixels.ndim == 2:
+        return np.asarray(cv2.add(pixels, delta, dtype=cv2.CV_8U))
+    rgb = np.ascontiguousarray(pixels[..., :3])
+    up, down = cv2.convertScaleAbs(np.maximum(delta, 0)), cv2.convertScaleAbs(np.minimum(delta, 0))
+    out = cv2.add(rgb, cv2.merge([up, up, up]))
+    cv2.subtract(out, cv2.merge([down, down, down]), dst=out)
+    return np.dstack([out, pixels[..., 3]]) if pixels.shape[2] == 4 else np.asarray(out)
+
+
 def rgb_to_i420(pixels: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """:func:`faceweave.kernels.pixels.rgb_to_i420` as OpenCV does it: Y
     from ``cv2.transform`` of the frame, Cb and Cr from ``cv2.transform``
