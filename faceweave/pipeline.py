@@ -44,7 +44,7 @@ from faceweave.swappers.keep import KeepSwapper
 from faceweave.swappers.neural.base import NeuralSwapper
 from faceweave.swappers.registry import create_swapper
 from faceweave.targets import TargetFaces
-from faceweave.threads import single_threaded_blas
+from faceweave.threads import photo_threads
 from faceweave.timing import timed
 from faceweave.types import Face, Image, PhotoSwap, SkippedFace, SwappedFace, SwapResult
 
@@ -529,7 +529,7 @@ class FaceSwapper:
         64 pixels on a side.
         """
         mark = provenance if provenance is not None else self.run_provenance()
-        with single_threaded_blas():
+        with photo_threads():
             return self._swap(sources, target, reference=reference, provenance=mark)
 
     def _swap(

@@ -12,9 +12,13 @@ pool of threads.  A video or a live stream already renders several frames
 at once on threads of its own, so that pool only adds hand-offs and waiting:
 the 720p one-face clip took 8-10 % less CPU per frame, and ran 5-10 %
 faster, with OpenCV held to one thread (``benchmarks/budget.py``, three rounds
-in alternation); the output is the same to the bit.  A single photo keeps
-OpenCV's pool: its one swap has nothing else to run beside it (its wall time
-was the same either way, within the machine's drift).
+in alternation); the output is the same to the bit.  A single photo's swap
+holds OpenCV to one thread too where the process may use at most
+:data:`PHOTO_POOL_CPUS` CPUs: on the 2-core machine the pool took about 14 %
+more CPU per 1080p swap (spinning workers, hand-offs) for no shorter swap
+(the wall time the same within the machine's drift, four rounds in
+alternation); on more cores its one swap keeps the pool, which has cores
+to spare there.
 
 Both libraries' settings are process-wide, and several videos or live
 sessions may run at once in one process (the service's workers): the limits
@@ -25,6 +29,7 @@ its own setting outside those calls.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,6 +89,26 @@ class LibraryThreads:
 #: the one coordinator of the process: the settings it guards are the
 #: libraries' own process-wide state, not faceweave's
 _LIBRARY_THREADS = LibraryThreads()
+
+
+#: at most this many usable CPUs, a photo's swap holds OpenCV to one thread
+PHOTO_POOL_CPUS = 2
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, else the machine's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+@contextmanager
+def photo_threads() -> Iterator[None]:
+    """Run a photo's swap with BLAS on one thread, and OpenCV too where the
+    process has at most :data:`PHOTO_POOL_CPUS` CPUs (elsewhere OpenCV keeps
+    its pool)."""
+    with _LIBRARY_THREADS.held(opencv=usable_cpus() <= PHOTO_POOL_CPUS):
+        yield
 
 
 @contextmanager

@@ -9,7 +9,8 @@ import cv2
 import numpy as np
 from threadpoolctl import threadpool_info
 
-from faceweave.threads import LibraryThreads, frame_parallel_threads, single_threaded_blas
+from faceweave import threads
+from faceweave.threads import LibraryThreads, frame_parallel_threads, photo_threads, single_threaded_blas
 
 
 def _blas_threads() -> list[int]:
@@ -44,6 +45,27 @@ def test_a_photo_keeps_opencvs_pool_and_blas_is_given_back() -> None:
         assert all(n == 1 for n in _blas_threads())  # the photo still holds BLAS
     assert cv2.getNumThreads() == before_cv
     assert _blas_threads() == before_blas
+
+
+def test_a_photo_holds_opencv_to_one_thread_on_two_cores_and_keeps_the_pool_on_more(monkeypatch) -> None:
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(4)
+    try:
+        monkeypatch.setattr(threads, "usable_cpus", lambda: 2)
+        with photo_threads():
+            assert cv2.getNumThreads() == 1
+            assert all(n == 1 for n in _blas_threads())
+        assert cv2.getNumThreads() == 4
+        monkeypatch.setattr(threads, "usable_cpus", lambda: 16)
+        with photo_threads():
+            assert cv2.getNumThreads() == 4
+            assert all(n == 1 for n in _blas_threads())
+    finally:
+        cv2.setNumThreads(before)
+
+
+def test_the_usable_cpus_are_counted() -> None:
+    assert 1 <= threads.usable_cpus() <= (threads.os.cpu_count() or 1)
 
 
 def test_limits_are_given_back_when_the_body_raises() -> None:
