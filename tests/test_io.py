@@ -495,6 +495,23 @@ def test_jpeg_quality_changes_size(tmp_path, astronaut):
     assert low < high
 
 
+def test_png_is_written_at_the_chosen_zlib_level_and_reads_back_exactly(tmp_path, astronaut, monkeypatch):
+    from faceweave.io import images
+
+    levels = []
+    save = PILImage.Image.save
+
+    def spy(self, fp, format=None, **params):  # noqa: A002 - Pillow's own name
+        levels.append(params.get("compress_level"))
+        return save(self, fp, format=format, **params)
+
+    monkeypatch.setattr(PILImage.Image, "save", spy)
+    out = write_image(tmp_path / "out.png", astronaut, xmp=b"<x:xmpmeta xmlns:x='adobe:ns:meta/'/>")
+    write_image(tmp_path / "out.jpg", astronaut)
+    assert levels == [images.PNG_COMPRESS_LEVEL, None]
+    assert np.array_equal(read_image(out).pixels, astronaut)
+
+
 def test_write_creates_parent_folder(tmp_path, astronaut):
     path = write_image(str(tmp_path / "a" / "b" / "out.png"), _crop(astronaut))
     assert path == tmp_path / "a" / "b" / "out.png" and path.is_file()
