@@ -89,7 +89,9 @@ class MediapipeFaceDetector:
     def prepare(self) -> None:
         if self._full is None:
             try:
-                import mediapipe as mp
+                from faceweave.mediapipe_import import load_mediapipe
+
+                mp = load_mediapipe()
 
                 fd = mp.solutions.face_detection
                 # made and first run with their native log lines kept off stderr

@@ -24,7 +24,9 @@ def _draw_hand(out: np.ndarray, p: np.ndarray, palm: float) -> np.ndarray:
     """``out`` (uint8, 255 = hand) with one hand's ``(21, 2)`` points drawn:
     the palm polygon, thick lines along the finger bones, grown by
     :data:`HAND_MARGIN`."""
-    from mediapipe.python.solutions.hands_connections import HAND_CONNECTIONS
+    from faceweave.mediapipe_import import load_mediapipe
+
+    HAND_CONNECTIONS = load_mediapipe().solutions.hands_connections.HAND_CONNECTIONS
 
     width = max(2, int(round(HAND_FINGER_WIDTH * palm)))
     q = np.round(p * 16.0).astype(np.int32)  # 4 bits of sub-pixel precision
@@ -75,7 +77,9 @@ class HandDetector:
         """Make the graph (once; its native log lines kept off stderr) and return it."""
         if self._model is None:
             try:
-                import mediapipe as mp
+                from faceweave.mediapipe_import import load_mediapipe
+
+                mp = load_mediapipe()
 
                 self._model = QuietGraph(
                     lambda: mp.solutions.hands.Hands(

@@ -75,7 +75,9 @@ def _face_mesh(*, video: bool, min_confidence: float):
     landmarks).  Its native log lines are kept off stderr: it is made, and
     run until its first face, quietly (:class:`QuietGraph`)."""
     try:
-        import mediapipe as mp
+        from faceweave.mediapipe_import import load_mediapipe
+
+        mp = load_mediapipe()
 
         return QuietGraph(
             lambda: mp.solutions.face_mesh.FaceMesh(

@@ -24,7 +24,9 @@ class SelfieSegmenter:
         """Make the graph (once; its native log lines kept off stderr) and return it."""
         if self._model is None:
             try:
-                import mediapipe as mp
+                from faceweave.mediapipe_import import load_mediapipe
+
+                mp = load_mediapipe()
 
                 self._model = QuietGraph(lambda: mp.solutions.selfie_segmentation.SelfieSegmentation(model_selection=0))
             except Exception as exc:  # pragma: no cover - broken install

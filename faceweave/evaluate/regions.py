@@ -19,7 +19,9 @@ from faceweave.types import BBox, Face
 @cache
 def nose_lower() -> np.ndarray:
     """Mesh indices of the nose below the bridge (tip, wings, nostrils)."""
-    from mediapipe.python.solutions import face_mesh_connections as c
+    from faceweave.mediapipe_import import load_mediapipe
+
+    c = load_mediapipe().solutions.face_mesh_connections
 
     bridge = {168, 6, 197, 195}
     idx = sorted({i for e in c.FACEMESH_NOSE for i in e} - bridge)

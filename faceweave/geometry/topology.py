@@ -14,7 +14,9 @@ import numpy as np
 
 
 def _connections():
-    from mediapipe.python.solutions import face_mesh_connections as c
+    from faceweave.mediapipe_import import load_mediapipe
+
+    c = load_mediapipe().solutions.face_mesh_connections
 
     return c
 
