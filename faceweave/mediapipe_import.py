@@ -10,8 +10,10 @@ process that finds faces (a photo's whole ``faceweave swap`` took about
 import the real modules the first time anything is read from them, so
 mediapipe's own plotting (``drawing_utils.plot_landmarks``) still works.
 The stand-ins leave ``sys.modules`` as soon as mediapipe is imported: a
-later ``import matplotlib`` anywhere in the process is the real one.  A
-process that has imported matplotlib already imports mediapipe as it is.
+later ``import matplotlib`` anywhere in the process is the real one (a
+thread that imports it in the 0.2 s of mediapipe's import gets a
+stand-in, which reads the real module from then on).  A process that has
+imported matplotlib already imports mediapipe as it is.
 """
 
 from __future__ import annotations

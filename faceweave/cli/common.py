@@ -40,11 +40,12 @@ def target_is_video(path: Path) -> bool:
 
 
 def wants_video_output(path: Path) -> bool:
-    """Whether ``path`` names a video output rather than an image."""
-    from faceweave.video.io import check_video_output
-
+    """Whether ``path`` names a video output rather than an image (an
+    image's name is told without importing the video writer and FFmpeg)."""
     if path.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff"):
         return False
+    from faceweave.video.io import check_video_output
+
     try:
         check_video_output(path)
     except InvalidOptionError:
