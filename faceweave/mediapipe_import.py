@@ -12,7 +12,7 @@ mediapipe's own plotting (``drawing_utils.plot_landmarks``) still works.
 The stand-ins leave ``sys.modules`` as soon as mediapipe is imported: a
 later ``import matplotlib`` anywhere in the process is the real one (a
 thread that imports it in the 0.2 s of mediapipe's import gets a
-stand-in, which reads the real module from then on).  A process that has
+stand-in, whose attributes are the real module's once mediapipe is in).  A process that has
 imported matplotlib already imports mediapipe as it is.
 """
 
