@@ -7,7 +7,7 @@ compiler), that replaces a Python-level loop of many small calls and runs
 with the interpreter lock released, so the video's render threads run it
 side by side: the mesh swapper's rasterizer and its piecewise-affine
 maps (:mod:`faceweave.kernels.raster`), paste-back, the detail step and
-the reshaping warp and the watermark's mark on a video frame's Y plane
+the reshaping warp and the watermark's mark on a video frame's Y plane and on a picture's colours
 (:mod:`faceweave.kernels.pixels`), and the blend's colour chain
 (:mod:`faceweave.kernels.lab`).
 
