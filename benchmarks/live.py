@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -161,9 +162,52 @@ class StreamFigures:
     session_p95_ms: float | None = None
     #: frames the session wrote (its whole run, warm-up included)
     frames_out: int = 0
+    #: the session process's CPU milliseconds per frame read back after the
+    #: warm-up (its start and model loading left out), or None
+    steady_cpu_ms: float | None = None
 
 
-def figures(catcher: Catcher, report: dict) -> StreamFigures:
+class CpuWatch(threading.Thread):
+    """Samples a process's CPU seconds (user + system, all its threads,
+    from ``/proc``) every :data:`CPU_EVERY_S` until it ends: ``(when,
+    seconds)`` on the feeders' clock."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.samples: list[tuple[float, float]] = []
+
+    def run(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        while True:
+            try:
+                fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                return  # the process has ended
+            if fields[0] == "Z":
+                return
+            self.samples.append((time.monotonic(), (int(fields[11]) + int(fields[12])) / tick))
+            time.sleep(CPU_EVERY_S)
+
+
+#: how often :class:`CpuWatch` samples
+CPU_EVERY_S = 0.25
+
+
+def steady_cpu_ms(watch: CpuWatch | None, steady: list[tuple[float, float]]) -> float | None:
+    """The CPU milliseconds per frame read back between the first sample in
+    the steady window and the last sample, or None when too little is there."""
+    if watch is None or not steady:
+        return None
+    inside = [(t, cpu) for t, cpu in watch.samples if t >= steady[0][0]]
+    if len(inside) < 2:
+        return None
+    (t0, c0), (t1, c1) = inside[0], inside[-1]
+    frames = sum(1 for t, _ in steady if t0 <= t <= t1)
+    return 1000.0 * (c1 - c0) / frames if frames else None
+
+
+def figures(catcher: Catcher, report: dict, watch: CpuWatch | None = None) -> StreamFigures:
     inside = report.get("latency_p50_ms"), report.get("latency_p95_ms")
     written = int(report.get("frames_out", 0))
     if not catcher.received:
@@ -176,7 +220,15 @@ def figures(catcher: Catcher, report: dict) -> StreamFigures:
     span = max(steady[-1][0] - steady[0][0], 1e-6)
     p50, p95 = np.percentile([lat * 1000 for _, lat in steady], [50, 95])
     dropped = report.get("dropped", 0) / max(report.get("frames_in", 1), 1)
-    return StreamFigures(float(p50), float(p95), (len(steady) - 1) / span, dropped, *inside, frames_out=written)
+    return StreamFigures(
+        float(p50),
+        float(p95),
+        (len(steady) - 1) / span,
+        dropped,
+        *inside,
+        frames_out=written,
+        steady_cpu_ms=steady_cpu_ms(watch, steady),
+    )
 
 
 def run_streams(count: int, frames: list[np.ndarray], rate: Fraction, fps: float, seconds: float, source: Path):
@@ -198,6 +250,9 @@ def run_streams(count: int, frames: list[np.ndarray], rate: Fraction, fps: float
         )
         for pin, pout in ports
     ]
+    watches = [CpuWatch(proc.pid) for proc in procs]
+    for watch in watches:
+        watch.start()
     outputs = [proc.communicate() for proc in procs]
     for feeder in feeders:
         feeder.halt.set()
@@ -208,7 +263,9 @@ def run_streams(count: int, frames: list[np.ndarray], rate: Fraction, fps: float
         if proc.returncode != 0:
             raise SystemExit(f"faceweave live failed ({proc.returncode}): {err.strip()}")
         reports.append(json.loads(out))
-    return [figures(c, r) for c, r in zip(catchers, reports, strict=True)]
+    for watch in watches:
+        watch.join(timeout=5)
+    return [figures(c, r, w) for c, r, w in zip(catchers, reports, watches, strict=True)]
 
 
 def summary(streams: list[StreamFigures]) -> dict:
