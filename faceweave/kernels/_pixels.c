@@ -1177,6 +1177,10 @@ static void linear_taps(int i, double scale, int n, int cols, int *t0, int *t1, 
     *w1 = f;
 }
 
+/* v clipped to the int16 range and rounded to the nearest, ties to even
+ * (lrintf's, as cvtps2dq's under the default MXCSR) */
+static inline long int16_round(float v) { return lrintf(v > 32767.0f ? 32767.0f : (v < -32768.0f ? -32768.0f : v)); }
+
 /* One row of mark_luma: y += round(p * (r0 * b0 + r1 * b1)), the product
  * clipped to int16 and the sum to 0..255, rounding to the nearest, ties to
  * even (lrintf's, and cvtps2dq's under the default MXCSR).  On x86-64 sixteen
@@ -1205,7 +1209,7 @@ static void mark_row(uint8_t *y, const float *p, const float *r0, const float *r
 #endif
     for (; i < w; i++) {
         float v = p[i] * (r0[i] * b0 + r1[i] * b1);
-        long d = lrintf(v > 32767.0f ? 32767.0f : (v < -32768.0f ? -32768.0f : v));
+        long d = int16_round(v);
         long sum = (long)y[i] + d;
         y[i] = (uint8_t)(sum < 0 ? 0 : (sum > 255 ? 255 : sum));
     }
@@ -1236,7 +1240,7 @@ static void mark_deltas(uint8_t *restrict up, uint8_t *restrict down, const floa
 #endif
     for (; i < w; i++) {
         float v = t[i] * m[i];
-        long d = lrintf(v > 32767.0f ? 32767.0f : (v < -32768.0f ? -32768.0f : v));
+        long d = int16_round(v);
         up[i] = (uint8_t)(d > 255 ? 255 : (d > 0 ? d : 0));
         down[i] = (uint8_t)(d < -255 ? 255 : (d < 0 ? -d : 0));
     }
